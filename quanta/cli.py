@@ -1,0 +1,124 @@
+"""The `quanta` command line."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from quanta.errors import QuantaError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Quanta: deep-learning cluster scheduling, simulated and for real.")
+console = Console()
+err_console = Console(stderr=True)
+
+DEFAULT_TRACE = "philly"
+DEFAULT_CLUSTER = "gavel-108"
+DEFAULT_POLICIES = ["fifo", "sjf", "srtf", "las"]
+
+
+@app.command()
+def simulate(
+    trace: str = typer.Option(DEFAULT_TRACE, help="trace file, bundled sample name (see `quanta traces`), "
+                              "or synthetic:JOBS_PER_HOUR:NUM_JOBS (Gavel-style Poisson)"),
+    format: str = typer.Option("auto", "--format", help="trace format (auto, normalized, philly, gavel, "
+                               "pollux, tiresias, openb, helios, itp, pai)"),
+    cluster: str = typer.Option(DEFAULT_CLUSTER, help="preset name, YAML file, or TYPE:NODESxGPUS[,...]"),
+    policy: Optional[List[str]] = typer.Option(None, "--policy", "-p",
+                                               help="policy NAME[:key=value,...]; repeat to compare"),
+    seed: int = typer.Option(0, help="seed for everything random (model draws, synthetic traces, faults)"),
+    out: Path = typer.Option(Path("quanta-out"), help="output folder"),
+    max_jobs: Optional[int] = typer.Option(None, "--max-jobs", min=1, help="keep the first N jobs"),
+    load_scale: float = typer.Option(1.0, "--load-scale", help="divide inter-arrival times by X"),
+    restart_delay: float = typer.Option(30.0, "--restart-delay", min=0.0,
+                                        help="seconds to restore a checkpoint after preemption/migration"),
+    drop_impossible: bool = typer.Option(False, "--drop-impossible",
+                                         help="report jobs that can never fit instead of failing"),
+    node_mtbf_h: float = typer.Option(0.0, "--node-mtbf-h", min=0.0,
+                                      help="inject node failures: mean hours between failures per node"),
+    repair_h: float = typer.Option(1.0, "--repair-h", min=0.0, help="hours a failed node stays down"),
+    until_h: Optional[float] = typer.Option(None, "--until-h", help="stop the simulation at this hour"),
+    plots: bool = typer.Option(True, "--plots/--no-plots", help="write PNG plots"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar or table"),
+) -> None:
+    """Replay a trace on a cluster under one or more policies and compare them."""
+    from quanta.runner import SimulationRequest, run_simulations
+
+    req = SimulationRequest(trace=trace, format=format, cluster=cluster,
+                            policies=policy or DEFAULT_POLICIES, seed=seed, out=out,
+                            max_jobs=max_jobs, load_scale=load_scale, restart_delay=restart_delay,
+                            drop_impossible=drop_impossible, node_mtbf_h=node_mtbf_h,
+                            repair_h=repair_h, until_h=until_h, plots=plots)
+    rows, header = run_simulations(req, console=None if quiet else console)
+    if not quiet:
+        table = Table(title="Quanta: " + "; ".join(header[:3]))
+        cols = ["policy", "finished", "avg_jct_s", "p50_jct_s", "p99_jct_s", "avg_queue_s",
+                "makespan_s", "gpu_util", "jain", "preemptions"]
+        for c in cols:
+            table.add_column(c.replace("_s", " (h)") if c.endswith("_s") else c, justify="right")
+        for r in rows:
+            cells = []
+            for c in cols:
+                v = r[c]
+                cells.append(f"{v / 3600:.2f}" if c.endswith("_s") else
+                             f"{v:.3f}" if isinstance(v, float) else str(v))
+            table.add_row(*cells)
+        console.print(table)
+        for h in header[3:]:
+            console.print(f"[dim]note: {h}[/dim]")
+        console.print(f"results in {out}/ (summary.csv, report.md, <policy>/jobs.csv, timeline.csv"
+                      + (", jct_cdf.png, utilisation.png)" if plots else ")"))
+
+
+@app.command()
+def policies() -> None:
+    """List the scheduling policies."""
+    from quanta.policies import POLICIES
+    for name, info in sorted(POLICIES.items()):
+        console.print(f"{name:24s} {info.description}", highlight=False)
+
+
+@app.command()
+def clusters() -> None:
+    """List the cluster presets."""
+    from quanta.model.presets import PRESETS
+    for name, p in PRESETS.items():
+        console.print(f"{name:16s} {p.description}", highlight=False)
+
+
+@app.command()
+def traces() -> None:
+    """List the bundled trace samples and the trace formats that can be read."""
+    from quanta.workloads.formats import FORMATS
+    from quanta.workloads.samples import SAMPLES
+    console.print("bundled samples (use the name with --trace):", highlight=False)
+    for name, (_file, fmt, desc) in SAMPLES.items():
+        console.print(f"  {name:14s} [{fmt}] {desc}", highlight=False)
+    console.print("formats (--format):", highlight=False)
+    for name, info in FORMATS.items():
+        console.print(f"  {name:14s} {info.description}", highlight=False)
+
+
+def main() -> None:
+    try:
+        app(standalone_mode=False)
+    except QuantaError as e:
+        err_console.print(f"error: {e}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except (typer.Abort, KeyboardInterrupt):
+        sys.exit(130)
+    except Exception as e:  # click usage errors
+        import click
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            sys.exit(2)
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+"""What a policy returns: a target allocation for every job of the snapshot."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from quanta.core.snapshot import Snapshot
+
+
+@dataclass
+class Decision:
+    gpus: np.ndarray                 # target GPU count per snapshot row (0 = queue / preempt)
+    gpu_type: np.ndarray             # target type index per snapshot row (-1 when gpus == 0)
+    order: np.ndarray | None = None  # placement priority (snapshot rows); default: biggest first
+    exact: dict[int, np.ndarray] = field(default_factory=dict)  # row -> exact global GPU ids
+    plans: dict[int, Any] = field(default_factory=dict)         # row -> execution plan
+    wake_at: float | None = None     # ask to be called again at this time (e.g. a threshold)
+    state: dict[str, Any] | None = None  # the policy's state to hand back next time
+
+    @classmethod
+    def empty(cls, snap: Snapshot) -> "Decision":
+        n = len(snap.jobs)
+        return cls(np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64))
+
+    @classmethod
+    def keep(cls, snap: Snapshot) -> "Decision":
+        """Everything stays as it is."""
+        return cls(snap.jobs.gpus.copy(), snap.jobs.gtype.copy())
+
+    def demand(self, num_types: int) -> np.ndarray:
+        on = self.gpus > 0
+        return np.bincount(self.gpu_type[on], weights=self.gpus[on], minlength=num_types).astype(np.int64)

@@ -1,0 +1,39 @@
+"""The decision loop both drivers run: snapshot -> policy.decide -> mechanism -> transitions."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from quanta.core.jobtable import JobTable
+from quanta.core.mechanism import Transition, apply
+from quanta.core.snapshot import Snapshot
+from quanta.placement.occupancy import Occupancy
+from quanta.policies.base import Policy
+
+
+class DecisionLoop:
+    def __init__(self, policy: Policy, table: JobTable, occ: Occupancy):
+        self.policy = policy
+        self.table = table
+        self.occ = occ
+        self.state: dict[str, Any] = {}
+        self.wake_at: float | None = None
+        self.decisions = 0
+        self.decide_seconds = 0.0
+
+    def step(self, now: float, active: np.ndarray, events: tuple[str, ...] = ()) -> list[Transition]:
+        t = self.table
+        snap = Snapshot(now=now, cluster=t.cluster, perf=t.perf, jobs=t.view(active, now),
+                        capacity=self.occ.up_capacity(), node_free=self.occ.node_free.copy(),
+                        node_up=self.occ.node_up.copy(), state=self.state, events=events)
+        start = time.perf_counter()
+        dec = self.policy.decide(snap)
+        self.decide_seconds += time.perf_counter() - start
+        self.decisions += 1
+        if dec.state is not None:
+            self.state = dec.state
+        self.wake_at = dec.wake_at
+        return apply(snap, dec, self.occ)

@@ -1,0 +1,18 @@
+"""User-facing errors: each carries one line that names the file, line or field at fault."""
+
+
+class QuantaError(Exception):
+    """A user's mistake (bad input, bad spec). The CLI prints str(err) on one line and exits 2."""
+
+    def __init__(self, message: str, *, source: str | None = None, line: int | None = None,
+                 field: str | None = None):
+        where = []
+        if source:
+            where.append(str(source) + (f":{line}" if line is not None else ""))
+        elif line is not None:
+            where.append(f"line {line}")
+        if field:
+            where.append(f"field '{field}'")
+        self.source, self.line, self.field = source, line, field
+        self.bare = message
+        super().__init__((": ".join(where) + ": " if where else "") + message)

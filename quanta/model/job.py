@@ -1,0 +1,73 @@
+"""Job specifications (what a user or a trace asks for) and traces (ordered lists of them).
+
+Work is measured in steps (iterations). `duration_s`, when a trace gives it, is the job's run time on
+the reference allocation (its requested GPU count of `reference_gpu`, consolidated); the workload
+builder turns it into steps through the performance model, so that a job alone on the reference
+cluster runs exactly that long.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+REFERENCE_GPU = "v100"
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    job_id: str
+    submit_time: float                 # seconds from the trace start
+    num_gpus: int                      # GPUs requested (scale factor)
+    job_type: str = ""                 # catalog key (model); "" = unknown, to be drawn
+    total_steps: float = 0.0           # work; 0 = derive from duration_s
+    duration_s: float = 0.0            # run time on the reference allocation, if the trace has it
+    user: str = ""
+    queue: str = "default"
+    batch_size: int = 0
+    weight: float = 1.0
+    priority: int = 0
+    gpu_types: tuple[str, ...] = ()    # allowed GPU types; () = any
+    guaranteed: bool = False           # guaranteed (SLA) or best-effort
+    sla: float = 0.0                   # guaranteed throughput floor, fraction of requested-alloc rate
+    min_gpus: int = 0                  # elastic range; 0 = num_gpus (rigid)
+    max_gpus: int = 0
+    deadline: float = 0.0              # absolute seconds; 0 = none
+    gpu_fraction: float = 1.0          # share of one GPU requested (openb)
+    cpus: float = 0.0                  # CPU threads requested; 0 = not modelled
+    mem_gb: float = 0.0                # host memory requested; 0 = not modelled
+    plan: str = ""                     # the user's execution plan, if any
+    type_drawn: bool = False           # job_type was drawn from the catalog, not given by the trace
+    reference_gpu: str = REFERENCE_GPU
+    source_line: int = 0               # line of the trace file this job came from (for errors)
+
+    @property
+    def elastic(self) -> bool:
+        return self.min_gpus_eff != self.max_gpus_eff
+
+    @property
+    def min_gpus_eff(self) -> int:
+        return self.min_gpus or self.num_gpus
+
+    @property
+    def max_gpus_eff(self) -> int:
+        return self.max_gpus or self.num_gpus
+
+    def with_(self, **changes) -> "JobSpec":
+        return replace(self, **changes)
+
+
+@dataclass
+class Trace:
+    """Jobs sorted by submit time, with where they came from and what was synthesised."""
+
+    jobs: list[JobSpec]
+    name: str = "trace"
+    source: str = ""
+    format: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.jobs.sort(key=lambda j: (j.submit_time, j.job_id))
+
+    def __len__(self) -> int:
+        return len(self.jobs)

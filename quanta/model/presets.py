@@ -1,0 +1,141 @@
+"""Cluster presets of the papers' evaluations, and parsing of `--cluster PRESET|FILE|SPEC`."""
+
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from quanta.errors import QuantaError
+from quanta.model.cluster import Cluster, NodeSpec
+from quanta.model.gpu import gpu_type
+from quanta.paths import TRACES_DIR
+
+
+def _group(prefix: str, gpu: str, nodes: int, gpus: int, **kw) -> list[NodeSpec]:
+    return [NodeSpec(f"{prefix}{i:03d}", gpu, gpus, **kw) for i in range(nodes)]
+
+
+def _openb() -> Cluster:
+    path = TRACES_DIR / "openb_node_list_gpu_node.csv"
+    nodes = []
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            if int(row["gpu"]) > 0:
+                nodes.append(NodeSpec(row["sn"], gpu_type(row["model"]).name, int(row["gpu"]),
+                                      cpus=int(row["cpu_milli"]) // 1000,
+                                      mem_gb=int(row["memory_mib"]) / 1024))
+    return Cluster(tuple(nodes), name="openb")
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    description: str
+    build: Callable[[], Cluster]
+
+
+PRESETS: dict[str, Preset] = {p.name: p for p in (
+    Preset("gavel-108", "Gavel's simulated cluster: 36 V100 + 36 P100 + 36 K80, 4 GPUs per server",
+           lambda: Cluster(tuple(_group("v100-", "v100", 9, 4) + _group("p100-", "p100", 9, 4)
+                                 + _group("k80-", "k80", 9, 4)), name="gavel-108")),
+    Preset("sia-64", "Sia's default: 6x4 T4 (aws) + 3x8 RTX 2080Ti + 2x8 A100 (dgx-ext)",
+           lambda: Cluster(tuple(_group("aws-", "t4", 6, 4, cpus=48, mem_gb=192, inter_bw_gbps=6.25)
+                                 + _group("rtx-", "rtx", 3, 8, cpus=64, mem_gb=256, inter_bw_gbps=5.0)
+                                 + _group("dgx-", "a100", 2, 8, cpus=256, mem_gb=1024,
+                                          intra_bw_gbps=600, inter_bw_gbps=25.0)), name="sia-64")),
+    Preset("sia-phoebe-44", "Sia's physical cluster: 3x8 RTX 2080Ti + 2x8 A100 + 1x4 Quadro RTX 6000",
+           lambda: Cluster(tuple(_group("rtx-", "rtx", 3, 8) + _group("dgx-", "a100", 2, 8)
+                                 + _group("quad-", "rtx6000", 1, 4)), name="sia-phoebe-44")),
+    Preset("pollux-64", "Pollux's testbed: 16 x 4 T4 (AWS g4dn.12xlarge)",
+           lambda: Cluster(tuple(_group("aws-", "t4", 16, 4, cpus=48, mem_gb=192,
+                                        inter_bw_gbps=6.25)), name="pollux-64")),
+    Preset("rubick-64", "Rubick's testbed: 8 nodes x 8 A800-80GB, 96 CPUs, 1600 GB RAM, "
+                        "NVLink 400 GB/s, 100 Gb/s network",
+           lambda: Cluster(tuple(_group("a800-", "a800", 8, 8, cpus=96, mem_gb=1600,
+                                        intra_bw_gbps=400, inter_bw_gbps=12.5)), name="rubick-64")),
+    Preset("philly-512", "64 x 8 V100 (the Philly replay benchmark's cluster)",
+           lambda: Cluster(tuple(_group("v100-", "v100", 64, 8)), name="philly-512")),
+    Preset("openb", "Alibaba openb 2023 GPU nodes (1,212 nodes, 6,212 GPUs, 7 GPU types)", _openb),
+)}
+
+_INLINE = re.compile(r"^\s*([A-Za-z0-9_.-]+)\s*:\s*(\d+)\s*[xX]\s*(\d+)\s*$")
+
+
+def parse_inline(spec: str) -> Cluster:
+    nodes: list[NodeSpec] = []
+    for part in spec.split(","):
+        m = _INLINE.match(part)
+        if not m:
+            raise QuantaError(f"bad cluster spec '{spec}': '{part.strip()}' is not TYPE:NODESxGPUS "
+                              f"(e.g. v100:64x8,k80:16x4)", field="--cluster")
+        gpu = gpu_type(m.group(1)).name
+        count, per = int(m.group(2)), int(m.group(3))
+        if count <= 0 or per <= 0:
+            raise QuantaError(f"bad cluster spec '{spec}': node and GPU counts must be positive",
+                              field="--cluster")
+        nodes += _group(f"{gpu}-{len(nodes)}-", gpu, count, per)
+    return Cluster(tuple(nodes), name=spec)
+
+
+class _NodeGroup(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    gpu_type: str
+    count: int = Field(1, gt=0)
+    gpus: int = Field(gt=0)
+    cpus: int = Field(0, ge=0)
+    mem_gb: float = Field(0.0, ge=0)
+    intra_bw_gbps: float = Field(0.0, ge=0)
+    inter_bw_gbps: float = Field(0.0, ge=0)
+    name: str | None = None
+
+
+class _ClusterFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str | None = None
+    nodes: list[_NodeGroup] = Field(min_length=1)
+
+
+def load_cluster_file(path: Path) -> Cluster:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        line = getattr(getattr(e, "problem_mark", None), "line", None)
+        raise QuantaError("not valid YAML", source=str(path),
+                          line=None if line is None else line + 1) from None
+    try:
+        spec = _ClusterFile.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(x) for x in err["loc"])
+        raise QuantaError(err["msg"], source=str(path), field=where) from None
+    nodes: list[NodeSpec] = []
+    for gi, g in enumerate(spec.nodes):
+        try:
+            gpu = gpu_type(g.gpu_type).name
+        except QuantaError as e:
+            raise QuantaError(e.bare, source=str(path), field=f"nodes.{gi}.gpu_type") from None
+        prefix = (g.name or f"{gpu}-g{gi}-")
+        nodes += _group(prefix, gpu, g.count, g.gpus, cpus=g.cpus, mem_gb=g.mem_gb,
+                        intra_bw_gbps=g.intra_bw_gbps, inter_bw_gbps=g.inter_bw_gbps)
+    return Cluster(tuple(nodes), name=spec.name or path.stem)
+
+
+def resolve_cluster(arg: str) -> Cluster:
+    """A preset name, a YAML file, or an inline TYPE:NODESxGPUS spec."""
+    if arg in PRESETS:
+        return PRESETS[arg].build()
+    p = Path(arg)
+    if p.suffix.lower() in (".yaml", ".yml") or p.is_file():
+        if not p.is_file():
+            raise QuantaError("cluster file not found", source=arg)
+        return load_cluster_file(p)
+    if ":" in arg:
+        return parse_inline(arg)
+    raise QuantaError(f"unknown cluster '{arg}': not a preset ({', '.join(PRESETS)}), "
+                      f"a YAML file or a TYPE:NODESxGPUS spec", field="--cluster")

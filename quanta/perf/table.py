@@ -1,0 +1,101 @@
+"""Table model: measured steps/s per (job type, GPU type, GPU count, consolidated or not).
+
+Lookup order for `rate(job, gpu_type, n, nodes, consolidated)`:
+1. measured: Gavel's table has (job type, n, gpu_type) -> MEASURED;
+2. bootstrapped: the job type is measured on the reference GPU type (or another measured type):
+   carry it over by the ratio of generic GPU speeds -> BOOTSTRAPPED;
+3. estimated: unknown job type: the job's own reference rate (steps per reference-second)
+   times the generic speed ratio -> ESTIMATED.
+Counts other than the measured scale factors scale from the nearest measured count with a
+sub-linear exponent (SCALING_EXPONENT). A job that is not consolidated (spread over more nodes than it needs) runs at the
+measured unconsolidated/consolidated ratio where Gavel measured it, else UNCONSOLIDATED_FACTOR.
+Never a silent zero: a measured 0 (infeasible, e.g. out of memory) is kept and reported as such.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from quanta.model.gpu import gpu_type as lookup_gpu
+from quanta.model.job import JobSpec
+from quanta.perf.base import Provenance
+from quanta.perf.gavel_table import GavelTable, gavel_table
+
+SCALING_EXPONENT = 0.9        # rate(n) = rate(n0) * (n/n0)**0.9 between measured counts (estimate)
+UNCONSOLIDATED_FACTOR = 0.85  # spread penalty when not measured (estimate; Gavel's median is ~0.8)
+
+
+class TableModel:
+    def __init__(self, table: GavelTable | None = None):
+        self.table = table if table is not None else gavel_table()
+        self._known_types = {k[0] for k in self.table.alone}
+        self._measured_gpus = {k[2] for k in self.table.alone}
+        self._cache: dict[tuple, tuple[float, Provenance]] = {}
+
+    # -- public contract ---------------------------------------------------------------------
+    def rate(self, job: JobSpec, gpu_type: str, num_gpus: int, num_nodes: int = 1,
+             consolidated: bool | None = None) -> float:
+        spread = (num_nodes > 1) if consolidated is None else not consolidated
+        return self._lookup(job, gpu_type, num_gpus, spread)[0]
+
+    def provenance(self, job: JobSpec, gpu_type: str) -> Provenance:
+        return self._lookup(job, gpu_type, job.num_gpus, False)[1]
+
+    def rate_matrix(self, jobs: Sequence[JobSpec], types: Sequence[str]) -> np.ndarray:
+        out = np.empty((len(jobs), len(types)))
+        for i, job in enumerate(jobs):
+            for k, t in enumerate(types):
+                out[i, k] = self._lookup(job, t, job.num_gpus, False)[0]
+        return out
+
+    def reference_rate(self, job: JobSpec) -> float:
+        """Steps/s on the job's reference allocation (requested GPUs of its reference type)."""
+        return self.rate(job, job.reference_gpu, job.num_gpus, 1)
+
+    def knows(self, job_type: str) -> bool:
+        return job_type in self._known_types
+
+    # -- internals ---------------------------------------------------------------------------
+    def _lookup(self, job: JobSpec, gpu: str, n: int, spread: bool) -> tuple[float, Provenance]:
+        key = (job.job_type, job.num_gpus, job.reference_gpu, gpu, n, spread)
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._compute(job, gpu, n, spread)
+            self._cache[key] = hit
+        return hit
+
+    def _compute(self, job: JobSpec, gpu: str, n: int, spread: bool) -> tuple[float, Provenance]:
+        if n <= 0:
+            return 0.0, Provenance.MEASURED
+        gpu = lookup_gpu(gpu).name
+        if job.job_type in self._known_types:
+            base_gpu, prov = gpu, Provenance.MEASURED
+            if gpu not in self._measured_gpus:
+                base_gpu, prov = job.reference_gpu if job.reference_gpu in self._measured_gpus \
+                    else "v100", Provenance.BOOTSTRAPPED
+            rate = self._measured(job.job_type, base_gpu, n, spread)
+            if base_gpu != gpu:
+                rate *= lookup_gpu(gpu).speed / lookup_gpu(base_gpu).speed
+            return rate, prov
+        # Unknown job type: one step = one second of the job on its reference allocation.
+        ratio = lookup_gpu(gpu).speed / lookup_gpu(job.reference_gpu).speed
+        scale = (n / job.num_gpus) ** SCALING_EXPONENT if job.num_gpus else 1.0
+        penalty = UNCONSOLIDATED_FACTOR if spread else 1.0
+        return ratio * scale * penalty, Provenance.ESTIMATED
+
+    def _measured(self, job_type: str, gpu: str, n: int, spread: bool) -> float:
+        sfs = self.table.scale_factors(job_type)
+        sf = max([s for s in sfs if s <= n] or [min(sfs)])
+        rate = self.table.alone.get((job_type, sf, gpu), 0.0)
+        if sf != n:
+            rate *= (n / sf) ** SCALING_EXPONENT
+        if spread:
+            cons = self.table.alone.get((job_type, sf, gpu), 0.0)
+            unc = self.table.unconsolidated.get((job_type, sf, gpu))
+            # A spread job never beats a consolidated one (a few measured entries say so: noise).
+            rate *= min(unc / cons, 1.0) if (unc and cons) else UNCONSOLIDATED_FACTOR
+        return rate
+
+

@@ -1,0 +1,82 @@
+"""Walk jobs in priority order and give each its requested GPUs, all or nothing.
+
+Shared by every queue-ordered policy (FIFO, SJF, SRTF, LAS, Tiresias ...). Type choice: a running
+job keeps its current type when there is room; otherwise the allowed type with room where the job
+runs fastest (perf model's rates). Without backfill the walk stops at the first job that does not
+fit (strict order); with backfill it skips that job and keeps filling.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from quanta.core.decision import Decision
+from quanta.core.snapshot import Snapshot
+
+
+def greedy_fill(snap: Snapshot, order: np.ndarray, backfill: bool) -> Decision:
+    jobs = snap.jobs
+    dec = Decision.empty(snap)
+    free = snap.capacity.astype(np.int64).copy()
+    if len(order) == 0:
+        return dec
+    if len(free) == 1:
+        _fill_one_type(jobs.req, order, int(free[0]), backfill, dec)
+    else:
+        _fill_many_types(snap, order, free, backfill, dec)
+    dec.order = order
+    return dec
+
+
+def _fill_one_type(req: np.ndarray, order: np.ndarray, cap: int, backfill: bool, dec: Decision) -> None:
+    """Vectorised walk for a single GPU type: same result as the general walk, O(placed) numpy ops."""
+    r = req[order]
+    cum = np.cumsum(r)
+    k = int(np.searchsorted(cum, cap, side="right"))   # jobs order[:k] fit in strict order
+    take = list(order[:k])
+    free = cap - (int(cum[k - 1]) if k else 0)
+    if backfill:
+        pos = k + 1
+        while pos < len(order) and free > 0:
+            fits = np.flatnonzero(r[pos:] <= free)
+            if fits.size == 0:
+                break
+            pos += int(fits[0])
+            take.append(order[pos])
+            free -= int(r[pos])
+            pos += 1
+    rows = np.asarray(take, dtype=np.int64)
+    dec.gpus[rows] = req[rows]
+    dec.gpu_type[rows] = 0
+
+
+def _fill_many_types(snap: Snapshot, order: np.ndarray, free: np.ndarray, backfill: bool,
+                     dec: Decision) -> None:
+    jobs = snap.jobs
+    req, allowed, rates, cur = jobs.req, jobs.allowed, jobs.rates, jobs.gtype
+    min_rest = np.minimum.accumulate(req[order][::-1])[::-1]
+    for pos, row in enumerate(order):
+        if free.max() < min_rest[pos]:
+            break
+        need = req[row]
+        room = allowed[row] & (free >= need)
+        if not room.any():
+            if not backfill:
+                break
+            continue
+        t = cur[row]
+        if t < 0 or not room[t]:
+            t = int(np.argmax(np.where(room, rates[row], -1.0)))
+        free[t] -= need
+        dec.gpus[row] = need
+        dec.gpu_type[row] = t
+
+
+def priority_order(keys: tuple[np.ndarray, ...], running: np.ndarray | None = None) -> np.ndarray:
+    """Rows sorted by the keys (last key most significant, as np.lexsort); if `running` is given,
+    running jobs come first in their own key order (non-preemptive policies)."""
+    order = np.lexsort(keys)
+    if running is None:
+        return order
+    run = running[order]
+    return np.concatenate([order[run], order[~run]])

@@ -1,0 +1,1 @@
+"""Metrics, comparison tables and plots."""

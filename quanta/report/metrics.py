@@ -1,0 +1,101 @@
+"""Per-job results and per-policy summaries of a simulation.
+
+Definitions (also in docs/metrics.md):
+- jct = end - submit; queue = jct - time holding GPUs (all waiting, before and between runs).
+- ideal = run time alone at the requested size on the fastest allowed GPU type.
+- finish-time fairness (Themis): rho = jct / (ideal * max(1, gpus * N / G)), N = average number
+  of active jobs during the job's life, G = cluster GPUs: the finish time on a 1/N share.
+- jain = Jain's index of 1/rho over finished jobs; gpu_util = GPU-seconds held / (G * makespan).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from quanta.core.jobtable import DONE, STATE_NAMES
+from quanta.sim.engine import SimResult
+
+SUMMARY_COLUMNS = ["policy", "jobs", "finished", "avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s",
+                   "avg_queue_s", "makespan_s", "gpu_util", "ftf_rho_max", "ftf_unfair_frac", "jain",
+                   "preemptions", "gpu_hours"]
+JOB_COLUMNS = ["job_id", "job_type", "submit_s", "start_s", "end_s", "jct_s", "queue_s", "gpus",
+               "gpu_types", "preemptions", "migrations", "reconfigurations", "gpu_seconds",
+               "ideal_s", "ftf_rho", "state"]
+
+
+@dataclass(frozen=True)
+class JobMetrics:
+    jct: np.ndarray
+    queue: np.ndarray
+    ideal: np.ndarray
+    rho: np.ndarray
+    gpu_seconds: np.ndarray
+    finished: np.ndarray   # bool
+
+
+def job_metrics(res: SimResult) -> JobMetrics:
+    t = res.table
+    n = len(t)
+    rows = np.arange(n)
+    end_time = np.where(np.isnan(t.end), np.nan, t.end)
+    jct = end_time - t.submit
+    last = np.nanmax(t.end) if np.any(t.state == DONE) else 0.0
+    gpu_s = t.attained(rows, last) if n else np.zeros(0)
+    gpu_s = np.where(t.state == DONE, t.att0, gpu_s)
+    held = np.where(t.state == DONE, t.run0, t.executed(rows, last))
+    queue = jct - held
+    best = t.rates.max(axis=1) if n else np.zeros(0)
+    ideal = np.where(best > 0, t.total / np.maximum(best, 1e-12), np.nan)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        n_avg = (res.active_integral_end - res.active_integral_submit) / jct
+        share = np.maximum(1.0, t.req * n_avg / res.cluster.num_gpus)
+        rho = jct / (ideal * share)
+    return JobMetrics(jct, queue, ideal, rho, gpu_s, t.state == DONE)
+
+
+def summary(res: SimResult) -> dict[str, float | int | str]:
+    t = res.table
+    m = job_metrics(res)
+    fin = m.finished
+    jct = m.jct[fin]
+    cap = res.cluster.num_gpus
+    if fin.any():
+        makespan = float(np.max(t.end[fin]) - np.min(t.submit))
+    else:
+        makespan = 0.0
+    gpu_seconds = float(np.sum(m.gpu_seconds))
+    rho = m.rho[fin]
+    inv = 1.0 / rho[rho > 0] if rho.size else np.zeros(0)
+
+    def pct(q: float) -> float:
+        return float(np.percentile(jct, q)) if jct.size else float("nan")
+
+    return {
+        "policy": res.policy, "jobs": int(len(t)), "finished": int(fin.sum()),
+        "avg_jct_s": float(jct.mean()) if jct.size else float("nan"),
+        "p50_jct_s": pct(50), "p95_jct_s": pct(95), "p99_jct_s": pct(99),
+        "avg_queue_s": float(m.queue[fin].mean()) if jct.size else float("nan"),
+        "makespan_s": makespan,
+        "gpu_util": gpu_seconds / (cap * makespan) if makespan > 0 else 0.0,
+        "ftf_rho_max": float(rho.max()) if rho.size else float("nan"),
+        "ftf_unfair_frac": float(np.mean(rho > 1.0)) if rho.size else float("nan"),
+        "jain": float(inv.sum() ** 2 / (inv.size * np.sum(inv ** 2))) if inv.size else float("nan"),
+        "preemptions": int(t.preemptions.sum()),
+        "gpu_hours": gpu_seconds / 3600.0,
+    }
+
+
+def job_rows(res: SimResult) -> list[list]:
+    t = res.table
+    m = job_metrics(res)
+    types = res.cluster.types
+    out = []
+    for i, spec in enumerate(t.specs):
+        used = "+".join(types[k] for k in range(len(types)) if t.types_used[i] >> k & 1)
+        out.append([spec.job_id, spec.job_type, t.submit[i], t.first_start[i], t.end[i], m.jct[i],
+                    m.queue[i], int(t.req[i]), used, int(t.preemptions[i]), int(t.migrations[i]),
+                    int(t.reconfigs[i]), m.gpu_seconds[i], m.ideal[i], m.rho[i],
+                    STATE_NAMES[int(t.state[i])]])
+    return out

@@ -1,0 +1,116 @@
+"""`quanta simulate` as a function: load, prepare, run every policy, write the outputs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from quanta.errors import QuantaError
+from quanta.model.cluster import Cluster
+from quanta.model.job import JobSpec, Trace
+from quanta.model.presets import resolve_cluster
+from quanta.perf.table import TableModel
+from quanta.policies import make_policy
+from quanta.sim.engine import RestartCost, SimResult, Simulator
+from quanta.sim.faults import FailureModel
+from quanta.workloads.builder import build_workload
+
+
+@dataclass
+class SimulationRequest:
+    trace: str = "philly"
+    format: str = "auto"
+    cluster: str = "gavel-108"
+    policies: Sequence[str] = ("fifo", "sjf", "srtf", "las")
+    seed: int = 0
+    out: Path | None = Path("quanta-out")
+    max_jobs: int | None = None
+    load_scale: float = 1.0
+    restart_delay: float = 30.0
+    drop_impossible: bool = False
+    node_mtbf_h: float = 0.0
+    repair_h: float = 1.0
+    until_h: float | None = None
+    plots: bool = True
+    extra_notes: list[str] = field(default_factory=list)
+
+
+def load_any_trace(spec: str, fmt: str, seed: int) -> Trace:
+    if spec.startswith("synthetic:"):
+        from quanta.workloads.synthetic import gavel_poisson
+        parts = spec.split(":")
+        try:
+            rate = float(parts[1])
+            num = int(parts[2]) if len(parts) > 2 else 1000
+        except (IndexError, ValueError):
+            raise QuantaError(f"bad synthetic trace '{spec}': want synthetic:JOBS_PER_HOUR[:NUM_JOBS]",
+                              field="--trace") from None
+        if rate <= 0 or num <= 0:
+            raise QuantaError(f"bad synthetic trace '{spec}': rate and job count must be positive",
+                              field="--trace")
+        return gavel_poisson(num, rate, seed=seed)
+    from quanta.workloads.formats import load_trace
+    return load_trace(spec, fmt)
+
+
+def check_feasible(specs: Sequence[JobSpec], sim: Simulator, trace: Trace, cluster: Cluster,
+                   drop: bool) -> list[str]:
+    bad = sim.impossible.nonzero()[0]
+    if not len(bad):
+        return []
+    if drop:
+        return [f"{len(bad)} jobs can never fit on this cluster and are reported as unschedulable"]
+    spec = specs[int(bad[0])]
+    allowed = [t for t in cluster.types if not spec.gpu_types or t in spec.gpu_types]
+    if not allowed:
+        field, what = "gpu_types", (f"job {spec.job_id} may only use {'|'.join(spec.gpu_types)}; "
+                                    f"cluster '{cluster.name}' has {', '.join(cluster.types)}")
+    else:
+        most = max(int(cluster.capacity[cluster.type_index(t)]) for t in allowed)
+        field, what = "num_gpus", (f"job {spec.job_id} asks for {spec.num_gpus} GPUs; the largest "
+                                   f"usable GPU type of cluster '{cluster.name}' has {most}")
+    more = f" ({len(bad) - 1} more such jobs)" if len(bad) > 1 else ""
+    raise QuantaError(f"{what}{more}; use --drop-impossible to report them and go on",
+                      source=trace.source or trace.name, line=spec.source_line or None, field=field)
+
+
+def run_simulations(req: SimulationRequest, console=None) -> tuple[list[dict], list[str]]:
+    cluster = resolve_cluster(req.cluster)
+    policies = [make_policy(p) for p in req.policies]
+    trace = load_any_trace(req.trace, req.format, req.seed)
+    if not trace.jobs:
+        raise QuantaError("the trace has no jobs", source=trace.source or req.trace)
+    perf = TableModel()
+    wl = build_workload(trace, perf, seed=req.seed, max_jobs=req.max_jobs, load_scale=req.load_scale)
+    failures = None
+    if req.node_mtbf_h > 0:
+        failures = FailureModel(req.node_mtbf_h * 3600, req.repair_h * 3600, seed=req.seed)
+    until = req.until_h * 3600 if req.until_h is not None else None
+    header = [f"trace: {trace.name} ({trace.format}, {len(wl.specs)} jobs)",
+              f"cluster: {cluster.name} = {cluster.describe()} ({cluster.num_gpus} GPUs)",
+              f"seed {req.seed}, restart delay {req.restart_delay:g} s"] + wl.notes + req.extra_notes
+    results: list[SimResult] = []
+    for i, pol in enumerate(policies):
+        sim = Simulator(wl.specs, cluster, pol, perf, restart=RestartCost(req.restart_delay),
+                        failures=failures, until=until)
+        if i == 0:
+            header += check_feasible(wl.specs, sim, trace, cluster, req.drop_impossible)
+        if console is not None:
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+            with Progress(TextColumn("{task.description:24s}"), BarColumn(),
+                          TextColumn("{task.percentage:>5.1f}% of arrivals"), TimeElapsedColumn(),
+                          console=console, transient=True) as bar:
+                task = bar.add_task(pol.label(), total=1.0)
+                sim.progress_cb = lambda f, task=task: bar.update(task, completed=f)
+                results.append(sim.run())
+        else:
+            results.append(sim.run())
+    rows: list[dict]
+    if req.out is not None:
+        from quanta.report.output import write_run
+        rows = write_run(req.out, results, header=header, plots=req.plots)
+    else:
+        from quanta.report.metrics import summary
+        rows = [summary(r) for r in results]
+    return rows, header

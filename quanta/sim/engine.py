@@ -1,0 +1,229 @@
+"""Discrete-event simulator. Events on a heap; completions computed exactly from current rates.
+
+Per batch of simultaneous events the engine updates job states, then (for event-driven policies on
+any event, for round-based ones on round ticks) runs the shared DecisionLoop and applies its
+transitions: a restarted or moved job pays its restart delay before it progresses again.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from quanta.core.jobtable import DONE, PENDING, RUNNING, UNSCHEDULABLE, JobTable
+from quanta.core.loop import DecisionLoop
+from quanta.core.mechanism import Kind
+from quanta.model.cluster import Cluster
+from quanta.model.job import JobSpec
+from quanta.perf.base import PerfModel
+from quanta.placement.occupancy import Occupancy
+from quanta.policies.base import Policy, PolicyError
+from quanta.sim.faults import FailureModel, NodeOutage
+
+COMPLETE, FAIL, RECOVER, TICK, WAKE = 0, 1, 2, 4, 5
+DEFAULT_RESTART_S = 30.0   # Pollux's simulator charges 30 s per restart
+
+
+@dataclass(frozen=True)
+class RestartCost:
+    """Seconds a job spends restoring a checkpoint before it progresses again, per job type."""
+
+    default: float = DEFAULT_RESTART_S
+    per_type: Mapping[str, float] = field(default_factory=dict)
+
+    def __call__(self, spec: JobSpec) -> float:
+        return float(self.per_type.get(spec.job_type, self.default))
+
+
+@dataclass
+class SimResult:
+    policy: str
+    cluster: Cluster
+    table: JobTable
+    times: np.ndarray           # timeline: batch times
+    busy: np.ndarray            # (m, K) GPUs held per type after each batch
+    pending: np.ndarray         # jobs waiting after each batch
+    running: np.ndarray
+    active_integral_submit: np.ndarray   # ∫ active jobs dt at each job's submit (for FTF)
+    active_integral_end: np.ndarray
+    events: int = 0
+    decisions: int = 0
+    wall_s: float = 0.0
+    decide_s: float = 0.0
+    stalled: bool = False
+    horizon: float | None = None
+
+
+class Simulator:
+    def __init__(self, specs: Sequence[JobSpec], cluster: Cluster, policy: Policy, perf: PerfModel,
+                 *, restart: RestartCost | None = None, failures: FailureModel | None = None,
+                 outages: Sequence[NodeOutage] = (), until: float | None = None,
+                 progress: Callable[[float], None] | None = None):
+        self.cluster = cluster
+        self.policy = policy
+        self.perf = perf
+        self.table = JobTable(specs, cluster, perf)
+        self.occ = Occupancy(cluster)
+        self.loop = DecisionLoop(policy, self.table, self.occ)
+        self.restart = restart or RestartCost()
+        self.failures = failures
+        self.outages = tuple(outages)
+        self.until = until
+        self.progress_cb = progress
+        self.impossible = self.table.never_fits()
+
+    # -------------------------------------------------------------------------------------------
+    def run(self) -> SimResult:
+        wall0 = time.perf_counter()
+        t, occ, loop = self.table, self.occ, self.loop
+        n = len(t)
+        heap: list[tuple[float, int, int, int, int]] = []
+        seq = 0
+        version = np.zeros(n, dtype=np.int64)
+        fail_rng = self.failures.rng() if self.failures else None
+
+        def push(when: float, kind: int, obj: int, ver: int = 0) -> None:
+            nonlocal seq
+            seq += 1
+            heapq.heappush(heap, (when, kind, seq, obj, ver))
+
+        if self.failures:
+            for node in range(len(self.cluster.nodes)):
+                push(self.failures.next_failure(fail_rng, 0.0), FAIL, node, -1)
+        for i, o in enumerate(self.outages):
+            push(o.at, FAIL, o.node, i)
+        interval = self.policy.interval
+        tick_pending = False
+        wake_ver = 0
+        active = np.empty(0, dtype=np.int64)
+        ptr = 0
+        a_sub = np.zeros(n)
+        a_end = np.full(n, np.nan)
+        acc, last_t = 0.0, 0.0
+        times: list[float] = []
+        busy: list[np.ndarray] = []
+        pend: list[int] = []
+        runn: list[int] = []
+        n_running = 0
+        down_nodes = 0
+        events_total = 0
+        stalled = False
+        batches = 0
+        submit = t.submit
+        while True:
+            next_arr = submit[ptr] if ptr < n else np.inf
+            next_ev = heap[0][0] if heap else np.inf
+            now = min(next_arr, next_ev)
+            if now == np.inf or (self.until is not None and now > self.until):
+                break
+            acc += len(active) * (now - last_t)
+            last_t = now
+            kinds: set[str] = set()
+            while heap and heap[0][0] == now:
+                _, kind, _, obj, ver = heapq.heappop(heap)
+                events_total += 1
+                if kind == COMPLETE:
+                    if ver != version[obj] or t.state[obj] != RUNNING:
+                        continue
+                    occ.release(obj)
+                    t.finish(obj, now)
+                    n_running -= 1
+                    a_end[obj] = acc
+                    active = np.delete(active, np.searchsorted(active, obj))
+                    kinds.add("completion")
+                elif kind == FAIL:
+                    if not occ.node_up[obj]:
+                        continue
+                    for row in occ.node_down(obj):
+                        occ.release(row)
+                        t.hold(row, now, Kind.PREEMPT.value, -1, np.empty(0, np.int64), 0.0, 0.0)
+                        version[row] += 1
+                        n_running -= 1
+                    down_nodes += 1
+                    repair = self.failures.repair_s if ver == -1 else self.outages[ver].duration
+                    push(now + repair, RECOVER, obj, ver)
+                    kinds.add("failure")
+                elif kind == RECOVER:
+                    occ.node_up_again(obj)
+                    down_nodes -= 1
+                    if ver == -1 and (ptr < n or len(active)):
+                        push(self.failures.next_failure(fail_rng, now), FAIL, obj, -1)
+                    kinds.add("recovery")
+                elif kind == TICK:
+                    tick_pending = False
+                    kinds.add("tick")
+                elif kind == WAKE and ver == wake_ver:
+                    kinds.add("wake")
+            if ptr < n and submit[ptr] == now:
+                end = int(np.searchsorted(submit, now, side="right"))
+                new = np.arange(ptr, end)
+                ptr = end
+                bad = new[self.impossible[new]]
+                if bad.size:
+                    t.state[bad] = UNSCHEDULABLE
+                    new = new[~self.impossible[new]]
+                t.state[new] = PENDING
+                a_sub[new] = acc
+                active = np.concatenate([active, new])
+                events_total += len(new)
+                if new.size:
+                    kinds.add("arrival")
+            if not kinds:
+                continue
+            decide = ("tick" in kinds) if interval else True
+            if decide and len(active):
+                trs = loop.step(now, active, tuple(sorted(kinds)))
+                for tr in trs:
+                    row = tr.row
+                    spec = t.specs[row]
+                    if tr.kind is Kind.PREEMPT:
+                        rate, delay = 0.0, 0.0
+                        n_running -= 1
+                    else:
+                        rate = self.perf.rate(spec, self.cluster.types[tr.gpu_type], len(tr.gpus),
+                                              tr.nodes, tr.consolidated)
+                        if rate <= 0:
+                            raise PolicyError(f"{self.policy.label()} put job {spec.job_id} on "
+                                              f"{len(tr.gpus)} {self.cluster.types[tr.gpu_type]} GPUs, "
+                                              f"where it cannot run")
+                        resumed = tr.kind is not Kind.START or not np.isnan(t.first_start[row])
+                        delay = self.restart(spec) if resumed else 0.0
+                        if tr.kind is Kind.START:
+                            n_running += 1
+                    t.hold(row, now, tr.kind.value, tr.gpu_type, tr.gpus, rate, delay)
+                    version[row] += 1
+                    fin = t.finish_time(row)
+                    if fin < np.inf:
+                        push(fin, COMPLETE, row, int(version[row]))
+                if loop.wake_at is not None and loop.wake_at > now:
+                    wake_ver += 1
+                    push(loop.wake_at, WAKE, -1, wake_ver)
+                if not trs and n_running == 0 and ptr == n and down_nodes == 0 and len(active):
+                    stalled = True
+                    break
+            if interval and len(active) and not tick_pending:
+                push((np.floor(now / interval) + 1) * interval, TICK, -1)
+                tick_pending = True
+            times.append(now)
+            busy.append(occ.busy.copy())
+            pend.append(len(active) - n_running)
+            runn.append(n_running)
+            batches += 1
+            if self.progress_cb and batches % 2000 == 0:
+                self.progress_cb(ptr / max(n, 1))
+            if ptr == n and not len(active):
+                break
+        if self.progress_cb:
+            self.progress_cb(1.0)
+        K = len(self.cluster.types)
+        return SimResult(
+            policy=self.policy.label(), cluster=self.cluster, table=t,
+            times=np.asarray(times), busy=np.asarray(busy).reshape(-1, K),
+            pending=np.asarray(pend, dtype=np.int64), running=np.asarray(runn, dtype=np.int64),
+            active_integral_submit=a_sub, active_integral_end=a_end, events=events_total,
+            decisions=loop.decisions, wall_s=time.perf_counter() - wall0,
+            decide_s=loop.decide_seconds, stalled=stalled, horizon=self.until)

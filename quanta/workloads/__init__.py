@@ -1,0 +1,1 @@
+"""Workloads: reading traces of every supported format, and the bundled sample traces."""

@@ -1,0 +1,255 @@
+"""Shared plumbing for the trace readers: opening files, naming columns, parsing numbers, finishing.
+
+Every problem with a user's file becomes a QuantaError that names the file, the 1-based line (the
+header is line 1) and the column at fault. Readers collect one keyword dict per kept job and hand
+the list to `build_trace`, which applies `max_jobs` (the earliest jobs by submit time), re-bases
+times so the earliest kept job is at 0, and builds the JobSpecs.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from quanta.errors import QuantaError
+from quanta.model.job import JobSpec, Trace
+
+_EPOCH = datetime(1970, 1, 1)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The start of a file, for format detection."""
+
+    path: Path
+    first: list[str]            # first non-blank row, split on commas
+    header: frozenset[str]      # the same fields, stripped and lower-cased
+    tabs: int                   # number of tab-separated fields in the first row (1 = no tab)
+    suffix: str                 # lower-case file extension, with the dot
+
+
+def sample_file(path: Path) -> Sample:
+    with open(path, newline="", encoding="utf-8-sig", errors="replace") as f:
+        line = ""
+        for line in f:
+            if line.strip():
+                break
+    line = line.rstrip("\r\n")
+    first = next(csv.reader([line]), []) if line.strip() else []
+    return Sample(path, first, frozenset(norm(c) for c in first), len(line.split("\t")),
+                  path.suffix.lower())
+
+
+def check_file(path: str | Path) -> Path:
+    """The path as a Path; a missing file, a folder or an empty file is a user error."""
+    p = Path(path)
+    if not p.exists():
+        raise QuantaError("no such trace file", source=str(p))
+    if not p.is_file():
+        raise QuantaError("not a file", source=str(p))
+    if p.stat().st_size == 0:
+        raise QuantaError("the file is empty", source=str(p))
+    return p
+
+
+def csv_rows(path: Path, delimiter: str = ",", *, quoting: int = csv.QUOTE_MINIMAL
+             ) -> Iterator[tuple[int, list[str]]]:
+    """(line number, fields) of every non-blank row; QuantaError when there is no row at all."""
+    seen = False
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            reader = csv.reader(f, delimiter=delimiter, quoting=quoting)
+            for row in reader:
+                if not row or (len(row) == 1 and not row[0].strip()):
+                    continue
+                seen = True
+                yield reader.line_num, row
+    except UnicodeDecodeError as e:
+        raise QuantaError(f"not a text file ({e.reason})", source=str(path)) from None
+    except csv.Error as e:
+        raise QuantaError(f"malformed CSV: {e}", source=str(path)) from None
+    if not seen:
+        raise QuantaError("the file is empty", source=str(path))
+
+
+def start(path: str | Path, fmt: str, required: Sequence[str]
+          ) -> tuple[Path, Parser, Iterator[tuple[int, list[str]]]]:
+    """Open a CSV with a header row: (path, parser with the header indexed, data-row iterator)."""
+    p_path = check_file(path)
+    parser = Parser(p_path, fmt)
+    rows = csv_rows(p_path)
+    line, fields = next(rows)
+    parser.line = line
+    parser.header(fields, required, line)
+    return p_path, parser, rows
+
+
+def count_note(label: str, values: Sequence[str]) -> str:
+    """'label: A 3, B 1' for the distinct values, most common first."""
+    counts: dict[str, int] = {}
+    for v in values:
+        counts[v] = counts.get(v, 0) + 1
+    parts = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return f"{label}: " + ", ".join(f"{k or '(empty)'} {n}" for k, n in parts)
+
+
+# QoS classes that we treat as guaranteed (SLA) jobs: openb's LS (latency-sensitive) and the
+# Kubernetes `Guaranteed` class; BE (best-effort) and Burstable are best-effort.
+GUARANTEED_QOS = frozenset({"ls", "guaranteed"})
+
+
+def norm(name: str) -> str:
+    return name.strip().lower()
+
+
+class Parser:
+    """Parses the fields of one file, remembering the current line for error messages."""
+
+    def __init__(self, path: Path, fmt: str):
+        self.path = str(path)
+        self.fmt = fmt
+        self.line = 0
+        self.index: dict[str, int] = {}
+        self.width = 0
+
+    def error(self, message: str, field: str | None = None, line: int | None = None) -> QuantaError:
+        return QuantaError(message, source=self.path, line=self.line if line is None else line,
+                           field=field)
+
+    # -- columns -----------------------------------------------------------------------------
+    def header(self, fields: Sequence[str], required: Sequence[str], line: int = 1) -> None:
+        """Index the header row by lower-case column name; missing required columns are an error."""
+        self.index = {}
+        for i, name in enumerate(fields):
+            self.index.setdefault(norm(name), i)
+        missing = [c for c in required if c not in self.index]
+        if missing:
+            found = ", ".join(norm(f) for f in fields)
+            raise self.error(f"{self.fmt} trace is missing column(s) {', '.join(missing)} "
+                             f"(found: {found})", field=missing[0], line=line)
+        self.width = 1 + max(self.index[c] for c in required) if required else 0
+
+    def columns(self, names: Sequence[str]) -> None:
+        """Name the columns of a headerless file, in order."""
+        self.index = {n: i for i, n in enumerate(names)}
+        self.width = len(names)
+
+    def has(self, name: str) -> bool:
+        return name in self.index
+
+    def check_width(self, row: list[str]) -> None:
+        if len(row) < self.width:
+            missing = next(n for n, i in sorted(self.index.items(), key=lambda kv: kv[1])
+                           if i >= len(row))
+            raise self.error(f"row has {len(row)} fields, expected {self.width}", field=missing)
+
+    def get(self, row: list[str], name: str) -> str:
+        i = self.index[name]
+        if i >= len(row):
+            raise self.error(f"row has {len(row)} fields, column '{name}' is missing", field=name)
+        return row[i].strip()
+
+    def opt(self, row: list[str], name: str) -> str:
+        """The field, or '' when the column is absent or the row is short."""
+        i = self.index.get(name)
+        return row[i].strip() if i is not None and i < len(row) else ""
+
+    # -- values ------------------------------------------------------------------------------
+    def number(self, text: str, field: str, *, minimum: float | None = 0.0) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            what = "empty" if not text else f"'{text}'"
+            raise self.error(f"{what} is not a number", field=field) from None
+        if not math.isfinite(v):
+            raise self.error(f"'{text}' is not a finite number", field=field)
+        if minimum is not None and v < minimum:
+            raise self.error(f"{text} is below the minimum {minimum:g}", field=field)
+        return v
+
+    def whole(self, text: str, field: str, *, minimum: int | None = 0) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            f = self.number(text, field, minimum=None)
+            if f != int(f):
+                raise self.error(f"'{text}' is not a whole number", field=field) from None
+            v = int(f)
+        if minimum is not None and v < minimum:
+            raise self.error(f"{text} is below the minimum {minimum}", field=field)
+        return v
+
+    def date_time(self, text: str, field: str) -> float:
+        """Like `time`, trying the date-time form first (the fast path for date-time columns)."""
+        try:
+            return parse_iso(text)
+        except ValueError:
+            return self.time(text, field)
+
+    def time(self, text: str, field: str) -> float:
+        """Seconds: a number (epoch or relative seconds) or a naive ISO date-time string."""
+        try:
+            v = float(text)
+        except ValueError:
+            v = None
+        if v is not None:
+            if not math.isfinite(v):
+                raise self.error(f"'{text}' is not a finite time", field=field)
+            return v
+        try:
+            return parse_iso(text)
+        except ValueError:
+            what = "empty" if not text else f"'{text}'"
+            raise self.error(f"{what} is neither seconds nor a date-time", field=field) from None
+
+
+def parse_iso(text: str) -> float:
+    """Naive date-time -> seconds since 1970, no time zone or DST (differences are wall-clock)."""
+    dt = datetime.fromisoformat(text)
+    if dt.tzinfo is not None:
+        return dt.timestamp()
+    return (dt - _EPOCH).total_seconds()
+
+
+def build_trace(path: Path, fmt: str, rows: list[dict[str, Any]], notes: list[str], *,
+                max_jobs: int | None = None, name: str | None = None) -> Trace:
+    """Sort by submit time, keep the first `max_jobs`, re-base to 0, make the JobSpecs."""
+    if max_jobs is not None and (isinstance(max_jobs, bool) or not isinstance(max_jobs, int)
+                                 or max_jobs < 1):
+        raise QuantaError(f"max_jobs must be a positive whole number, got {max_jobs!r}",
+                          source=str(path))
+    if not rows:
+        why = f" ({'; '.join(notes)})" if notes else ""
+        raise QuantaError(f"no jobs in this {fmt} trace{why}", source=str(path))
+    _dedupe_ids(rows, notes)
+    total = len(rows)
+    if max_jobs is not None and max_jobs < total:
+        rows.sort(key=lambda r: (r["submit_time"], r["job_id"]))
+        rows = rows[:max_jobs]
+        notes.append(f"kept the first {max_jobs} of {total} jobs by submit time (max_jobs)")
+    t0 = min(r["submit_time"] for r in rows)
+    for r in rows:
+        r["submit_time"] -= t0
+        if r.get("deadline"):
+            r["deadline"] -= t0
+    jobs = [JobSpec(**r) for r in rows]
+    return Trace(jobs=jobs, name=name or path.stem, source=str(path), format=fmt, notes=notes)
+
+
+def _dedupe_ids(rows: list[dict[str, Any]], notes: list[str]) -> None:
+    seen: dict[str, int] = {}
+    renamed = 0
+    for r in rows:
+        jid = r["job_id"]
+        n = seen.get(jid, 0)
+        seen[jid] = n + 1
+        if n:
+            r["job_id"] = f"{jid}#{n + 1}"
+            renamed += 1
+    if renamed:
+        notes.append(f"{renamed} repeated job ids made unique with a '#<n>' suffix")

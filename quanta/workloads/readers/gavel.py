@@ -1,0 +1,87 @@
+"""Gavel job traces: tab-separated, no header, one job per line, in one of two layouts.
+
+Old (7 columns, the msr/Philly replays): job_type, command, num_steps_arg, needs_data_dir,
+total_steps, arrival_time, scale_factor.
+New (10 columns, physical-cluster traces): job_type, command, working_directory, num_steps_arg,
+needs_data_dir, total_steps, scale_factor, priority_weight, SLO, arrival_time.
+The layout is chosen per file from the first line's column count; every line must match it.
+
+Work is `total_steps` in Gavel's steps of `job_type` (duration_s stays 0); num_gpus = scale_factor;
+weight = priority_weight. Job ids are `gavel-<row index>` in file order.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+from typing import Any
+
+from quanta.model.job import Trace
+from quanta.workloads.readers._base import Parser, Sample, build_trace, check_file, csv_rows
+
+FORMAT = "gavel"
+DESCRIPTION = "Gavel .trace, tab-separated, old 7-column or new 10-column layout"
+OLD = ("job_type", "command", "num_steps_arg", "needs_data_dir", "total_steps", "arrival_time",
+       "scale_factor")
+NEW = ("job_type", "command", "working_directory", "num_steps_arg", "needs_data_dir", "total_steps",
+       "scale_factor", "priority_weight", "SLO", "arrival_time")
+_BATCH = re.compile(r"\(batch size (\d+)\)")
+
+
+def sniff(s: Sample) -> bool:
+    return s.tabs in (len(OLD), len(NEW)) or (s.suffix == ".trace" and s.tabs > 1)
+
+
+def read(path: str | Path, *, max_jobs: int | None = None) -> Trace:
+    path = check_file(path)
+    p = Parser(path, FORMAT)
+    rows: list[dict[str, Any]] = []
+    layout: tuple[str, ...] = ()
+    slos = 0
+    for line, row in csv_rows(path, "\t", quoting=csv.QUOTE_NONE):
+        p.line = line
+        if not layout:
+            if len(row) not in (len(OLD), len(NEW)):
+                raise p.error(f"a Gavel trace line has {len(OLD)} (old) or {len(NEW)} (new) "
+                              f"tab-separated fields, this one has {len(row)}")
+            layout = OLD if len(row) == len(OLD) else NEW
+            p.columns(layout)
+        if len(row) != len(layout):
+            p.check_width(row)
+            raise p.error(f"line has {len(row)} tab-separated fields, the file's layout has "
+                          f"{len(layout)}")
+        job_type = p.get(row, "job_type")
+        if not job_type:
+            raise p.error("empty job type", field="job_type")
+        arrival = p.number(p.get(row, "arrival_time"), "arrival_time")
+        m = _BATCH.search(job_type)
+        r: dict[str, Any] = {
+            "job_id": f"{FORMAT}-{len(rows):06d}",
+            "submit_time": arrival,
+            "num_gpus": p.whole(p.get(row, "scale_factor"), "scale_factor", minimum=1),
+            "job_type": job_type,
+            "total_steps": p.number(p.get(row, "total_steps"), "total_steps"),
+            "batch_size": int(m.group(1)) if m else 0,
+            "source_line": line,
+        }
+        if r["total_steps"] <= 0:
+            raise p.error("total_steps must be positive", field="total_steps")
+        if layout is NEW:
+            r["weight"] = p.number(p.get(row, "priority_weight"), "priority_weight")
+            if r["weight"] <= 0:
+                raise p.error("priority_weight must be positive", field="priority_weight")
+            # SLO: Gavel writes -1 for "no SLO"; every physical-cluster trace in its repository
+            # does. We read a positive value as seconds after arrival: deadline = arrival + SLO.
+            # A trace that means something else by it (e.g. a multiple of the job's run time)
+            # must be converted before it is read.
+            slo = p.number(p.get(row, "SLO"), "SLO", minimum=None)
+            if slo > 0:
+                r["deadline"] = arrival + slo
+                slos += 1
+        rows.append(r)
+    notes = [f"{'new 10' if layout is NEW else 'old 7'}-column Gavel layout",
+             "work is total_steps in Gavel's steps of job_type; duration_s is 0"]
+    if slos:
+        notes.append(f"{slos} jobs with an SLO: deadline = arrival + SLO seconds")
+    return build_trace(path, FORMAT, rows, notes, max_jobs=max_jobs)

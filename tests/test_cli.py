@@ -1,0 +1,93 @@
+"""The command line, run as a user runs it (a real subprocess), and its outputs."""
+
+import csv
+import subprocess
+import sys
+
+import pytest
+
+
+def quanta(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "quanta.cli", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=300)
+
+
+def test_default_simulate_writes_every_output(tmp_path):
+    r = quanta("simulate", "--out", str(tmp_path / "o"))
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "o"
+    rows = list(csv.DictReader(open(out / "summary.csv")))
+    assert [x["policy"] for x in rows] == ["fifo", "sjf", "srtf", "las"]
+    for row in rows:
+        assert int(row["finished"]) == int(row["jobs"]) == 2000
+        assert 0 < float(row["gpu_util"]) <= 1
+        jobs = list(csv.DictReader(open(out / row["policy"] / "jobs.csv")))
+        assert len(jobs) == 2000 and all(j["state"] == "finished" for j in jobs)
+        assert all(float(j["jct_s"]) >= float(j["queue_s"]) >= -1e-6 for j in jobs)
+        assert (out / row["policy"] / "timeline.csv").stat().st_size > 0
+    assert (out / "jct_cdf.png").stat().st_size > 10_000
+    assert (out / "utilisation.png").stat().st_size > 10_000
+    report = (out / "report.md").read_text()
+    assert "| las |" in report and "drawn from the catalog" in report
+
+
+def test_simulate_inline_cluster_and_policy_params_is_deterministic(tmp_path):
+    args = ["simulate", "--trace", "synthetic:30:150", "--cluster", "v100:2x8,k80:2x4",
+            "--policy", "las:backfill=false", "--policy", "fifo", "--seed", "4", "--quiet", "--no-plots"]
+    a = quanta(*args, "--out", str(tmp_path / "a"))
+    b = quanta(*args, "--out", str(tmp_path / "b"))
+    assert a.returncode == 0 and b.returncode == 0, a.stderr
+    assert a.stdout == ""                                   # --quiet
+    for f in ("summary.csv", "las_backfill=false/jobs.csv", "fifo/timeline.csv"):
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes()
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--cluster", "v100:64y8"], "bad cluster spec 'v100:64y8'"),
+    (["--cluster", "tpu:2x8"], "unknown GPU type 'tpu'"),
+    (["--policy", "nope"], "unknown policy 'nope'"),
+    (["--format", "xml"], "unknown"),
+    (["--trace", "synthetic:abc"], "bad synthetic trace"),
+])
+def test_bad_input_is_one_line_exit_2(args, needle, tmp_path):
+    r = quanta("simulate", "--out", str(tmp_path), "--quiet", *args)
+    assert r.returncode == 2
+    lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and needle in lines[0], r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_impossible_job_names_file_line_and_field(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,submit_time_s,num_gpus,duration_s\na,0,1,100\nb,10,64,100\n")
+    r = quanta("simulate", "--trace", str(trace), "--cluster", "v100:2x8", "--quiet", "--out",
+               str(tmp_path / "o"))
+    assert r.returncode == 2
+    line = r.stderr.strip()
+    assert "\n" not in line and "t.csv:3" in line and "num_gpus" in line and "64" in line, line
+    r = quanta("simulate", "--trace", str(trace), "--cluster", "v100:2x8", "--quiet", "--out",
+               str(tmp_path / "o"), "--drop-impossible", "--no-plots")
+    assert r.returncode == 0, r.stderr
+    states = {j["job_id"]: j["state"] for j in csv.DictReader(open(tmp_path / "o/fifo/jobs.csv"))}
+    assert states == {"a": "finished", "b": "unschedulable"}
+
+
+def test_cluster_yaml_errors_name_the_field(tmp_path):
+    good = tmp_path / "c.yaml"
+    good.write_text("name: lab\nnodes:\n  - {gpu_type: v100, count: 2, gpus: 8}\n")
+    r = quanta("simulate", "--cluster", str(good), "--max-jobs", "50", "--quiet", "--no-plots",
+               "--out", str(tmp_path / "o"), "--drop-impossible")
+    assert r.returncode == 0, r.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("nodes:\n  - {gpu_type: v100, count: 2, gpus: -8}\n")
+    r = quanta("simulate", "--cluster", str(bad), "--quiet", "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and "bad.yaml" in r.stderr and "nodes.0.gpus" in r.stderr
+
+
+def test_listings():
+    for cmd, needle in (("policies", "las"), ("clusters", "gavel-108"), ("traces", "philly")):
+        r = quanta(cmd)
+        assert r.returncode == 0 and needle in r.stdout
+    r = quanta("clusters")
+    for preset in ("gavel-108", "sia-64", "rubick-64", "openb"):
+        assert preset in r.stdout

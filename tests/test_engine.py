@@ -1,0 +1,168 @@
+"""Simulator invariants and exactness on hand-built workloads."""
+
+import numpy as np
+import pytest
+
+from quanta.core.jobtable import DONE, UNSCHEDULABLE
+from quanta.model import JobSpec
+from quanta.policies import make_policy
+from quanta.report.metrics import job_metrics, summary
+from quanta.sim import Simulator
+from quanta.sim.engine import RestartCost
+from quanta.sim.faults import FailureModel, NodeOutage
+
+from conftest import homogeneous, random_jobs
+
+BASELINES = ["fifo", "sjf", "srtf", "las", "fifo:backfill=false", "las:backfill=false"]
+
+
+def timeline_gpu_seconds(res):
+    busy = res.busy.sum(axis=1)
+    return float(np.sum(busy[:-1] * np.diff(res.times)))
+
+
+@pytest.mark.parametrize("policy", BASELINES)
+def test_invariants_on_reference_cluster(policy, perf):
+    jobs = random_jobs(400, seed=1, gap=40.0)
+    res = Simulator(jobs, homogeneous(), make_policy(policy), perf,
+                    restart=RestartCost(15.0)).run()
+    m = job_metrics(res)
+    t = res.table
+    assert np.all(t.state == DONE), "every job finishes"
+    dur = np.array([j.duration_s for j in jobs])
+    # JCT >= run time alone on the reference allocation (here: the requested V100s, consolidated)
+    assert np.all(m.jct >= dur - 1e-6)
+    # a 1-GPU job (always consolidated) that started at submit and was never preempted runs
+    # exactly its duration; bigger gangs may have been spread over nodes (slower, by design)
+    clean = (t.preemptions == 0) & (t.first_start == t.submit) & (t.req == 1)
+    assert clean.any()
+    np.testing.assert_allclose(m.jct[clean], dur[clean], rtol=1e-9)
+    # GPU-seconds conserved: per-job accounting == integral of the busy timeline
+    assert np.isclose(m.gpu_seconds.sum(), timeline_gpu_seconds(res), rtol=1e-9)
+    s = summary(res)
+    assert 0 < s["gpu_util"] <= 1.0
+    assert np.all(res.busy.sum(axis=1) <= 32)
+    assert s["finished"] == 400
+
+
+def test_same_seed_same_result_bit_for_bit(perf):
+    jobs = random_jobs(300, seed=3, gap=20.0)
+    a = Simulator(jobs, homogeneous(2), make_policy("las"), perf).run()
+    b = Simulator(jobs, homogeneous(2), make_policy("las"), perf).run()
+    assert np.array_equal(a.table.end, b.table.end)
+    assert np.array_equal(a.times, b.times) and np.array_equal(a.busy, b.busy)
+
+
+def test_completion_is_exact_not_stepped(perf):
+    job = JobSpec("solo", 10.0, 2, "", total_steps=1234.5678, duration_s=1234.5678)
+    res = Simulator([job], homogeneous(1), make_policy("fifo"), perf).run()
+    assert res.table.end[0] == pytest.approx(10.0 + 1234.5678, abs=1e-9)
+    assert res.events == 2
+
+
+def test_preemption_charges_restart_delay(perf):
+    # LAS: long job runs alone, a short job arrives and preempts it (less attained service).
+    long_ = JobSpec("long", 0.0, 8, "", total_steps=1000.0, duration_s=1000.0)
+    short = JobSpec("short", 100.0, 8, "", total_steps=50.0, duration_s=50.0)
+    res = Simulator([long_, short], homogeneous(1), make_policy("las"), perf,
+                    restart=RestartCost(20.0)).run()
+    t = res.table
+    assert t.end[1] == pytest.approx(150.0)            # short job: no restart (first start)
+    assert t.preemptions[0] == 1 and t.restarts[0] == 1
+    assert t.end[0] == pytest.approx(1000.0 + 50.0 + 20.0)  # waited 50 s, then paid 20 s restore
+
+
+def test_restart_cost_per_job_type(perf):
+    rc = RestartCost(10.0, {"ResNet-18 (batch size 32)": 99.0})
+    assert rc(JobSpec("a", 0, 1, "ResNet-18 (batch size 32)")) == 99.0
+    assert rc(JobSpec("b", 0, 1, "")) == 10.0
+
+
+def test_impossible_job_is_reported_not_hung(perf):
+    jobs = [JobSpec("big", 0.0, 64, "", total_steps=10.0), JobSpec("ok", 0.0, 1, "", total_steps=10.0),
+            JobSpec("k80only", 0.0, 1, "", total_steps=10.0, gpu_types=("k80",))]
+    res = Simulator(jobs, homogeneous(1), make_policy("fifo"), perf).run()
+    assert res.table.state[0] == UNSCHEDULABLE and res.table.state[2] == UNSCHEDULABLE
+    assert res.table.state[1] == DONE
+
+
+def test_scripted_node_outage_preempts_and_recovers(perf):
+    jobs = [JobSpec("a", 0.0, 8, "", total_steps=1000.0), JobSpec("b", 0.0, 8, "", total_steps=1000.0)]
+    res = Simulator(jobs, homogeneous(2), make_policy("fifo"), perf, restart=RestartCost(30.0),
+                    outages=[NodeOutage(node=0, at=100.0, duration=500.0)]).run()
+    t = res.table
+    hit = int(np.argmax(t.preemptions))
+    assert t.preemptions[hit] == 1
+    assert t.end[1 - hit] == pytest.approx(1000.0)
+    # the victim waits for the node (the other node is busy until 1000 s), then restores
+    assert t.end[hit] == pytest.approx(600.0 + 30.0 + 900.0)
+    assert np.all(t.state == DONE)
+
+
+def test_random_failures_are_seeded(perf):
+    jobs = random_jobs(200, seed=5, gap=30.0)
+    fm = FailureModel(mtbf_s=20_000.0, repair_s=600.0, seed=7)
+    a = Simulator(jobs, homogeneous(4), make_policy("las"), perf, failures=fm).run()
+    b = Simulator(jobs, homogeneous(4), make_policy("las"), perf, failures=fm).run()
+    assert np.array_equal(a.table.end, b.table.end)
+    assert a.table.preemptions.sum() > 0
+    assert np.all(a.table.state == DONE)
+
+
+def test_heterogeneous_rates_follow_the_table(perf):
+    from quanta.model import Cluster, NodeSpec
+    c = Cluster((NodeSpec("k", "k80", 4),))
+    job = JobSpec("r", 0.0, 1, "ResNet-18 (batch size 32)", total_steps=1000.0)
+    res = Simulator([job], c, make_policy("fifo"), perf).run()
+    rate_k80 = perf.table.alone[("ResNet-18 (batch size 32)", 1, "k80")]
+    assert res.table.end[0] == pytest.approx(1000.0 / rate_k80)
+
+
+class RecordingRounds:
+    """A round-based policy (FIFO decisions every 100 s) that records when it was called."""
+
+    interval = 100.0
+
+    def __init__(self):
+        self.calls = []
+
+    def label(self):
+        return "rounds"
+
+    def decide(self, snap):
+        self.calls.append((snap.now, snap.events))
+        return make_policy("fifo").decide(snap)
+
+
+def test_round_based_policy_decides_on_ticks_only(perf):
+    jobs = [JobSpec("a", 30.0, 1, "", total_steps=250.0), JobSpec("b", 50.0, 1, "", total_steps=10.0)]
+    pol = RecordingRounds()
+    res = Simulator(jobs, homogeneous(1), pol, perf).run()
+    assert [c[0] for c in pol.calls] == [100.0, 200.0, 300.0]   # every round while jobs are active
+    assert res.table.end[0] == pytest.approx(350.0) and res.table.end[1] == pytest.approx(110.0)
+    assert all("tick" in c[1] for c in pol.calls)
+
+
+class NeverSchedules:
+    interval = None
+
+    def label(self):
+        return "never"
+
+    def decide(self, snap):
+        from quanta.core.decision import Decision
+        return Decision.empty(snap)
+
+
+def test_policy_that_never_schedules_stalls_instead_of_hanging(perf):
+    res = Simulator(random_jobs(5), homogeneous(1), NeverSchedules(), perf).run()
+    assert res.stalled
+    assert not np.any(res.table.state == DONE)
+
+
+def test_openb_preset_is_the_alibaba_node_list():
+    from quanta.model.presets import resolve_cluster
+    c = resolve_cluster("openb")
+    assert c.num_gpus == 6212
+    assert set(c.types) == {"g2", "t4", "g3", "p100", "v100m32", "v100m16", "a10"}
+    assert c.capacity[c.type_index("g2")] == 4392

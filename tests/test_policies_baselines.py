@@ -1,0 +1,123 @@
+"""Defining behaviour of the baseline policies and of the shared greedy walk, on hand-built snapshots."""
+
+import numpy as np
+import pytest
+
+from quanta.core.decision import Decision
+from quanta.core.jobtable import PENDING, JobTable
+from quanta.core.snapshot import Snapshot
+from quanta.model import Cluster, JobSpec, NodeSpec
+from quanta.placement import Occupancy
+from quanta.policies import POLICIES, make_policy
+from quanta.policies.greedy import _fill_many_types, _fill_one_type
+from quanta.errors import QuantaError
+
+from conftest import homogeneous
+
+
+def snapshot(specs, cluster, perf, now=0.0, running=(), attained=None):
+    """A snapshot where `running` maps job index -> (type index, gpus) already held."""
+    t = JobTable(specs, cluster, perf)
+    occ = Occupancy(cluster)
+    t.state[:] = PENDING
+    for row, (tidx, n) in dict(running).items():
+        gpus = occ.place(tidx, n)
+        occ.assign(row, gpus)
+        t.hold(row, 0.0, "start", tidx, gpus, 1.0, 0.0)
+    if attained is not None:
+        t.att0[:] = attained
+    rows = np.arange(len(specs))
+    return Snapshot(now, cluster, perf, t.view(rows, now), occ.up_capacity(), occ.node_free.copy(),
+                    occ.node_up.copy()), t
+
+
+def jobs(*sizes, steps=None, submit=None):
+    out = []
+    for i, g in enumerate(sizes):
+        s = float(steps[i]) if steps else 100.0
+        out.append(JobSpec(f"j{i}", float(submit[i]) if submit else float(i), g, "", total_steps=s))
+    return out
+
+
+def test_fifo_is_strict_without_backfill_and_fills_with_it(perf):
+    c = homogeneous(1, 8)
+    specs = jobs(4, 8, 2, 2)
+    snap, _ = snapshot(specs, c, perf)
+    strict = make_policy("fifo:backfill=false").decide(snap)
+    assert list(strict.gpus) == [4, 0, 0, 0]          # the 8-GPU job blocks the rest
+    bf = make_policy("fifo").decide(snap)
+    assert list(bf.gpus) == [4, 0, 2, 2]               # backfill skips it
+
+
+def test_fifo_never_preempts_running_jobs(perf):
+    c = homogeneous(1, 8)
+    specs = jobs(8, 1, submit=[5.0, 0.0])              # job 1 is older but job 0 holds the node
+    snap, _ = snapshot(specs, c, perf, running={0: (0, 8)})
+    dec = make_policy("fifo").decide(snap)
+    assert list(dec.gpus) == [8, 0]
+
+
+def test_sjf_picks_shortest_first(perf):
+    c = homogeneous(1, 4)
+    specs = jobs(4, 4, 4, steps=[500, 100, 300])
+    snap, _ = snapshot(specs, c, perf)
+    assert list(make_policy("sjf").decide(snap).gpus) == [0, 4, 0]
+
+
+def test_srtf_preempts_for_shorter_remaining(perf):
+    c = homogeneous(1, 4)
+    specs = jobs(4, 4, steps=[1000, 10])
+    snap, _ = snapshot(specs, c, perf, running={0: (0, 4)})
+    assert list(make_policy("srtf").decide(snap).gpus) == [0, 4]
+
+
+def test_las_prefers_least_attained_service(perf):
+    c = homogeneous(1, 4)
+    specs = jobs(2, 2, 2)
+    snap, _ = snapshot(specs, c, perf, running={0: (0, 2), 1: (0, 2)},
+                       attained=np.array([500.0, 100.0, 0.0]))
+    dec = make_policy("las").decide(snap)
+    assert list(dec.gpus) == [0, 2, 2]                 # the most-served job is preempted
+
+
+def test_heterogeneous_walk_prefers_fastest_type_and_keeps_current(perf):
+    c = Cluster((NodeSpec("v", "v100", 1), NodeSpec("k", "k80", 1)))
+    specs = [JobSpec("a", 0, 1, "ResNet-50 (batch size 64)", total_steps=10),
+             JobSpec("b", 1, 1, "ResNet-50 (batch size 64)", total_steps=10)]
+    snap, _ = snapshot(specs, c, perf, running={1: (1, 1)})   # b holds the K80
+    dec = make_policy("fifo").decide(snap)
+    assert dec.gpu_type[1] == 1 and dec.gpu_type[0] == 0      # b keeps K80, a gets the V100
+
+
+def test_one_type_fast_path_matches_general_walk(perf):
+    rng = np.random.default_rng(0)
+    for trial in range(200):
+        n = int(rng.integers(1, 60))
+        req = rng.choice([1, 2, 4, 8, 16], size=n)
+        order = rng.permutation(n)
+        cap = int(rng.integers(0, 64))
+        for backfill in (False, True):
+            a = Decision(np.zeros(n, np.int64), np.full(n, -1, np.int64))
+            _fill_one_type(req, order, cap, backfill, a)
+
+            class J:  # the general walk's view of the same jobs, one type
+                pass
+            j = J()
+            j.req, j.allowed, j.rates, j.gtype = req, np.ones((n, 1), bool), np.ones((n, 1)), np.full(n, -1)
+
+            class S:
+                jobs = j
+            b = Decision(np.zeros(n, np.int64), np.full(n, -1, np.int64))
+            _fill_many_types(S, order, np.array([cap]), backfill, b)
+            assert np.array_equal(a.gpus, b.gpus), (trial, backfill)
+
+
+def test_registry_parameters_and_errors():
+    assert {"fifo", "sjf", "srtf", "las"} <= set(POLICIES)
+    assert make_policy("las:backfill=false").backfill is False
+    with pytest.raises(QuantaError, match="unknown policy 'nope'"):
+        make_policy("nope")
+    with pytest.raises(QuantaError, match="unknown parameter 'x'"):
+        make_policy("fifo:x=1")
+    with pytest.raises(QuantaError, match="wants true/false"):
+        make_policy("fifo:backfill=maybe")

@@ -1,0 +1,488 @@
+"""Trace readers: every format on real (bundled) data or hand-made fixtures, detection, errors."""
+
+from __future__ import annotations
+
+import csv
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from quanta.errors import QuantaError
+from quanta.model.job import Trace
+from quanta.workloads.formats import FORMATS, detect_format, load_trace
+from quanta.workloads.samples import OPENB_NODES, SAMPLES, sample_path
+
+FIXTURES = Path(__file__).parent / "fixtures"
+ALL_FORMATS = {"normalized", "philly", "gavel", "pollux", "tiresias", "openb", "helios", "itp", "pai"}
+
+# The first data rows of the real Philly file (petuum/adaptdl simulator/traces/philly.csv).
+PHILLY_HEAD = """timestamp,duration,num_gpus,gpu_time,cluster
+2017-10-09 07:01:55,66.0,1,66.0,11cb48
+2017-10-09 06:13:03,2951.0,1,2951.0,6214e9
+2017-09-29 07:58:32,860662.0,1,860662.0,6c71a0
+2017-11-08 07:33:10,1896.0,1,1896.0,6c71a0
+"""
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def assert_sorted_and_rebased(trace: Trace) -> None:
+    times = [j.submit_time for j in trace.jobs]
+    assert times == sorted(times)
+    assert times[0] == 0.0
+    assert len({j.job_id for j in trace.jobs}) == len(trace.jobs)
+    assert all(j.num_gpus >= 1 and j.duration_s >= 0 for j in trace.jobs)
+
+
+# -- registry and samples ----------------------------------------------------------------------
+
+def test_registry_has_every_format():
+    assert set(FORMATS) == ALL_FORMATS
+    for name, info in FORMATS.items():
+        assert info.name == name and info.description and callable(info.read)
+
+
+def test_samples_exist_and_are_small():
+    total = 0
+    for name, (filename, fmt, desc) in SAMPLES.items():
+        path = sample_path(name)
+        assert path.is_file() and path.name == filename and desc
+        total += path.stat().st_size
+    nodes = sample_path(OPENB_NODES)
+    total += nodes.stat().st_size
+    assert total < 1_500_000
+    assert (nodes.parent / "PROVENANCE.md").is_file()
+    assert (nodes.parent / "LICENSE.gavel").is_file()
+    with pytest.raises(QuantaError, match="no bundled trace"):
+        sample_path("nope")
+
+
+@pytest.mark.parametrize("name", [n for n, v in SAMPLES.items() if v[1] in ALL_FORMATS])
+def test_samples_detect_and_load(name):
+    filename, fmt, _ = SAMPLES[name]
+    path = sample_path(name)
+    assert detect_format(path) == fmt
+    trace = load_trace(path)
+    assert trace.format == fmt and trace.source == str(path) and len(trace) > 0
+    assert_sorted_and_rebased(trace)
+    by_name = load_trace(name)
+    assert [j.job_id for j in by_name.jobs] == [j.job_id for j in trace.jobs]
+
+
+# -- normalized ----------------------------------------------------------------------------------
+
+def test_normalized_philly_sample():
+    t = load_trace(sample_path("philly"), "normalized")
+    assert len(t) == 2000 and t.format == "normalized"
+    first, last = t.jobs[0], t.jobs[-1]
+    assert (first.job_id, first.submit_time, first.num_gpus, first.duration_s, first.queue) == \
+        ("philly-048000", 0.0, 1, 9.0, "11cb48")
+    assert (last.job_id, last.submit_time, last.num_gpus, last.duration_s) == \
+        ("philly-049999", 106286.0, 2, 37.0)
+    assert max(j.num_gpus for j in t.jobs) == 32
+    assert len({j.queue for j in t.jobs}) == 9
+    assert all(j.job_type == "" and j.total_steps == 0 for j in t.jobs)
+    assert first.source_line == 2 and last.source_line == 2001
+    assert any("catalog" in n for n in t.notes)
+
+
+def test_normalized_optional_columns(tmp_path):
+    p = write(tmp_path, "n.csv",
+              "job_id,submit_time_s,num_gpus,duration_s,status,gpu_fraction,qos,censored\n"
+              "a,100,1,50,Running,0.46,LS,1\n"
+              "b,130,8,20,Failed,8.0,BE,0\n")
+    t = load_trace(p)
+    a, b = t.jobs
+    assert (a.submit_time, a.gpu_fraction, a.guaranteed) == (0.0, 0.46, True)
+    assert (b.submit_time, b.gpu_fraction, b.guaranteed) == (30.0, 1.0, False)
+    assert any("1 jobs censored" in n for n in t.notes)
+
+
+# -- philly --------------------------------------------------------------------------------------
+
+def test_philly_real_rows(tmp_path):
+    p = write(tmp_path, "philly.csv", PHILLY_HEAD)
+    assert detect_format(p) == "philly"
+    t = load_trace(p)
+    assert [j.job_id for j in t.jobs] == ["philly-000002", "philly-000001", "philly-000000",
+                                          "philly-000003"]
+    # 2017-09-29 07:58:32 is the earliest; the others are whole wall-clock seconds after it.
+    base = datetime(2017, 9, 29, 7, 58, 32)
+    expect = (datetime(2017, 10, 9, 6, 13, 3) - base).total_seconds()
+    assert t.jobs[1].submit_time == expect
+    assert t.jobs[0].duration_s == 860662.0 and t.jobs[0].queue == "6c71a0"
+    assert t.jobs[-1].submit_time == (datetime(2017, 11, 8, 7, 33, 10) - base).total_seconds()
+
+
+def test_philly_matches_normalized_sample(tmp_path):
+    """The bundled normalized window, written back in the raw Philly layout (shuffled), reads the same."""
+    norm = load_trace(sample_path("philly"))
+    start = datetime(2017, 10, 25, 6, 0, 0)
+    rows = [((start + timedelta(seconds=j.submit_time)).strftime("%Y-%m-%d %H:%M:%S"),
+             f"{j.duration_s:.1f}", j.num_gpus, f"{j.duration_s * j.num_gpus:.1f}", j.queue)
+            for j in norm.jobs]
+    rows = rows[1::2] + rows[::2]
+    p = tmp_path / "philly.csv"
+    with open(p, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["timestamp", "duration", "num_gpus", "gpu_time", "cluster"])
+        w.writerows(rows)
+    raw = load_trace(p)
+    assert raw.format == "philly" and len(raw) == len(norm)
+    key = lambda j: (j.submit_time, j.num_gpus, j.duration_s, j.queue)  # noqa: E731
+    assert sorted(map(key, raw.jobs)) == sorted(map(key, norm.jobs))
+    assert_sorted_and_rebased(raw)
+    head = load_trace(p, max_jobs=10)
+    assert len(head) == 10 and [key(j) for j in head.jobs] == [key(j) for j in raw.jobs[:10]]
+
+
+def test_philly_read_speed(tmp_path):
+    """82k rows (the size of the full Philly trace) read in well under the 2 s budget."""
+    lines = PHILLY_HEAD.splitlines()
+    body = lines[1:] * 20_562
+    p = write(tmp_path, "big.csv", "\n".join([lines[0]] + body) + "\n")
+    t0 = time.perf_counter()
+    t = load_trace(p, "philly")
+    elapsed = time.perf_counter() - t0
+    assert len(t) == 82_248
+    assert elapsed < 6.0  # generous for slow CI machines; about 0.5 s here
+
+
+# -- gavel ---------------------------------------------------------------------------------------
+
+def test_gavel_new_layout():
+    t = load_trace(sample_path("gavel-small"))
+    assert t.format == "gavel" and len(t) == 20
+    assert any("new 10-column" in n for n in t.notes)
+    j0 = t.jobs[0]
+    assert (j0.job_id, j0.job_type, j0.total_steps, j0.num_gpus, j0.batch_size) == \
+        ("gavel-000000", "Transformer (batch size 128)", 346.0, 2, 128)
+    assert j0.duration_s == 0 and j0.weight == 1.0 and j0.deadline == 0.0
+    last = [j for j in t.jobs if j.job_id == "gavel-000019"][0]
+    assert (last.job_type, last.total_steps, last.num_gpus) == ("ResNet-18 (batch size 16)", 1817.0, 1)
+    cyclegan = [j for j in t.jobs if j.job_type == "CycleGAN"][0]
+    assert cyclegan.batch_size == 0
+    assert all(j.submit_time == 0 for j in t.jobs)
+
+
+def test_gavel_old_layout():
+    t = load_trace(sample_path("gavel-msr"))
+    assert len(t) == 300 and any("old 7-column" in n for n in t.notes)
+    first, last = t.jobs[0], t.jobs[-1]
+    assert (first.job_type, first.total_steps, first.num_gpus, first.submit_time) == \
+        ("Transformer (batch size 128)", 95121.0, 1, 0.0)
+    assert (last.job_id, last.job_type, last.total_steps, last.submit_time) == \
+        ("gavel-000299", "ResNet-50 (batch size 64)", 281846.0, 1838046.0)
+    assert len({j.job_type for j in t.jobs}) == 26
+
+
+def test_gavel_slo_and_weight(tmp_path):
+    line = "ResNet-50 (batch size 64)\tpython3 main.py\timagenet\t--num_steps\t1\t500\t4\t2.5\t{slo}\t{t}\n"
+    p = write(tmp_path, "x.trace", line.format(slo="-1.000000", t=100) + line.format(slo="3600", t=160))
+    t = load_trace(p)
+    a, b = t.jobs
+    assert (a.submit_time, a.deadline, a.weight, a.num_gpus) == (0.0, 0.0, 2.5, 4)
+    assert (b.submit_time, b.deadline) == (60.0, 3660.0)
+
+
+# -- pollux / sia --------------------------------------------------------------------------------
+
+def test_pollux_sia_workload():
+    t = load_trace(sample_path("sia-philly-1"))
+    assert t.format == "pollux" and len(t) == 160
+    first, last = t.jobs[0], t.jobs[-1]
+    assert (first.job_id, first.submit_time, first.job_type, first.num_gpus, first.batch_size) == \
+        ("cifar10-0", 0.0, "cifar10", 6, 2048)
+    assert (last.job_id, last.submit_time) == ("cifar10-159", 27695.0 - 107.0)
+    assert all(j.total_steps == 0 and j.duration_s == 0 for j in t.jobs)
+    assert {j.job_type for j in t.jobs} == {"cifar10", "deepspeech2", "bert", "imagenet", "yolov3"}
+    assert any("catalog" in n for n in t.notes)
+
+
+# -- tiresias ------------------------------------------------------------------------------------
+
+def test_tiresias_60_jobs():
+    t = load_trace(sample_path("tiresias-60"))
+    assert t.format == "tiresias" and len(t) == 60
+    first, last = t.jobs[0], t.jobs[-1]
+    assert (first.job_id, first.num_gpus, first.job_type, first.duration_s) == ("0", 1, "vgg19", 164.0)
+    assert (last.job_id, last.submit_time, last.job_type, last.duration_s) == \
+        ("59", 1779.0, "inception3", 122.0)
+    assert t.jobs[1].num_gpus == 8 and t.jobs[1].submit_time == 30.0
+
+
+# -- openb ---------------------------------------------------------------------------------------
+
+def test_openb_sample():
+    t = load_trace(sample_path("openb"))
+    assert t.format == "openb" and len(t) == 805
+    assert any("dropped 116 CPU-only pods and 79 never-scheduled" in n for n in t.notes)
+    j0 = t.jobs[0]
+    assert (j0.job_id, j0.submit_time, j0.duration_s, j0.cpus, j0.mem_gb, j0.guaranteed) == \
+        ("openb-pod-0000", 0.0, 12537496.0, 12.0, 16.0, True)
+    j1 = t.jobs[1]
+    assert (j1.job_id, j1.gpu_fraction, j1.duration_s, j1.submit_time) == \
+        ("openb-pod-0001", 0.46, 12902960.0 - 427061.0, 427061.0)
+    multi = [j for j in t.jobs if j.num_gpus > 1]
+    assert multi and all(j.gpu_fraction == 1.0 for j in multi)
+    ids = {j.job_id for j in t.jobs}
+    assert "openb-pod-0016" not in ids  # CPU-only pod
+
+
+def test_openb_gpu_spec_and_filters(tmp_path):
+    head = ("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
+            "creation_time,deletion_time,scheduled_time\n")
+    p = write(tmp_path, "pods.csv", head +
+              "p0,16000,32768,1,1000,V100M16|V100M32,LS,Running,10,500,12\n"
+              "p1,4000,15258,1,220,,BE,Running,20,300,20\n"
+              "p2,4000,15258,0,0,,BE,Running,25,300,25\n"
+              "p3,4000,15258,1,500,,BE,Pending,30,40,\n"
+              "p4,88000,327680,8,1000,,Burstable,Succeeded,40,200,41\n")
+    t = load_trace(p)
+    assert [j.job_id for j in t.jobs] == ["p0", "p1", "p4"]
+    p0, p1, p4 = t.jobs
+    assert p0.gpu_types == ("v100m16", "v100m32") and p0.guaranteed and p0.duration_s == 488.0
+    assert p1.gpu_fraction == 0.22 and not p1.guaranteed and p1.submit_time == 10.0
+    assert p4.num_gpus == 8 and p4.gpu_fraction == 1.0 and p4.cpus == 88.0 and p4.mem_gb == 320.0
+    assert any("1 pods censored" in n for n in t.notes)
+
+
+def test_openb_node_list_is_bundled():
+    rows = list(csv.DictReader(open(sample_path(OPENB_NODES))))
+    assert len(rows) == 1213 and sum(int(r["gpu"]) for r in rows) == 6212
+
+
+# -- helios --------------------------------------------------------------------------------------
+
+def test_helios_datetime_fixture():
+    p = FIXTURES / "helios_cluster_log.csv"
+    assert detect_format(p) == "helios"
+    t = load_trace(p)
+    assert [j.job_id for j in t.jobs] == ["6164347", "6164352", "6164360", "6164375", "6164380",
+                                          "6164391"]
+    j = t.jobs
+    assert (j[0].submit_time, j[0].num_gpus, j[0].duration_s, j[0].queue, j[0].user, j[0].cpus) == \
+        (0.0, 8, 7800.0, "vc6YE", "u0021", 64.0)
+    assert j[1].submit_time == 113.0  # 00:02:00 - 00:00:07
+    assert j[3].duration_s == 3600.0  # empty duration -> end - start
+    assert j[-1].submit_time == 592.0
+    assert any("skipped 1 CPU-only jobs" in n and "1 jobs that never ran" in n for n in t.notes)
+
+
+def test_helios_epoch_fixture():
+    t = load_trace(FIXTURES / "helios_epoch.csv")
+    assert [j.job_id for j in t.jobs] == ["101", "102", "104", "105"]
+    assert [j.submit_time for j in t.jobs] == [0.0, 93.0, 293.0, 393.0]
+    assert t.jobs[2].num_gpus == 8 and t.jobs[2].duration_s == 60.0
+
+
+# -- itp -----------------------------------------------------------------------------------------
+
+def test_itp_raw_fixture():
+    p = FIXTURES / "itp_raw.csv"
+    assert detect_format(p) == "itp"
+    t = load_trace(p)
+    assert len(t) == 6
+    assert (t.jobs[0].job_id, t.jobs[0].submit_time, t.jobs[0].num_gpus, t.jobs[0].duration_s) == \
+        ("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", 0.0, 1, 600.0)
+    assert (t.jobs[-1].submit_time, t.jobs[-1].duration_s) == (19880.0, 1200.0)
+    assert all(j.job_type == "" and j.deadline == 0 for j in t.jobs)
+
+
+def test_itp_elasticflow_fixture():
+    t = load_trace(FIXTURES / "itp_elasticflow.csv", "itp")
+    bert = [j for j in t.jobs if j.job_type == "bert"][0]
+    assert (bert.submit_time, bert.deadline, bert.batch_size, bert.num_gpus, bert.duration_s) == \
+        (16566.0 - 120.0, 21347.0 - 120.0, 64, 4, 3890.0)
+    assert bert.total_steps == 0
+
+
+# -- pai -----------------------------------------------------------------------------------------
+
+def test_pai_headerless_task_table():
+    p = FIXTURES / "pai_task_table.csv"
+    assert detect_format(p) == "pai"
+    t = load_trace(p)
+    assert [j.job_id for j in t.jobs] == ["6d0b44bc1d9f5d1e9a6c3d7a/worker",
+                                          "a9c0ee5c21a3f8d7b6e5a4c3/PyTorchWorker",
+                                          "4f057009a5d481acec67b088/tensorflow",
+                                          "c3e4f5a6b7c8d9e0f1a2b3c4/tensorflow"]
+    worker, torch, tf_half, tf_quarter = t.jobs
+    assert (worker.num_gpus, worker.gpu_types, worker.duration_s, worker.cpus, worker.mem_gb) == \
+        (2, ("v100",), 3600.0, 16.0, 80.0)
+    assert (torch.num_gpus, torch.gpu_types, torch.submit_time) == (8, ("v100m32",), 1500.0)
+    assert (tf_half.num_gpus, tf_half.gpu_fraction, tf_half.gpu_types) == (1, 0.5, ())
+    assert (tf_quarter.num_gpus, tf_quarter.gpu_fraction, tf_quarter.gpu_types) == (1, 1.0, ("p100",))
+    assert any("2 rows without a GPU and 2 without start and end times" in n for n in t.notes)
+
+
+def test_pai_with_header():
+    t = load_trace(FIXTURES / "pai_with_header.csv")
+    assert t.format == "pai" and [j.job_id for j in t.jobs] == \
+        ["j01/worker", "j02/worker", "j03/tensorflow", "j05/worker"]
+    j01, j02, j03, j05 = t.jobs
+    assert j01.user == "u7a1" and j01.gpu_types == ("v100",) and j01.duration_s == 300.0
+    assert j02.gpu_fraction == 0.5 and j02.gpu_types == ("t4",)
+    assert j03.num_gpus == 8 and j03.gpu_types == ()
+    assert j05.num_gpus == 2  # ceil(50 * 3 / 100)
+
+
+def test_pai_job_table_is_explained():
+    p = FIXTURES / "pai_job_table.csv"
+    assert detect_format(p) == "pai"
+    with pytest.raises(QuantaError, match="pai_job_table") as e:
+        load_trace(p)
+    assert "pai_job_table.csv:1" in str(e.value)
+
+
+# -- max_jobs ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["philly", "gavel-msr", "sia-philly-1", "tiresias-60", "openb"])
+def test_max_jobs_keeps_the_earliest(name):
+    full = load_trace(sample_path(name))
+    head = load_trace(sample_path(name), max_jobs=7)
+    assert len(head) == 7
+    assert [j.job_id for j in head.jobs] == [j.job_id for j in full.jobs[:7]]
+    assert head.jobs[0].submit_time == 0.0
+    assert any("max_jobs" in n for n in head.notes)
+    assert len(load_trace(sample_path(name), max_jobs=10**6)) == len(full)
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5])
+def test_max_jobs_must_be_positive(bad):
+    with pytest.raises(QuantaError, match="max_jobs"):
+        load_trace(sample_path("tiresias-60"), max_jobs=bad)
+
+
+# -- bad input -----------------------------------------------------------------------------------
+
+NORMALIZED_HEAD = "job_id,submit_time_s,num_gpus,duration_s\n"
+
+BAD_FILES = [
+    # (format, file name, content, line, field)
+    ("normalized", "n.csv", NORMALIZED_HEAD + "a,0,1,10\nb,5,two,10\n", 3, "num_gpus"),
+    ("normalized", "n.csv", NORMALIZED_HEAD + "a,0,1,10\nb,5,1\n", 3, "duration_s"),
+    ("normalized", "n.csv", NORMALIZED_HEAD + "a,0,1,10\n\nb,5,1,-4\n", 4, "duration_s"),
+    ("normalized", "n.csv", "job_id,submit_time_s,duration_s\na,0,10\n", 1, "num_gpus"),
+    ("philly", "p.csv", PHILLY_HEAD + "2017-13-45 07:33:10,1896.0,1,1896.0,6c71a0\n", 6, "timestamp"),
+    ("philly", "p.csv", PHILLY_HEAD + "2017-11-08 07:33:10,-1.0,1,1896.0,6c71a0\n", 6, "duration"),
+    ("philly", "p.csv", PHILLY_HEAD + "2017-11-08 07:33:10,1.0,x,1896.0,6c71a0\n", 6, "num_gpus"),
+    ("gavel", "g.trace", "LM (batch size 5)\tcmd\tlm\t-n\t1\t100\t1\t1\t-1\t0\n"
+                         "LM (batch size 5)\tcmd\tlm\t-n\t1\t100\tfour\t1\t-1\t0\n", 2, "scale_factor"),
+    ("gavel", "g.trace", "LM (batch size 5)\tcmd\t-n\t1\t100\t0\t1\n"
+                         "LM (batch size 5)\tcmd\t-n\t1\t100\n", 2, "arrival_time"),
+    ("pollux", "w.csv", "name,time,application,num_replicas,batch_size\nx,1,bert,abc,32\n", 2,
+     "num_replicas"),
+    ("tiresias", "t.csv", "job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n"
+                          "0,1,0,606,vgg19,-164,30\n", 2, "duration"),
+    ("openb", "o.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
+                       "creation_time,deletion_time,scheduled_time\n"
+                       "p0,1000,1024,1,1000,,LS,Running,0,5,10\n", 2, "deletion_time"),
+    ("helios", "h.csv", "job_id,user,vc,jobname,gpu_num,cpu_num,node_num,state,submit_time,"
+                        "start_time,end_time,duration,queue\n"
+                        "1,u,vc,j,1,8,1,COMPLETED,yesterday,,,60,0\n", 2, "submit_time"),
+    ("itp", "i.csv", "job_id,submission_time,duration,num_gpu\nx,10,60,1\ny,20,60,1.5\n", 3, "num_gpu"),
+    ("pai", "pai.csv", "j1,worker,1,Terminated,100.0,50.0,600.0,29.0,100.0,V100\n", 1, "end_time"),
+    ("pai", "pai.csv", "j1,worker,1,Terminated,100.0,500.0,600.0,29.0,lots,V100\n", 1, "plan_gpu"),
+]
+
+
+@pytest.mark.parametrize("fmt,filename,content,line,field", BAD_FILES)
+def test_bad_rows_name_file_line_and_field(tmp_path, fmt, filename, content, line, field):
+    p = write(tmp_path, filename, content)
+    for how in (fmt, "auto"):
+        with pytest.raises(QuantaError) as e:
+            load_trace(p, how)
+        msg = str(e.value)
+        assert f"{p}:{line}" in msg, msg
+        assert f"'{field}'" in msg, msg
+        assert (e.value.source, e.value.line, e.value.field) == (str(p), line, field)
+
+
+def _corrupted_variants(path: Path):
+    """The file with each field of its second data row replaced by junk, one at a time."""
+    lines = path.read_text().splitlines()
+    header = 0 if path.suffix == ".trace" or path.name.startswith("pai_task") else 1
+    target = header + 1
+    sep = "\t" if "\t" in lines[target] else ","
+    fields = lines[target].split(sep)
+    for i in range(len(fields)):
+        for junk in ("abc", "-5", "", "nan"):
+            bad = fields.copy()
+            bad[i] = junk
+            yield lines[:target] + [sep.join(bad)] + lines[target + 1:]
+    yield lines[:target] + [sep.join(fields[:2])] + lines[target + 1:]
+
+
+@pytest.mark.parametrize("path", [
+    sample_path("tiresias-60"), sample_path("gavel-small"), sample_path("sia-philly-1"),
+    FIXTURES / "helios_cluster_log.csv", FIXTURES / "itp_elasticflow.csv",
+    FIXTURES / "pai_task_table.csv", FIXTURES / "pai_with_header.csv",
+], ids=lambda p: p.name)
+def test_junk_fields_give_quanta_errors_only(tmp_path, path):
+    fmt = detect_format(path)
+    for n, lines in enumerate(_corrupted_variants(path)):
+        p = write(tmp_path, f"bad{n}{path.suffix}", "\n".join(lines) + "\n")
+        try:
+            load_trace(p, fmt)
+        except QuantaError as e:
+            assert str(p) in str(e)
+
+
+def test_openb_and_normalized_junk(tmp_path):
+    for name in ("openb", "philly"):
+        lines = sample_path(name).read_text().splitlines()[:6]
+        fields = lines[2].split(",")
+        for i in range(len(fields)):
+            bad = fields.copy()
+            bad[i] = "abc"
+            p = write(tmp_path, f"{name}{i}.csv", "\n".join(lines[:2] + [",".join(bad)] + lines[3:]))
+            try:
+                load_trace(p)
+            except QuantaError as e:
+                assert f"{p}:3" in str(e)
+
+
+def test_unknown_format(tmp_path):
+    p = write(tmp_path, "n.csv", NORMALIZED_HEAD + "a,0,1,10\n")
+    with pytest.raises(QuantaError) as e:
+        load_trace(p, "slurm")
+    assert "slurm" in str(e.value) and "philly" in str(e.value) and "normalized" in str(e.value)
+
+
+def test_undetectable_file(tmp_path):
+    p = write(tmp_path, "mystery.csv", "a,b,c\n1,2,3\n")
+    with pytest.raises(QuantaError) as e:
+        detect_format(p)
+    msg = str(e.value)
+    assert str(p) in msg and all(f in msg for f in ALL_FORMATS)
+    with pytest.raises(QuantaError):
+        load_trace(p)
+
+
+@pytest.mark.parametrize("fmt", sorted(ALL_FORMATS) + ["auto"])
+def test_empty_file(tmp_path, fmt):
+    p = write(tmp_path, "empty.csv", "")
+    with pytest.raises(QuantaError, match="empty") as e:
+        load_trace(p, fmt)
+    assert str(p) in str(e.value)
+    blank = write(tmp_path, "blank.csv", "\n  \n")
+    with pytest.raises(QuantaError, match="empty"):
+        load_trace(blank, fmt)
+
+
+def test_header_only_and_missing_file(tmp_path):
+    p = write(tmp_path, "h.csv", NORMALIZED_HEAD)
+    with pytest.raises(QuantaError, match="no jobs"):
+        load_trace(p)
+    with pytest.raises(QuantaError, match="no such trace file") as e:
+        load_trace(tmp_path / "missing.csv", "philly")
+    assert "missing.csv" in str(e.value) and "tiresias-60" in str(e.value)
+    with pytest.raises(QuantaError, match="not a file"):
+        load_trace(tmp_path, "philly")
