@@ -107,9 +107,8 @@ class JobTable:
     # -- views and transitions --------------------------------------------------------------------
     def view(self, rows: np.ndarray, now: float) -> "JobsView":
         from quanta.core.snapshot import JobsView
-        specs = self.specs
         return JobsView(
-            rows=rows, specs=tuple(specs[r] for r in rows), submit=self.submit[rows],
+            rows=rows, all_specs=self.specs, submit=self.submit[rows],
             req=self.req[rows], weight=self.weight[rows], allowed=self.allowed[rows],
             rates=self.rates[rows], total=self.total[rows], progress=self.progress(rows, now),
             attained=self.attained(rows, now), executed=self.executed(rows, now),
@@ -119,8 +118,6 @@ class JobTable:
     def hold(self, row: int, now: float, kind: str, gtype: int, gpus: np.ndarray,
              rate: float, delay: float) -> None:
         """Bookkeeping of one transition (kind: start/preempt/migrate/resize)."""
-        self.mark(row, now)
-        had = self.gpus[row] > 0
         n = len(gpus)
         if kind == "preempt":
             self.preemptions[row] += 1
@@ -129,20 +126,21 @@ class JobTable:
             self.migrations[row] += 1
         elif kind == "resize":
             self.reconfigs[row] += 1
-        if n and not had and np.isnan(self.first_start[row]):
-            self.first_start[row] = now
-        if n and delay > 0:
-            self.restarts[row] += 1
-        self.gpus[row] = n
-        self.gtype[row] = gtype if n else -1
         if n:
+            if kind == "start" and self.first_start[row] != self.first_start[row]:   # NaN
+                self.first_start[row] = now
+            if delay > 0:
+                self.restarts[row] += 1
             self.types_used[row] |= 1 << gtype
             self.placement[row] = gpus
             self.state[row] = RUNNING
         else:
             self.placement.pop(row, None)
             self.state[row] = PENDING
-        self.set_rate(row, now, rate if n else 0.0, delay if n else 0.0)
+            rate = delay = 0.0
+        self.set_rate(row, now, rate, delay)   # folds the accumulators at `now` first
+        self.gpus[row] = n
+        self.gtype[row] = gtype if n else -1
 
     def finish(self, row: int, now: float) -> None:
         self.mark(row, now)

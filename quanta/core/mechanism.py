@@ -8,8 +8,8 @@ processes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 import numpy as np
 
@@ -26,8 +26,7 @@ class Kind(str, Enum):
     RESIZE = "resize"      # other GPU count
 
 
-@dataclass(frozen=True)
-class Transition:
+class Transition(NamedTuple):
     row: int                  # driver row
     kind: Kind
     gpu_type: int             # new type index (-1 on preempt)
@@ -42,15 +41,10 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
     n = len(jobs)
     if dec.gpus.shape != (n,) or dec.gpu_type.shape != (n,):
         raise PolicyError(f"decision has {dec.gpus.shape} targets for {n} jobs")
-    tgt_g, tgt_t = dec.gpus, np.where(dec.gpus > 0, dec.gpu_type, -1)
+    tgt_g = dec.gpus
     on = tgt_g > 0
-    if np.any(tgt_t[on] < 0) or np.any(~jobs.allowed[np.flatnonzero(on), tgt_t[on]]):
-        raise PolicyError("decision puts a job on a GPU type it may not use")
-    over = dec.demand(len(snap.capacity)) > snap.capacity
-    if over.any():
-        t = int(np.flatnonzero(over)[0])
-        raise PolicyError(f"decision asks for {dec.demand(len(snap.capacity))[t]} "
-                          f"{snap.cluster.types[t]} GPUs; {snap.capacity[t]} are up")
+    tgt_t = np.where(on, dec.gpu_type, -1)
+    _validate(snap, tgt_g, tgt_t, on)
     changed = (tgt_g != jobs.gpus) | (on & (tgt_t != jobs.gtype))
     for r in dec.exact:
         held = occ.held.get(int(jobs.rows[r]))
@@ -59,44 +53,66 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
     rows = np.flatnonzero(changed)
     if rows.size == 0:
         return []
-    for r in rows:
-        if jobs.running[r]:
-            occ.release(int(jobs.rows[r]))
-    # placement order: exact requests first, then by the policy's order (or biggest first)
+    running = jobs.running[rows].tolist()
+    drows = jobs.rows[rows].tolist()
+    for d, run in zip(drows, running):
+        if run:
+            occ.release(d)
+    # placement order: exact requests first, then biggest gang first, ties by the policy's order
     to_place = rows[on[rows]]
-    if dec.order is not None:
+    if dec.order is not None and len(to_place) > 1:
         rank = np.empty(n, dtype=np.int64)
         rank[dec.order] = np.arange(len(dec.order))
         to_place = to_place[np.lexsort((rank[to_place], -tgt_g[to_place]))]
-    else:
+    elif len(to_place) > 1:
         to_place = to_place[np.argsort(-tgt_g[to_place], kind="stable")]
-    exact_first = [r for r in to_place if r in dec.exact] + [r for r in to_place if r not in dec.exact]
+    place_list = to_place.tolist()
+    if dec.exact:
+        place_list = [r for r in place_list if r in dec.exact] + \
+                     [r for r in place_list if r not in dec.exact]
     out: list[Transition] = []
     placed: set[int] = set()
-    for r in exact_first:
-        drow, t = int(jobs.rows[r]), int(tgt_t[r])
+    node_max = snap.cluster.type_node_max
+    for r in place_list:
+        drow, t, g = jobs.rows.item(r), tgt_t.item(r), tgt_g.item(r)
         gpus = dec.exact.get(r)
         if gpus is not None:
-            gpus = np.asarray(gpus, dtype=np.int64)
-            if len(gpus) != tgt_g[r] or np.any(occ.owner[gpus] != -1) or \
-                    np.any(snap.cluster.gpu_type_idx[gpus] != t):
-                raise PolicyError(f"exact GPUs for job {jobs.specs[r].job_id} are not free "
-                                  f"GPUs of the target type")
+            gpus = _check_exact(snap, occ, np.asarray(gpus, dtype=np.int64), g, t, jobs.specs[r].job_id)
         else:
-            gpus = occ.place(t, int(tgt_g[r]))
+            gpus = occ.place(t, g)
         if gpus is None:
             continue   # cannot happen after the capacity check; left pending if it does
         occ.assign(drow, gpus)
         placed.add(r)
-        if not jobs.running[r]:
-            kind = Kind.START
-        elif tgt_g[r] != jobs.gpus[r]:
-            kind = Kind.RESIZE
-        else:
-            kind = Kind.MIGRATE
-        out.append(Transition(drow, kind, t, gpus, occ.nodes_of(gpus), occ.consolidated(t, gpus),
-                              dec.plans.get(r)))
-    for r in rows:
-        if jobs.running[r] and r not in placed:
-            out.append(Transition(int(jobs.rows[r]), Kind.PREEMPT, -1, np.empty(0, np.int64), 0, True))
+        was = jobs.gpus.item(r)
+        kind = Kind.START if was == 0 else Kind.RESIZE if g != was else Kind.MIGRATE
+        nodes = occ.nodes_of(gpus)
+        consolidated = nodes <= -(-g // node_max.item(t))
+        out.append(Transition(drow, kind, t, gpus, nodes, consolidated, dec.plans.get(r)))
+    empty = np.empty(0, np.int64)
+    for r, d, run in zip(rows.tolist(), drows, running):
+        if run and r not in placed:
+            out.append(Transition(d, Kind.PREEMPT, -1, empty, 0, True))
     return out
+
+
+def _validate(snap: Snapshot, tgt_g: np.ndarray, tgt_t: np.ndarray, on: np.ndarray) -> None:
+    tt = tgt_t[on]
+    if tt.size == 0:
+        return
+    if tt.min() < 0 or not snap.jobs.allowed[np.flatnonzero(on), tt].all():
+        raise PolicyError("decision puts a job on a GPU type it may not use")
+    demand = np.bincount(tt, weights=tgt_g[on], minlength=len(snap.capacity))
+    over = demand > snap.capacity
+    if over.any():
+        t = int(np.flatnonzero(over)[0])
+        raise PolicyError(f"decision asks for {int(demand[t])} {snap.cluster.types[t]} GPUs; "
+                          f"{snap.capacity[t]} are up")
+
+
+def _check_exact(snap: Snapshot, occ: Occupancy, gpus: np.ndarray, g: int, t: int,
+                 job_id: str) -> np.ndarray:
+    if len(gpus) != g or np.any(occ.owner[gpus] != -1) or \
+            np.any(snap.cluster.gpu_type_idx[gpus] != t):
+        raise PolicyError(f"exact GPUs for job {job_id} are not {g} free GPUs of the target type")
+    return gpus

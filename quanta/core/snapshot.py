@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -17,7 +18,7 @@ class JobsView:
     """Active (pending or running) jobs, one entry per array position ("snapshot row")."""
 
     rows: np.ndarray          # driver row of each job (stable id inside one run)
-    specs: tuple[JobSpec, ...]
+    all_specs: Sequence[JobSpec]  # every spec of the run, indexed by driver row
     submit: np.ndarray
     req: np.ndarray           # GPUs requested
     weight: np.ndarray
@@ -35,6 +36,12 @@ class JobsView:
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    @cached_property
+    def specs(self) -> tuple[JobSpec, ...]:
+        """Spec of each snapshot row (built on first use: most policies need only the arrays)."""
+        all_specs = self.all_specs
+        return tuple(all_specs[r] for r in self.rows.tolist())
 
     @property
     def remaining(self) -> np.ndarray:

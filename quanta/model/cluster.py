@@ -34,6 +34,7 @@ class Cluster:
     gpu_node: np.ndarray = field(init=False)    # node index per global GPU id
     gpu_type_idx: np.ndarray = field(init=False)
     capacity: np.ndarray = field(init=False)    # GPUs per type
+    type_node_max: np.ndarray = field(init=False)  # largest node size per type
 
     def __post_init__(self) -> None:
         types: list[str] = []
@@ -53,6 +54,9 @@ class Cluster:
         set_(self, "gpu_type_idx", np.repeat(node_type, node_gpus))
         set_(self, "capacity", np.bincount(node_type, weights=node_gpus,
                                            minlength=len(types)).astype(np.int64))
+        tmax = np.zeros(len(types), dtype=np.int64)
+        np.maximum.at(tmax, node_type, node_gpus)
+        set_(self, "type_node_max", tmax)
 
     @property
     def num_gpus(self) -> int:
@@ -63,7 +67,7 @@ class Cluster:
 
     def gpus_per_node(self, type_idx: int) -> int:
         """Largest node size of a type (consolidation unit)."""
-        return int(self.node_gpus[self.node_type == type_idx].max())
+        return int(self.type_node_max[type_idx])
 
     def describe(self) -> str:
         parts = []

@@ -13,6 +13,7 @@ import numpy as np
 from quanta.model.cluster import Cluster
 
 FREE = -1
+_BIG = np.iinfo(np.int64).max
 
 
 class Occupancy:
@@ -40,58 +41,66 @@ class Occupancy:
     def place(self, type_idx: int, n: int) -> np.ndarray | None:
         nodes = self.type_nodes[type_idx]
         free = self.node_free[nodes]
-        if n <= 0 or free.sum() < n:
+        if n <= 0:
             return None
-        fits = free >= n
-        if fits.any():
-            cand = np.flatnonzero(fits)
-            chosen = [(nodes[cand[np.argmin(free[cand])]], n)]
+        best = int(np.argmin(np.where(free >= n, free, _BIG)))
+        if free[best] >= n:
+            chosen = [(nodes[best], n)]
+        elif free.sum() < n:
+            return None
         else:
             chosen = []
             order = np.argsort(-free, kind="stable")
             need = n
-            for pos, i in enumerate(order):
-                if free[i] == 0 or need == 0:
-                    break
+            for pos, i in enumerate(order.tolist()):
                 rest = order[pos:]
-                tight = rest[(free[rest] >= need)]
+                tight = rest[free[rest] >= need]
                 if tight.size:   # the remainder fits on one node: take the tightest one
-                    j = tight[np.argmin(free[tight])]
-                    chosen.append((nodes[j], need))
-                    need = 0
+                    chosen.append((nodes[tight[np.argmin(free[tight])]], need))
                     break
                 take = int(free[i])
                 chosen.append((nodes[i], take))
                 need -= take
-        gpus = []
+        owner, first_gpu, size = self.owner, self.cluster.node_first_gpu, self.cluster.node_gpus
+        parts = []
         for node, k in chosen:
-            first = self.cluster.node_first_gpu[node]
-            size = self.cluster.node_gpus[node]
-            gpus.append(first + np.flatnonzero(self.owner[first:first + size] == FREE)[:k])
-        return np.concatenate(gpus)
+            first = first_gpu[node]
+            parts.append(first + np.flatnonzero(owner[first:first + size[node]] == FREE)[:k])
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def assign(self, row: int, gpus: np.ndarray) -> None:
+        """Give `gpus` (all of one type) to job `row`."""
         if np.any(self.owner[gpus] != FREE):
             raise RuntimeError(f"GPUs {gpus[self.owner[gpus] != FREE]} are not free")
         self.owner[gpus] = row
-        nodes = self.cluster.gpu_node[gpus]
-        np.subtract.at(self.node_free, nodes, 1)
-        self.busy += np.bincount(self.cluster.gpu_type_idx[gpus], minlength=len(self.busy))
+        self._count(gpus, -1)
         self.held[row] = gpus
 
     def release(self, row: int) -> np.ndarray:
         gpus = self.held.pop(row)
         self.owner[gpus] = FREE
-        nodes = self.cluster.gpu_node[gpus]
-        np.add.at(self.node_free, nodes[self.node_up[nodes]], 1)
-        self.busy -= np.bincount(self.cluster.gpu_type_idx[gpus], minlength=len(self.busy))
+        self._count(gpus, +1)
         return gpus
 
+    def _count(self, gpus: np.ndarray, sign: int) -> None:
+        c = self.cluster
+        self.busy[c.gpu_type_idx[gpus[0]]] -= sign * len(gpus)
+        nodes = c.gpu_node[gpus]
+        if len(gpus) == 1 or nodes[0] == nodes[-1] and (nodes == nodes[0]).all():
+            if self.node_up[nodes[0]]:
+                self.node_free[nodes[0]] += sign * len(gpus)
+        else:
+            up = self.node_up[nodes]
+            np.add.at(self.node_free, nodes[up], sign)
+
     def nodes_of(self, gpus: np.ndarray) -> int:
-        return int(np.unique(self.cluster.gpu_node[gpus]).size)
+        if len(gpus) <= 1:
+            return len(gpus)
+        nodes = self.cluster.gpu_node[gpus]
+        return 1 if (nodes == nodes[0]).all() else int(np.unique(nodes).size)
 
     def consolidated(self, type_idx: int, gpus: np.ndarray) -> bool:
-        per_node = self.cluster.gpus_per_node(type_idx)
+        per_node = int(self.cluster.type_node_max[type_idx])
         return self.nodes_of(gpus) <= -(-len(gpus) // per_node)
 
     # -- failures --------------------------------------------------------------------------------

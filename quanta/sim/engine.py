@@ -184,13 +184,17 @@ class Simulator:
                         rate, delay = 0.0, 0.0
                         n_running -= 1
                     else:
-                        rate = self.perf.rate(spec, self.cluster.types[tr.gpu_type], len(tr.gpus),
-                                              tr.nodes, tr.consolidated)
+                        if len(tr.gpus) == t.req.item(row) and tr.consolidated:
+                            rate = t.rates.item(row, tr.gpu_type)   # precomputed at the request
+                        else:
+                            rate = self.perf.rate(spec, self.cluster.types[tr.gpu_type],
+                                                  len(tr.gpus), tr.nodes, tr.consolidated)
                         if rate <= 0:
                             raise PolicyError(f"{self.policy.label()} put job {spec.job_id} on "
                                               f"{len(tr.gpus)} {self.cluster.types[tr.gpu_type]} GPUs, "
                                               f"where it cannot run")
-                        resumed = tr.kind is not Kind.START or not np.isnan(t.first_start[row])
+                        resumed = tr.kind is not Kind.START or t.first_start.item(row) == \
+                            t.first_start.item(row)   # not NaN: it ran before
                         delay = self.restart(spec) if resumed else 0.0
                         if tr.kind is Kind.START:
                             n_running += 1
