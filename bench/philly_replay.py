@@ -60,6 +60,7 @@ def main() -> None:
     print(f"simulate             {res.wall_s:.2f} s  (policy {res.decide_s:.2f} s, "
           f"{res.decisions} decisions)")
     print(f"events               {res.events}  ({res.events / res.wall_s:,.0f} events/s)")
+    print(f"transitions          {res.transitions}  ({res.transitions / res.wall_s:,.0f} /s)")
     print(f"total wall           {total:.2f} s")
     print(f"peak memory (RSS)    {peak_mb:.0f} MB")
     print(f"finished             {s['finished']} / {s['jobs']}; avg JCT {s['avg_jct_s'] / 3600:.2f} h; "

@@ -21,7 +21,7 @@ def snapshot(specs, cluster, perf, now=0.0, running=(), attained=None):
     occ = Occupancy(cluster)
     t.state[:] = PENDING
     for row, (tidx, n) in dict(running).items():
-        gpus = occ.place(tidx, n)
+        gpus, _ = occ.place(tidx, n)
         occ.assign(row, gpus)
         t.hold(row, 0.0, "start", tidx, gpus, 1.0, 0.0)
     if attained is not None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -15,7 +14,8 @@ from quanta.workloads.formats import FORMATS, detect_format, load_trace
 from quanta.workloads.samples import OPENB_NODES, SAMPLES, sample_path
 
 FIXTURES = Path(__file__).parent / "fixtures"
-ALL_FORMATS = {"normalized", "philly", "gavel", "pollux", "tiresias", "openb", "helios", "itp", "pai"}
+ALL_FORMATS = {"normalized", "philly", "gavel", "pollux", "tiresias", "openb", "helios", "itp", "pai",
+               "rubick"}
 
 # The first data rows of the real Philly file (petuum/adaptdl simulator/traces/philly.csv).
 PHILLY_HEAD = """timestamp,duration,num_gpus,gpu_time,cluster
@@ -142,16 +142,13 @@ def test_philly_matches_normalized_sample(tmp_path):
     assert len(head) == 10 and [key(j) for j in head.jobs] == [key(j) for j in raw.jobs[:10]]
 
 
-def test_philly_read_speed(tmp_path):
-    """82k rows (the size of the full Philly trace) read in well under the 2 s budget."""
+def test_philly_full_size(tmp_path):
+    """82k rows (the size of the full Philly trace); its speed is measured in bench/, not here."""
     lines = PHILLY_HEAD.splitlines()
     body = lines[1:] * 20_562
     p = write(tmp_path, "big.csv", "\n".join([lines[0]] + body) + "\n")
-    t0 = time.perf_counter()
     t = load_trace(p, "philly")
-    elapsed = time.perf_counter() - t0
     assert len(t) == 82_248
-    assert elapsed < 6.0  # generous for slow CI machines; about 0.5 s here
 
 
 # -- gavel ---------------------------------------------------------------------------------------
@@ -486,3 +483,22 @@ def test_header_only_and_missing_file(tmp_path):
     assert "missing.csv" in str(e.value) and "tiresias-60" in str(e.value)
     with pytest.raises(QuantaError, match="not a file"):
         load_trace(tmp_path, "philly")
+
+
+def test_rubick_base_workload():
+    t = load_trace(sample_path("rubick-base"))
+    assert t.format == "rubick" and len(t) == 406
+    first = t.jobs[0]
+    assert (first.job_id, first.num_gpus, first.job_type, first.plan) == ("vit-0", 2, "vit", "zero-dp")
+    assert first.duration_s == pytest.approx(3163.091667) and first.reference_gpu == "a800"
+    assert first.cpus == 16 and not first.guaranteed
+    assert {j.job_type for j in t.jobs} == {"gpt2", "bert", "t5", "roberta", "llama7", "llama30", "vit"}
+    assert_sorted_and_rebased(t)
+
+
+def test_rubick_sla_flag(tmp_path):
+    p = write(tmp_path, "w.csv", "name,submission_time,duration,application,num_gpus,num_cpus,bandwidth,"
+              "exec_plan,steps,is_sla\na,0,10,bert,2,16,0,ga,100,1\nb,5,10,bert,x,16,0,ga,100,0\n")
+    with pytest.raises(QuantaError) as e:
+        load_trace(p)
+    assert "w.csv:3" in str(e.value) and "num_gpus" in str(e.value)

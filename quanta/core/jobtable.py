@@ -16,6 +16,7 @@ from quanta.model.job import JobSpec
 from quanta.perf.base import PerfModel
 
 FUTURE, PENDING, RUNNING, DONE, UNSCHEDULABLE = 0, 1, 2, 3, 4
+KIND_CODES = {"start": 0, "preempt": 1, "migrate": 2, "resize": 3}
 STATE_NAMES = {FUTURE: "future", PENDING: "pending", RUNNING: "running", DONE: "finished",
                UNSCHEDULABLE: "unschedulable"}
 
@@ -81,66 +82,75 @@ class JobTable:
     def executed(self, rows: np.ndarray, now: float) -> np.ndarray:
         return self.run0[rows] + (self.gpus[rows] > 0) * (now - self.ta[rows])
 
-    def finish_time(self, row: int) -> float:
-        """When the job completes at its current rate (inf if it is not progressing)."""
-        r = self.rate[row]
-        if r <= 0.0:
-            return np.inf
-        return self.t0[row] + (self.total[row] - self.prog0[row]) / r
-
     # -- state changes (called by the drivers) ----------------------------------------------------
     def mark(self, row: int, now: float) -> None:
         """Fold the lazy accumulators into their base values at `now`."""
-        if now > self.t0[row]:
-            self.prog0[row] += self.rate[row] * (now - self.t0[row])
+        t0 = self.t0.item(row)
+        if now > t0:
+            self.prog0[row] = self.prog0.item(row) + self.rate.item(row) * (now - t0)
             self.t0[row] = now
-        self.att0[row] += self.gpus[row] * (now - self.ta[row])
-        self.run0[row] += (self.gpus[row] > 0) * (now - self.ta[row])
+        dt = now - self.ta.item(row)
+        g = self.gpus.item(row)
+        if g:
+            self.att0[row] = self.att0.item(row) + g * dt
+            self.run0[row] = self.run0.item(row) + dt
         self.ta[row] = now
-
-    def set_rate(self, row: int, now: float, rate: float, delay: float = 0.0) -> None:
-        """From now on the job progresses at `rate`, after `delay` seconds of restart."""
-        self.mark(row, now)
-        self.t0[row] = now + delay
-        self.rate[row] = rate
 
     # -- views and transitions --------------------------------------------------------------------
     def view(self, rows: np.ndarray, now: float) -> "JobsView":
         from quanta.core.snapshot import JobsView
-        return JobsView(
-            rows=rows, all_specs=self.specs, submit=self.submit[rows],
-            req=self.req[rows], weight=self.weight[rows], allowed=self.allowed[rows],
-            rates=self.rates[rows], total=self.total[rows], progress=self.progress(rows, now),
-            attained=self.attained(rows, now), executed=self.executed(rows, now),
-            waiting_since=self.waiting_since[rows], running=self.gpus[rows] > 0,
-            gpus=self.gpus[rows], gtype=self.gtype[rows], restarts=self.restarts[rows])
+        return JobsView(self, rows, now)
 
     def hold(self, row: int, now: float, kind: str, gtype: int, gpus: np.ndarray,
              rate: float, delay: float) -> None:
         """Bookkeeping of one transition (kind: start/preempt/migrate/resize)."""
-        n = len(gpus)
-        if kind == "preempt":
-            self.preemptions[row] += 1
-            self.waiting_since[row] = now
-        elif kind == "migrate":
-            self.migrations[row] += 1
-        elif kind == "resize":
-            self.reconfigs[row] += 1
-        if n:
-            if kind == "start" and self.first_start[row] != self.first_start[row]:   # NaN
-                self.first_start[row] = now
-            if delay > 0:
-                self.restarts[row] += 1
-            self.types_used[row] |= 1 << gtype
-            self.placement[row] = gpus
-            self.state[row] = RUNNING
-        else:
-            self.placement.pop(row, None)
-            self.state[row] = PENDING
-            rate = delay = 0.0
-        self.set_rate(row, now, rate, delay)   # folds the accumulators at `now` first
-        self.gpus[row] = n
-        self.gtype[row] = gtype if n else -1
+        self.apply_transitions(now, np.array([row]), np.array([KIND_CODES[kind]]), np.array([gtype]),
+                               [gpus], np.array([rate], dtype=float), np.array([delay], dtype=float))
+
+    def apply_transitions(self, now: float, rows: np.ndarray, kind: np.ndarray, gtype: np.ndarray,
+                          gpus: list[np.ndarray], rate: np.ndarray, delay: np.ndarray) -> None:
+        """Bookkeeping of one decision's transitions at once (rows are distinct).
+
+        kind: KIND_CODES values; a job that gets GPUs progresses at `rate` after `delay` seconds.
+        """
+        count = np.fromiter((len(g) for g in gpus), dtype=np.int64, count=len(gpus))
+        # fold the lazy accumulators at `now` with the allocation held until now
+        t0 = self.t0[rows]
+        adv = now > t0
+        self.prog0[rows] += np.where(adv, self.rate[rows] * (now - t0), 0.0)
+        dt = now - self.ta[rows]
+        held = self.gpus[rows]
+        self.att0[rows] += held * dt
+        self.run0[rows] += (held > 0) * dt
+        self.ta[rows] = now
+        pre = kind == KIND_CODES["preempt"]
+        self.preemptions[rows[pre]] += 1
+        self.waiting_since[rows[pre]] = now
+        self.migrations[rows[kind == KIND_CODES["migrate"]]] += 1
+        self.reconfigs[rows[kind == KIND_CODES["resize"]]] += 1
+        on = count > 0
+        r_on = rows[on]
+        first = self.first_start[r_on]
+        self.first_start[r_on] = np.where(np.isnan(first), now, first)
+        self.restarts[r_on] += delay[on] > 0
+        self.types_used[r_on] |= np.left_shift(1, gtype[on])
+        self.state[r_on] = RUNNING
+        self.state[rows[~on]] = PENDING
+        self.t0[rows] = now + np.where(on, delay, 0.0)
+        self.rate[rows] = np.where(on, rate, 0.0)
+        self.gpus[rows] = count
+        self.gtype[rows] = np.where(on, gtype, -1)
+        placement = self.placement
+        for r, g, o in zip(rows.tolist(), gpus, on.tolist()):
+            if o:
+                placement[r] = g
+            else:
+                placement.pop(r, None)
+
+    def finish_times(self, rows: np.ndarray) -> np.ndarray:
+        r = self.rate[rows]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(r > 0, self.t0[rows] + (self.total[rows] - self.prog0[rows]) / r, np.inf)
 
     def finish(self, row: int, now: float) -> None:
         self.mark(row, now)

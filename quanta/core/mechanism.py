@@ -44,8 +44,8 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
     tgt_g = dec.gpus
     on = tgt_g > 0
     tgt_t = np.where(on, dec.gpu_type, -1)
-    _validate(snap, tgt_g, tgt_t, on)
     changed = (tgt_g != jobs.gpus) | (on & (tgt_t != jobs.gtype))
+    _validate(snap, tgt_g, tgt_t, on, changed)
     for r in dec.exact:
         held = occ.held.get(int(jobs.rows[r]))
         if held is None or not np.array_equal(np.sort(held), np.sort(dec.exact[r])):
@@ -72,22 +72,25 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
                      [r for r in place_list if r not in dec.exact]
     out: list[Transition] = []
     placed: set[int] = set()
-    node_max = snap.cluster.type_node_max
-    for r in place_list:
-        drow, t, g = jobs.rows.item(r), tgt_t.item(r), tgt_g.item(r)
-        gpus = dec.exact.get(r)
+    node_max = snap.cluster.type_node_max.tolist()
+    idx = np.asarray(place_list, dtype=np.int64)
+    cols = zip(place_list, jobs.rows[idx].tolist(), tgt_t[idx].tolist(), tgt_g[idx].tolist(),
+               jobs.gpus[idx].tolist())
+    exact = dec.exact
+    for r, drow, t, g, was in cols:
+        gpus = exact.get(r) if exact else None
         if gpus is not None:
             gpus = _check_exact(snap, occ, np.asarray(gpus, dtype=np.int64), g, t, jobs.specs[r].job_id)
+            nodes = occ.nodes_of(gpus)
         else:
-            gpus = occ.place(t, g)
-        if gpus is None:
-            continue   # cannot happen after the capacity check; left pending if it does
+            got = occ.place(t, g)
+            if got is None:
+                continue   # cannot happen after the capacity check; left pending if it does
+            gpus, nodes = got
         occ.assign(drow, gpus)
         placed.add(r)
-        was = jobs.gpus.item(r)
         kind = Kind.START if was == 0 else Kind.RESIZE if g != was else Kind.MIGRATE
-        nodes = occ.nodes_of(gpus)
-        consolidated = nodes <= -(-g // node_max.item(t))
+        consolidated = nodes <= -(-g // node_max[t])
         out.append(Transition(drow, kind, t, gpus, nodes, consolidated, dec.plans.get(r)))
     empty = np.empty(0, np.int64)
     for r, d, run in zip(rows.tolist(), drows, running):
@@ -96,12 +99,16 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
     return out
 
 
-def _validate(snap: Snapshot, tgt_g: np.ndarray, tgt_t: np.ndarray, on: np.ndarray) -> None:
+def _validate(snap: Snapshot, tgt_g: np.ndarray, tgt_t: np.ndarray, on: np.ndarray,
+              changed: np.ndarray) -> None:
+    """Types may be used by the jobs that move there (the rest hold what was placed before)
+    and no type is over-committed."""
+    new = np.flatnonzero(on & changed)
+    if new.size and (tgt_t[new].min() < 0 or not snap.jobs.allowed[new, tgt_t[new]].all()):
+        raise PolicyError("decision puts a job on a GPU type it may not use")
     tt = tgt_t[on]
     if tt.size == 0:
         return
-    if tt.min() < 0 or not snap.jobs.allowed[np.flatnonzero(on), tt].all():
-        raise PolicyError("decision puts a job on a GPU type it may not use")
     demand = np.bincount(tt, weights=tgt_g[on], minlength=len(snap.capacity))
     over = demand > snap.capacity
     if over.any():

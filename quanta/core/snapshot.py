@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from functools import cached_property
 from typing import Any, Sequence
 
@@ -12,36 +13,94 @@ from quanta.model.cluster import Cluster
 from quanta.model.job import JobSpec
 from quanta.perf.base import PerfModel
 
+if TYPE_CHECKING:
+    from quanta.core.jobtable import JobTable
 
-@dataclass(frozen=True)
+
 class JobsView:
-    """Active (pending or running) jobs, one entry per array position ("snapshot row")."""
+    """Active (pending or running) jobs, one entry per array position ("snapshot row").
 
-    rows: np.ndarray          # driver row of each job (stable id inside one run)
-    all_specs: Sequence[JobSpec]  # every spec of the run, indexed by driver row
-    submit: np.ndarray
-    req: np.ndarray           # GPUs requested
-    weight: np.ndarray
-    allowed: np.ndarray       # (n, K) bool: GPU types the job may use
-    rates: np.ndarray         # (n, K) steps/s at the requested count, consolidated (0 = not allowed)
-    total: np.ndarray         # total steps
-    progress: np.ndarray      # steps done
-    attained: np.ndarray      # GPU-seconds held so far
-    executed: np.ndarray      # wall seconds held so far
-    waiting_since: np.ndarray  # when the job last lost (or never had) GPUs
-    running: np.ndarray       # bool: holds GPUs now
-    gpus: np.ndarray          # GPUs held now
-    gtype: np.ndarray         # type index held now (-1 none)
-    restarts: np.ndarray
+    Columns are read from the driver's JobTable on first access (a policy pays only for what it
+    reads) and are read-only copies: policies cannot change the drivers' state through them.
+    """
+
+    def __init__(self, table: "JobTable", rows: np.ndarray, now: float):
+        self._t = table
+        self._now = now
+        self.rows = rows                       # driver row of each job (stable id inside one run)
+        self.all_specs: Sequence[JobSpec] = table.specs
 
     def __len__(self) -> int:
         return len(self.rows)
 
     @cached_property
     def specs(self) -> tuple[JobSpec, ...]:
-        """Spec of each snapshot row (built on first use: most policies need only the arrays)."""
         all_specs = self.all_specs
         return tuple(all_specs[r] for r in self.rows.tolist())
+
+    @cached_property
+    def submit(self) -> np.ndarray:
+        return self._t.submit[self.rows]
+
+    @cached_property
+    def req(self) -> np.ndarray:
+        """GPUs requested."""
+        return self._t.req[self.rows]
+
+    @cached_property
+    def weight(self) -> np.ndarray:
+        return self._t.weight[self.rows]
+
+    @cached_property
+    def allowed(self) -> np.ndarray:
+        """(n, K) bool: GPU types the job may use (and can run on)."""
+        return self._t.allowed[self.rows]
+
+    @cached_property
+    def rates(self) -> np.ndarray:
+        """(n, K) steps/s at the requested count, consolidated (0 = not allowed)."""
+        return self._t.rates[self.rows]
+
+    @cached_property
+    def total(self) -> np.ndarray:
+        return self._t.total[self.rows]
+
+    @cached_property
+    def progress(self) -> np.ndarray:
+        return self._t.progress(self.rows, self._now)
+
+    @cached_property
+    def attained(self) -> np.ndarray:
+        """GPU-seconds held so far (attained service)."""
+        return self._t.attained(self.rows, self._now)
+
+    @cached_property
+    def executed(self) -> np.ndarray:
+        """Wall seconds held so far."""
+        return self._t.executed(self.rows, self._now)
+
+    @cached_property
+    def waiting_since(self) -> np.ndarray:
+        """When the job last lost (or never had) GPUs."""
+        return self._t.waiting_since[self.rows]
+
+    @cached_property
+    def gpus(self) -> np.ndarray:
+        """GPUs held now."""
+        return self._t.gpus[self.rows]
+
+    @cached_property
+    def running(self) -> np.ndarray:
+        return self.gpus > 0
+
+    @cached_property
+    def gtype(self) -> np.ndarray:
+        """Type index held now (-1 none)."""
+        return self._t.gtype[self.rows]
+
+    @cached_property
+    def restarts(self) -> np.ndarray:
+        return self._t.restarts[self.rows]
 
     @property
     def remaining(self) -> np.ndarray:

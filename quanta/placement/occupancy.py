@@ -23,6 +23,9 @@ class Occupancy:
         self.node_free = cluster.node_gpus.copy()
         self.node_up = np.ones(len(cluster.nodes), dtype=bool)
         self.type_nodes = [np.flatnonzero(cluster.node_type == t) for t in range(len(cluster.types))]
+        # nodes of a type are usually contiguous: a slice reads their free counts without a copy
+        self._type_slice = [slice(int(nd[0]), int(nd[-1]) + 1) if nd.size and nd[-1] - nd[0] + 1 == nd.size
+                            else nd for nd in self.type_nodes]
         self.busy = np.zeros(len(cluster.types), dtype=np.int64)   # GPUs held per type
         self.held: dict[int, np.ndarray] = {}                      # job row -> GPU ids
 
@@ -38,40 +41,43 @@ class Occupancy:
         return np.bincount(c.node_type, weights=self.node_free, minlength=len(c.types)).astype(np.int64)
 
     # -- placing ---------------------------------------------------------------------------------
-    def place(self, type_idx: int, n: int) -> np.ndarray | None:
+    def place(self, type_idx: int, n: int) -> tuple[np.ndarray, int] | None:
+        """n free GPUs of one type and the number of nodes they span, or None if too few are free."""
         nodes = self.type_nodes[type_idx]
-        free = self.node_free[nodes]
+        free = self.node_free[self._type_slice[type_idx]]
         if n <= 0:
             return None
-        best = int(np.argmin(np.where(free >= n, free, _BIG)))
-        if free[best] >= n:
-            chosen = [(nodes[best], n)]
-        elif free.sum() < n:
-            return None
-        else:
-            chosen = []
-            order = np.argsort(-free, kind="stable")
-            need = n
-            for pos, i in enumerate(order.tolist()):
-                rest = order[pos:]
-                tight = rest[free[rest] >= need]
-                if tight.size:   # the remainder fits on one node: take the tightest one
-                    chosen.append((nodes[tight[np.argmin(free[tight])]], need))
-                    break
-                take = int(free[i])
-                chosen.append((nodes[i], take))
-                need -= take
+        fit = np.where(free >= n, free, _BIG)
+        best = fit.argmin()
         owner, first_gpu, size = self.owner, self.cluster.node_first_gpu, self.cluster.node_gpus
+        if fit[best] != _BIG:                       # one node has room: the fullest such node
+            node = nodes.item(best)
+            first = first_gpu.item(node)
+            seg = owner[first:first + size.item(node)] == FREE
+            if n == 1:
+                return np.array([first + seg.argmax()]), 1
+            return first + np.flatnonzero(seg)[:n], 1
+        if free.sum() < n:
+            return None
+        # whole nodes, most free first, until the remainder fits on one node: take the tightest
+        order = np.argsort(-free, kind="stable")
+        fs = free[order]
+        need = n - np.concatenate(([0], np.cumsum(fs)[:-1]))   # still needed before each position
+        pos = int(np.argmax(fs >= need))
+        rest = order[pos:]
+        last = rest[np.argmin(np.where(free[rest] >= need[pos], free[rest], _BIG))]
+        chosen = [(nodes[i], int(free[i])) for i in order[:pos].tolist()] + [(nodes[last], int(need[pos]))]
         parts = []
         for node, k in chosen:
             first = first_gpu[node]
             parts.append(first + np.flatnonzero(owner[first:first + size[node]] == FREE)[:k])
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+        return np.concatenate(parts), len(chosen)
 
     def assign(self, row: int, gpus: np.ndarray) -> None:
         """Give `gpus` (all of one type) to job `row`."""
-        if np.any(self.owner[gpus] != FREE):
-            raise RuntimeError(f"GPUs {gpus[self.owner[gpus] != FREE]} are not free")
+        held = self.owner[gpus]
+        if held.min() != FREE or held.max() != FREE:
+            raise RuntimeError(f"GPUs {gpus[held != FREE]} are not free")
         self.owner[gpus] = row
         self._count(gpus, -1)
         self.held[row] = gpus
@@ -84,14 +90,11 @@ class Occupancy:
 
     def _count(self, gpus: np.ndarray, sign: int) -> None:
         c = self.cluster
-        self.busy[c.gpu_type_idx[gpus[0]]] -= sign * len(gpus)
-        nodes = c.gpu_node[gpus]
-        if len(gpus) == 1 or nodes[0] == nodes[-1] and (nodes == nodes[0]).all():
-            if self.node_up[nodes[0]]:
-                self.node_free[nodes[0]] += sign * len(gpus)
-        else:
-            up = self.node_up[nodes]
-            np.add.at(self.node_free, nodes[up], sign)
+        self.busy[c.gpu_type_idx.item(gpus[0])] -= sign * len(gpus)
+        node_free, node_up = self.node_free, self.node_up
+        for node in c.gpu_node[gpus].tolist():
+            if node_up[node]:
+                node_free[node] += sign
 
     def nodes_of(self, gpus: np.ndarray) -> int:
         if len(gpus) <= 1:

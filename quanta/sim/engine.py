@@ -14,7 +14,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from quanta.core.jobtable import DONE, PENDING, RUNNING, UNSCHEDULABLE, JobTable
+from quanta.core.jobtable import KIND_CODES, PENDING, RUNNING, UNSCHEDULABLE, JobTable
 from quanta.core.loop import DecisionLoop
 from quanta.core.mechanism import Kind
 from quanta.model.cluster import Cluster
@@ -50,12 +50,23 @@ class SimResult:
     running: np.ndarray
     active_integral_submit: np.ndarray   # ∫ active jobs dt at each job's submit (for FTF)
     active_integral_end: np.ndarray
-    events: int = 0
+    events: int = 0             # processed events (arrivals, completions, ticks, faults, wake-ups)
+    transitions: int = 0        # starts, preemptions, migrations, resizes applied
     decisions: int = 0
     wall_s: float = 0.0
     decide_s: float = 0.0
     stalled: bool = False
     horizon: float | None = None
+
+
+def _live(event: tuple, version: np.ndarray, state: np.ndarray, wake_ver: int) -> bool:
+    """False for an event that lost its meaning (a completion superseded by a rate change)."""
+    _, kind, _, obj, ver = event
+    if kind == COMPLETE:
+        return ver == version[obj] and state[obj] == RUNNING
+    if kind == WAKE:
+        return ver == wake_ver
+    return True
 
 
 class Simulator:
@@ -75,8 +86,39 @@ class Simulator:
         self.until = until
         self.progress_cb = progress
         self.impossible = self.table.never_fits()
+        self.restart_s = np.array([self.restart(s) for s in self.table.specs], dtype=float)
 
     # -------------------------------------------------------------------------------------------
+    def _apply(self, now: float, trs: list, version: np.ndarray, push) -> int:
+        """Apply one decision's transitions; push their completions; return the change in running."""
+        t = self.table
+        rows_l, kinds_l, types_l, gpus_l, nodes_l, cons_l, _plans = zip(*trs)
+        rows = np.array(rows_l, dtype=np.int64)
+        kind = np.array([KIND_CODES[k.value] for k in kinds_l], dtype=np.int64)
+        gtype = np.array(types_l, dtype=np.int64)
+        count = np.fromiter((len(g) for g in gpus_l), dtype=np.int64, count=len(trs))
+        on = count > 0
+        req_ok = (count == t.req[rows]) & np.array(cons_l, dtype=bool) & on
+        rate = np.where(req_ok, t.rates[rows, np.maximum(gtype, 0)], 0.0)
+        for i in np.flatnonzero(on & ~req_ok).tolist():   # other sizes or spread: ask the model
+            r = rows_l[i]
+            rate[i] = self.perf.rate(t.specs[r], self.cluster.types[types_l[i]], count.item(i),
+                                     nodes_l[i], cons_l[i])
+        bad = on & (rate <= 0)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise PolicyError(f"{self.policy.label()} put job {t.specs[rows_l[i]].job_id} on "
+                              f"{count[i]} {self.cluster.types[types_l[i]]} GPUs, where it cannot run")
+        resumed = (kind != KIND_CODES["start"]) | ~np.isnan(t.first_start[rows])
+        delay = np.where(on & resumed, self.restart_s[rows], 0.0)
+        t.apply_transitions(now, rows, kind, gtype, list(gpus_l), rate, delay)
+        version[rows] += 1
+        fin = t.finish_times(rows)
+        for r, f, v in zip(rows_l, fin.tolist(), version[rows].tolist()):
+            if f < np.inf:
+                push(f, COMPLETE, r, v)
+        return int(np.sum(kind == KIND_CODES["start"]) - np.sum(kind == KIND_CODES["preempt"]))
+
     def run(self) -> SimResult:
         wall0 = time.perf_counter()
         t, occ, loop = self.table, self.occ, self.loop
@@ -111,6 +153,7 @@ class Simulator:
         n_running = 0
         down_nodes = 0
         events_total = 0
+        transitions = 0
         stalled = False
         batches = 0
         submit = t.submit
@@ -125,10 +168,10 @@ class Simulator:
             kinds: set[str] = set()
             while heap and heap[0][0] == now:
                 _, kind, _, obj, ver = heapq.heappop(heap)
+                if not _live((now, kind, 0, obj, ver), version, t.state, wake_ver):
+                    continue
                 events_total += 1
                 if kind == COMPLETE:
-                    if ver != version[obj] or t.state[obj] != RUNNING:
-                        continue
                     occ.release(obj)
                     t.finish(obj, now)
                     n_running -= 1
@@ -156,7 +199,7 @@ class Simulator:
                 elif kind == TICK:
                     tick_pending = False
                     kinds.add("tick")
-                elif kind == WAKE and ver == wake_ver:
+                elif kind == WAKE:
                     kinds.add("wake")
             if ptr < n and submit[ptr] == now:
                 end = int(np.searchsorted(submit, now, side="right"))
@@ -177,32 +220,9 @@ class Simulator:
             decide = ("tick" in kinds) if interval else True
             if decide and len(active):
                 trs = loop.step(now, active, tuple(sorted(kinds)))
-                for tr in trs:
-                    row = tr.row
-                    spec = t.specs[row]
-                    if tr.kind is Kind.PREEMPT:
-                        rate, delay = 0.0, 0.0
-                        n_running -= 1
-                    else:
-                        if len(tr.gpus) == t.req.item(row) and tr.consolidated:
-                            rate = t.rates.item(row, tr.gpu_type)   # precomputed at the request
-                        else:
-                            rate = self.perf.rate(spec, self.cluster.types[tr.gpu_type],
-                                                  len(tr.gpus), tr.nodes, tr.consolidated)
-                        if rate <= 0:
-                            raise PolicyError(f"{self.policy.label()} put job {spec.job_id} on "
-                                              f"{len(tr.gpus)} {self.cluster.types[tr.gpu_type]} GPUs, "
-                                              f"where it cannot run")
-                        resumed = tr.kind is not Kind.START or t.first_start.item(row) == \
-                            t.first_start.item(row)   # not NaN: it ran before
-                        delay = self.restart(spec) if resumed else 0.0
-                        if tr.kind is Kind.START:
-                            n_running += 1
-                    t.hold(row, now, tr.kind.value, tr.gpu_type, tr.gpus, rate, delay)
-                    version[row] += 1
-                    fin = t.finish_time(row)
-                    if fin < np.inf:
-                        push(fin, COMPLETE, row, int(version[row]))
+                transitions += len(trs)
+                if trs:
+                    n_running += self._apply(now, trs, version, push)
                 if loop.wake_at is not None and loop.wake_at > now:
                     wake_ver += 1
                     push(loop.wake_at, WAKE, -1, wake_ver)
@@ -212,6 +232,9 @@ class Simulator:
             if interval and len(active) and not tick_pending:
                 push((np.floor(now / interval) + 1) * interval, TICK, -1)
                 tick_pending = True
+            if len(heap) > 4 * (n_running + len(self.cluster.nodes)) + 1024:
+                heap = [e for e in heap if _live(e, version, t.state, wake_ver)]
+                heapq.heapify(heap)
             times.append(now)
             busy.append(occ.busy.copy())
             pend.append(len(active) - n_running)
@@ -229,5 +252,6 @@ class Simulator:
             times=np.asarray(times), busy=np.asarray(busy).reshape(-1, K),
             pending=np.asarray(pend, dtype=np.int64), running=np.asarray(runn, dtype=np.int64),
             active_integral_submit=a_sub, active_integral_end=a_end, events=events_total,
+            transitions=transitions,
             decisions=loop.decisions, wall_s=time.perf_counter() - wall0,
             decide_s=loop.decide_seconds, stalled=stalled, horizon=self.until)

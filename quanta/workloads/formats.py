@@ -18,7 +18,7 @@ from types import ModuleType
 from quanta.errors import QuantaError
 from quanta.model.job import Trace
 from quanta.workloads.readers import (gavel, helios, itp, normalized, openb, pai, philly, pollux,
-                                      tiresias)
+                                      rubick, tiresias)
 from quanta.workloads.readers._base import Sample, check_file, sample_file
 
 Reader = Callable[..., Trace]
@@ -40,7 +40,7 @@ def _info(module: ModuleType) -> ReaderInfo:
 
 # Order matters for detection: the most specific header sets first.
 FORMATS: dict[str, ReaderInfo] = {m.FORMAT: _info(m) for m in (
-    normalized, openb, philly, pollux, tiresias, helios, itp, pai, gavel)}
+    normalized, openb, philly, pollux, rubick, tiresias, helios, itp, pai, gavel)}
 
 
 def register_format(info: ReaderInfo) -> None:

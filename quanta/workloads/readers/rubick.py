@@ -1,0 +1,47 @@
+"""Rubick's evaluation workloads: `name, submission_time, duration, application, num_gpus,
+num_cpus, bandwidth, exec_plan, steps, is_sla`.
+
+`duration` is the run time (s) at the requested GPUs and the user's plan on Rubick's A800 nodes,
+so the reference GPU is a800. `steps` is kept out of the work (Rubick's iteration units); the work
+comes from duration like every duration-carrying trace. is_sla = 1 marks a guaranteed job.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from quanta.model.job import Trace
+from quanta.workloads.readers._base import Sample, build_trace, start
+
+FORMAT = "rubick"
+DESCRIPTION = ("Rubick workload (name,submission_time,duration,application,num_gpus,num_cpus,"
+               "bandwidth,exec_plan,steps,is_sla)")
+REQUIRED = ("name", "submission_time", "duration", "application", "num_gpus")
+
+
+def sniff(s: Sample) -> bool:
+    return set(REQUIRED) <= s.header
+
+
+def read(path: str | Path, *, max_jobs: int | None = None) -> Trace:
+    path, p, it = start(path, FORMAT, REQUIRED)
+    rows: list[dict[str, Any]] = []
+    for line, row in it:
+        p.line = line
+        p.check_width(row)
+        sla = p.opt(row, "is_sla")
+        rows.append({
+            "job_id": p.get(row, "name") or f"{FORMAT}-{len(rows):06d}",
+            "submit_time": p.number(p.get(row, "submission_time"), "submission_time"),
+            "num_gpus": p.whole(p.get(row, "num_gpus"), "num_gpus", minimum=1),
+            "duration_s": p.number(p.get(row, "duration"), "duration"),
+            "job_type": p.get(row, "application"),
+            "cpus": p.number(p.opt(row, "num_cpus") or "0", "num_cpus"),
+            "plan": p.opt(row, "exec_plan"),
+            "guaranteed": bool(sla) and p.whole(sla, "is_sla") == 1,
+            "reference_gpu": "a800",
+            "source_line": line,
+        })
+    notes = ["rubick: durations are run times at the requested GPUs and plan on A800"]
+    return build_trace(path, FORMAT, rows, notes, max_jobs=max_jobs)
