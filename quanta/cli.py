@@ -44,6 +44,8 @@ def simulate(
     repair_h: float = typer.Option(1.0, "--repair-h", min=0.0, help="hours a failed node stays down"),
     until_h: Optional[float] = typer.Option(None, "--until-h", help="stop the simulation at this hour"),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="write PNG plots"),
+    events: bool = typer.Option(False, "--events", help="write <policy>/events.csv: every submit, "
+                                "start, preemption, migration, resize, failure and finish"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar or table"),
 ) -> None:
     """Replay a trace on a cluster under one or more policies and compare them."""
@@ -53,7 +55,7 @@ def simulate(
                             policies=policy or DEFAULT_POLICIES, seed=seed, out=out,
                             max_jobs=max_jobs, load_scale=load_scale, restart_delay=restart_delay,
                             drop_impossible=drop_impossible, node_mtbf_h=node_mtbf_h,
-                            repair_h=repair_h, until_h=until_h, plots=plots)
+                            repair_h=repair_h, until_h=until_h, plots=plots, events=events)
     rows, header = run_simulations(req, console=None if quiet else console)
     if not quiet:
         table = Table(title="Quanta: " + "; ".join(header[:3]))

@@ -33,6 +33,7 @@ class SimulationRequest:
     repair_h: float = 1.0
     until_h: float | None = None
     plots: bool = True
+    events: bool = False
     extra_notes: list[str] = field(default_factory=list)
 
 
@@ -93,7 +94,7 @@ def run_simulations(req: SimulationRequest, console=None) -> tuple[list[dict], l
     results: list[SimResult] = []
     for i, pol in enumerate(policies):
         sim = Simulator(wl.specs, cluster, pol, perf, restart=RestartCost(req.restart_delay),
-                        failures=failures, until=until)
+                        failures=failures, until=until, record_events=req.events)
         if i == 0:
             header += check_feasible(wl.specs, sim, trace, cluster, req.drop_impossible)
         if console is not None:

@@ -91,3 +91,16 @@ def test_listings():
     r = quanta("clusters")
     for preset in ("gavel-108", "sia-64", "rubick-64", "openb"):
         assert preset in r.stdout
+
+
+def test_events_log_tells_each_jobs_history(tmp_path):
+    r = quanta("simulate", "--trace", "tiresias-60", "--cluster", "v100:2x8", "--policy", "las",
+               "--events", "--quiet", "--no-plots", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    ev = list(csv.DictReader(open(tmp_path / "las" / "events.csv")))
+    jobs = {j["job_id"]: j for j in csv.DictReader(open(tmp_path / "las" / "jobs.csv"))}
+    for job_id, j in jobs.items():
+        mine = [e for e in ev if e["job_id"] == job_id]
+        assert mine[0]["event"] == "submit" and mine[-1]["event"] == "finish"
+        assert sum(e["event"] == "preempt" for e in mine) == int(j["preemptions"])
+        assert float(mine[-1]["time_s"]) == pytest.approx(float(j["end_s"]), rel=1e-5)

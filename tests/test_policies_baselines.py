@@ -108,7 +108,7 @@ def test_one_type_fast_path_matches_general_walk(perf):
             class S:
                 jobs = j
             b = Decision(np.zeros(n, np.int64), np.full(n, -1, np.int64))
-            _fill_many_types(S, order, np.array([cap]), backfill, b)
+            _fill_many_types(S, order, np.array([cap]), backfill, False, b)
             assert np.array_equal(a.gpus, b.gpus), (trial, backfill)
 
 
@@ -121,3 +121,11 @@ def test_registry_parameters_and_errors():
         make_policy("fifo:x=1")
     with pytest.raises(QuantaError, match="wants true/false"):
         make_policy("fifo:backfill=maybe")
+
+
+def test_preemptive_walk_moves_a_squeezed_job_back_to_the_fast_type(perf):
+    c = Cluster((NodeSpec("v", "v100", 1), NodeSpec("k", "k80", 1)))
+    specs = [JobSpec("a", 0, 1, "ResNet-50 (batch size 64)", total_steps=1000)]
+    snap, _ = snapshot(specs, c, perf, running={0: (1, 1)})          # on the K80, V100 idle
+    assert make_policy("las").decide(snap).gpu_type[0] == 0           # preemptive: moves back
+    assert make_policy("fifo").decide(snap).gpu_type[0] == 1          # non-preemptive: stays

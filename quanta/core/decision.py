@@ -24,12 +24,3 @@ class Decision:
     def empty(cls, snap: Snapshot) -> "Decision":
         n = len(snap.jobs)
         return cls(np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64))
-
-    @classmethod
-    def keep(cls, snap: Snapshot) -> "Decision":
-        """Everything stays as it is."""
-        return cls(snap.jobs.gpus.copy(), snap.jobs.gtype.copy())
-
-    def demand(self, num_types: int) -> np.ndarray:
-        on = self.gpus > 0
-        return np.bincount(self.gpu_type[on], weights=self.gpus[on], minlength=num_types).astype(np.int64)

@@ -65,10 +65,6 @@ class Cluster:
     def type_index(self, name: str) -> int:
         return self.types.index(name)
 
-    def gpus_per_node(self, type_idx: int) -> int:
-        """Largest node size of a type (consolidation unit)."""
-        return int(self.type_node_max[type_idx])
-
     def describe(self) -> str:
         parts = []
         for t_i, t in enumerate(self.types):

@@ -36,10 +36,6 @@ class Occupancy:
         return np.bincount(c.node_type, weights=c.node_gpus * self.node_up,
                            minlength=len(c.types)).astype(np.int64)
 
-    def free_by_type(self) -> np.ndarray:
-        c = self.cluster
-        return np.bincount(c.node_type, weights=self.node_free, minlength=len(c.types)).astype(np.int64)
-
     # -- placing ---------------------------------------------------------------------------------
     def place(self, type_idx: int, n: int) -> tuple[np.ndarray, int] | None:
         """n free GPUs of one type and the number of nodes they span, or None if too few are free."""

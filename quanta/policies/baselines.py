@@ -33,7 +33,7 @@ class QueuePolicy(Policy):
         jobs = snap.jobs
         running = None if self.preemptive else jobs.running
         order = priority_order(self.keys(snap), running)
-        return greedy_fill(snap, order, self.backfill)
+        return greedy_fill(snap, order, self.backfill, migrate=self.preemptive)
 
 
 @register("fifo", "first in, first out; non-preemptive, optional backfill")

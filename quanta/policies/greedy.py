@@ -1,9 +1,11 @@
 """Walk jobs in priority order and give each its requested GPUs, all or nothing.
 
-Shared by every queue-ordered policy (FIFO, SJF, SRTF, LAS, Tiresias ...). Type choice: a running
-job keeps its current type when there is room; otherwise the allowed type with room where the job
-runs fastest (perf model's rates). Without backfill the walk stops at the first job that does not
-fit (strict order); with backfill it skips that job and keeps filling.
+Shared by every queue-ordered policy (FIFO, SJF, SRTF, LAS, Tiresias ...). Type choice: the allowed
+type with room where the job runs fastest (perf model's rates). A running job keeps its current
+type when there is room there and, if `migrate` is on, its current type is nearly as fast as the
+best with room (within KEEP_RATIO: moving costs a restart); with `migrate` off (non-preemptive
+policies) it always keeps it. Without backfill the walk stops at the first job that does not fit
+(strict order); with backfill it skips that job and keeps filling.
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ from quanta.core.decision import Decision
 from quanta.core.snapshot import Snapshot
 
 
-def greedy_fill(snap: Snapshot, order: np.ndarray, backfill: bool) -> Decision:
+KEEP_RATIO = 0.8
+
+
+def greedy_fill(snap: Snapshot, order: np.ndarray, backfill: bool, migrate: bool = False) -> Decision:
     jobs = snap.jobs
     dec = Decision.empty(snap)
     free = snap.capacity.astype(np.int64).copy()
@@ -23,7 +28,7 @@ def greedy_fill(snap: Snapshot, order: np.ndarray, backfill: bool) -> Decision:
     if len(free) == 1:
         _fill_one_type(jobs.req, order, int(free[0]), backfill, dec)
     else:
-        _fill_many_types(snap, order, free, backfill, dec)
+        _fill_many_types(snap, order, free, backfill, migrate, dec)
     dec.order = order
     return dec
 
@@ -51,7 +56,7 @@ def _fill_one_type(req: np.ndarray, order: np.ndarray, cap: int, backfill: bool,
 
 
 def _fill_many_types(snap: Snapshot, order: np.ndarray, free: np.ndarray, backfill: bool,
-                     dec: Decision) -> None:
+                     migrate: bool, dec: Decision) -> None:
     jobs = snap.jobs
     req, allowed, rates, cur = jobs.req, jobs.allowed, jobs.rates, jobs.gtype
     min_rest = np.minimum.accumulate(req[order][::-1])[::-1]
@@ -67,6 +72,10 @@ def _fill_many_types(snap: Snapshot, order: np.ndarray, free: np.ndarray, backfi
         t = cur[row]
         if t < 0 or not room[t]:
             t = int(np.argmax(np.where(room, rates[row], -1.0)))
+        elif migrate:
+            best = int(np.argmax(np.where(room, rates[row], -1.0)))
+            if rates[row, t] < KEEP_RATIO * rates[row, best]:
+                t = best
         free[t] -= need
         dec.gpus[row] = need
         dec.gpu_type[row] = t

@@ -49,6 +49,14 @@ def write_run(out: Path, results: Sequence[SimResult], *, header: Sequence[str] 
             for i in range(len(res.times)):
                 w.writerow([_fmt(float(res.times[i]))] + [int(x) for x in res.busy[i]]
                            + [int(res.pending[i]), int(res.running[i])])
+        if res.event_log is not None:
+            with open(d / "events.csv", "w", newline="") as f:
+                w = csv.writer(f)
+                w.writerow(["time_s", "job_id", "event", "gpu_type", "gpus", "nodes"])
+                specs, types = res.table.specs, res.cluster.types
+                for when, row, what, ty, n, nodes in res.event_log:
+                    w.writerow([_fmt(float(when)), specs[row].job_id, what,
+                                types[ty] if ty >= 0 else "", n, nodes])
     (out / "report.md").write_text(markdown_report(rows, results, header))
     if plots:
         from quanta.report.plots import plot_jct_cdf, plot_utilisation

@@ -57,6 +57,7 @@ class SimResult:
     decide_s: float = 0.0
     stalled: bool = False
     horizon: float | None = None
+    event_log: list | None = None
 
 
 def _live(event: tuple, version: np.ndarray, state: np.ndarray, wake_ver: int) -> bool:
@@ -73,7 +74,7 @@ class Simulator:
     def __init__(self, specs: Sequence[JobSpec], cluster: Cluster, policy: Policy, perf: PerfModel,
                  *, restart: RestartCost | None = None, failures: FailureModel | None = None,
                  outages: Sequence[NodeOutage] = (), until: float | None = None,
-                 progress: Callable[[float], None] | None = None):
+                 progress: Callable[[float], None] | None = None, record_events: bool = False):
         self.cluster = cluster
         self.policy = policy
         self.perf = perf
@@ -85,6 +86,8 @@ class Simulator:
         self.outages = tuple(outages)
         self.until = until
         self.progress_cb = progress
+        # (time, job row, what, GPU type index, GPUs, nodes) per job event, if asked for
+        self.event_log: list[tuple[float, int, str, int, int, int]] | None = [] if record_events else None
         self.impossible = self.table.never_fits()
         self.restart_s = np.array([self.restart(s) for s in self.table.specs], dtype=float)
 
@@ -112,6 +115,9 @@ class Simulator:
         resumed = (kind != KIND_CODES["start"]) | ~np.isnan(t.first_start[rows])
         delay = np.where(on & resumed, self.restart_s[rows], 0.0)
         t.apply_transitions(now, rows, kind, gtype, list(gpus_l), rate, delay)
+        if self.event_log is not None:
+            self.event_log.extend((now, r, k.value, ty, int(c), nd) for r, k, ty, c, nd in
+                                  zip(rows_l, kinds_l, types_l, count.tolist(), nodes_l))
         version[rows] += 1
         fin = t.finish_times(rows)
         for r, f, v in zip(rows_l, fin.tolist(), version[rows].tolist()):
@@ -174,6 +180,8 @@ class Simulator:
                 if kind == COMPLETE:
                     occ.release(obj)
                     t.finish(obj, now)
+                    if self.event_log is not None:
+                        self.event_log.append((now, obj, "finish", -1, 0, 0))
                     n_running -= 1
                     a_end[obj] = acc
                     active = np.delete(active, np.searchsorted(active, obj))
@@ -184,6 +192,8 @@ class Simulator:
                     for row in occ.node_down(obj):
                         occ.release(row)
                         t.hold(row, now, Kind.PREEMPT.value, -1, np.empty(0, np.int64), 0.0, 0.0)
+                        if self.event_log is not None:
+                            self.event_log.append((now, row, "node-failure", -1, 0, 0))
                         version[row] += 1
                         n_running -= 1
                     down_nodes += 1
@@ -210,6 +220,8 @@ class Simulator:
                     t.state[bad] = UNSCHEDULABLE
                     new = new[~self.impossible[new]]
                 t.state[new] = PENDING
+                if self.event_log is not None:
+                    self.event_log.extend((now, r, "submit", -1, 0, 0) for r in new.tolist())
                 a_sub[new] = acc
                 active = np.concatenate([active, new])
                 events_total += len(new)
@@ -254,4 +266,5 @@ class Simulator:
             active_integral_submit=a_sub, active_integral_end=a_end, events=events_total,
             transitions=transitions,
             decisions=loop.decisions, wall_s=time.perf_counter() - wall0,
-            decide_s=loop.decide_seconds, stalled=stalled, horizon=self.until)
+            decide_s=loop.decide_seconds, stalled=stalled, horizon=self.until,
+            event_log=self.event_log)
