@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -14,7 +15,7 @@ from quanta.errors import QuantaError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Quanta: deep-learning cluster scheduling, simulated and for real.")
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 120)   # pipes and logs get full rows
 err_console = Console(stderr=True)
 
 DEFAULT_TRACE = "philly"
@@ -58,20 +59,23 @@ def simulate(
                             repair_h=repair_h, until_h=until_h, plots=plots, events=events)
     rows, header = run_simulations(req, console=None if quiet else console)
     if not quiet:
-        table = Table(title="Quanta: " + "; ".join(header[:3]))
-        cols = ["policy", "finished", "avg_jct_s", "p50_jct_s", "p99_jct_s", "avg_queue_s",
-                "makespan_s", "gpu_util", "jain", "preemptions"]
-        for c in cols:
-            table.add_column(c.replace("_s", " (h)") if c.endswith("_s") else c, justify="right")
+        table = Table(title="Quanta: " + "; ".join(header[:2]), title_justify="left",
+                      box=box.SIMPLE_HEAD)
+        cols = [("policy", "policy"), ("finished", "done"), ("avg_jct_s", "avg JCT h"),
+                ("p50_jct_s", "p50 h"), ("p99_jct_s", "p99 h"), ("avg_queue_s", "queue h"),
+                ("makespan_s", "makespan h"), ("gpu_util", "util"), ("jain", "Jain"),
+                ("preemptions", "preempt")]
+        for _key, title in cols:
+            table.add_column(title, justify="left" if _key == "policy" else "right", no_wrap=True)
         for r in rows:
             cells = []
-            for c in cols:
-                v = r[c]
-                cells.append(f"{v / 3600:.2f}" if c.endswith("_s") else
-                             f"{v:.3f}" if isinstance(v, float) else str(v))
+            for key, _title in cols:
+                v = r[key]
+                cells.append(f"{v / 3600:.1f}" if key.endswith("_s") else
+                             f"{v:.2f}" if isinstance(v, float) else str(v))
             table.add_row(*cells)
         console.print(table)
-        for h in header[3:]:
+        for h in header[2:]:
             console.print(f"[dim]note: {h}[/dim]")
         console.print(f"results in {out}/ (summary.csv, report.md, <policy>/jobs.csv, timeline.csv"
                       + (", jct_cdf.png, utilisation.png)" if plots else ")"))

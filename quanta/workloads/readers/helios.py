@@ -66,8 +66,7 @@ def read(path: str | Path, *, max_jobs: int | None = None) -> Trace:
         })
         states.append(p.opt(row, "state"))
     notes = [f"skipped {cpu_only} CPU-only jobs (gpu_num 0) and {never_ran} jobs that never ran",
-             "queue = Helios virtual cluster (vc)",
-             "Helios gives no model: job_type is empty and must be drawn from the workload catalog"]
+             "queue = Helios virtual cluster (vc)"]
     if p.has("state"):
         notes.append(count_note("state", states))
     return build_trace(path, FORMAT, rows, notes, max_jobs=max_jobs)

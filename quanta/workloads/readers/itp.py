@@ -56,6 +56,4 @@ def read(path: str | Path, *, max_jobs: int | None = None) -> Trace:
              + ("; num_iteration is not used" if p.has("num_iteration") else "")]
     if deadlines:
         notes.append(f"{deadlines} jobs with a deadline (ElasticFlow's generated deadlines)")
-    if not any(r["job_type"] for r in rows):
-        notes.append("no model in the trace: job_type is empty and must be drawn from the catalog")
     return build_trace(path, FORMAT, rows, notes, max_jobs=max_jobs)

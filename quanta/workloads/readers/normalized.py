@@ -65,8 +65,7 @@ def read(path: str | Path, *, max_jobs: int | None = None) -> Trace:
             raise p.error(f"'{cens}' is not 0 or 1", field="censored")
         censored += cens in ("1", "true", "True")
         rows.append(r)
-    notes = [] if any(r["job_type"] for r in rows) else [
-        "no model in the trace: job_type is empty and must be drawn from the workload catalog"]
+    notes: list[str] = []
     if statuses:
         notes.append(count_note("status", statuses))
     if qos_values:

@@ -83,6 +83,5 @@ def read(path: str | Path, *, max_jobs: int | None = None) -> Trace:
              "duration_s = deletion_time - scheduled_time; submit = creation_time",
              f"{censored} pods censored (still running at the trace end, {last_end:.0f} s)",
              count_note("pod_phase", phases),
-             count_note("qos", qos) + " (LS and Guaranteed -> guaranteed=True)",
-             "openb gives no model: job_type is empty and must be drawn from the workload catalog"]
+             count_note("qos", qos) + " (LS and Guaranteed -> guaranteed=True)"]
     return build_trace(path, FORMAT, rows, notes, max_jobs=max_jobs)

@@ -111,8 +111,7 @@ def read(path: str | Path, *, max_jobs: int | None = None) -> Trace:
     notes = [f"skipped {no_gpu} rows without a GPU and {no_time} without start and end times",
              "no submission time in PAI: submit = start_time, duration = end_time - start_time",
              "plan_gpu in % of one GPU: num_gpus = ceil(plan_gpu*inst_num/100), "
-             "a share below one GPU kept as gpu_fraction",
-             "PAI gives no model: job_type is empty and must be drawn from the workload catalog"]
+             "a share below one GPU kept as gpu_fraction"]
     if any(statuses):
         notes.append(count_note("status", statuses))
     return build_trace(path, FORMAT, rows, notes, max_jobs=max_jobs)

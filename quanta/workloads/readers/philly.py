@@ -47,6 +47,5 @@ def read(path: str | Path, *, max_jobs: int | None = None) -> Trace:
         "timestamps are naive local time; submit times are seconds from the first kept submission",
         "queue = Philly virtual cluster (the `cluster` column)" if i_vc >= 0
         else "no `cluster` column: every job in the default queue",
-        "Philly gives no model: job_type is empty and must be drawn from the workload catalog",
     ]
     return build_trace(path, FORMAT, rows, notes, max_jobs=max_jobs)
