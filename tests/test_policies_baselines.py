@@ -15,8 +15,9 @@ from quanta.errors import QuantaError
 from conftest import homogeneous
 
 
-def snapshot(specs, cluster, perf, now=0.0, running=(), attained=None):
-    """A snapshot where `running` maps job index -> (type index, gpus) already held."""
+def snapshot(specs, cluster, perf, now=0.0, running=(), attained=None, executed=None, waiting=None):
+    """A snapshot where `running` maps job index -> (type index, gpus) already held; attained,
+    executed and waiting(-since) override those columns (arrays over all jobs)."""
     t = JobTable(specs, cluster, perf)
     occ = Occupancy(cluster)
     t.state[:] = PENDING
@@ -26,6 +27,10 @@ def snapshot(specs, cluster, perf, now=0.0, running=(), attained=None):
         t.hold(row, 0.0, "start", tidx, gpus, 1.0, 0.0)
     if attained is not None:
         t.att0[:] = attained
+    if executed is not None:
+        t.run0[:] = executed
+    if waiting is not None:
+        t.waiting_since[:] = waiting
     rows = np.arange(len(specs))
     return Snapshot(now, cluster, perf, t.view(rows, now), occ.up_capacity(), occ.node_free.copy(),
                     occ.node_up.copy()), t

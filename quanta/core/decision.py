@@ -17,6 +17,7 @@ class Decision:
     order: np.ndarray | None = None  # placement priority (snapshot rows); default: biggest first
     exact: dict[int, np.ndarray] = field(default_factory=dict)  # row -> exact global GPU ids
     plans: dict[int, Any] = field(default_factory=dict)         # row -> execution plan
+    consolidate: set[int] = field(default_factory=set)  # rows placed only on the fewest nodes
     wake_at: float | None = None     # ask to be called again at this time (e.g. a threshold)
     state: dict[str, Any] | None = None  # the policy's state to hand back next time
 

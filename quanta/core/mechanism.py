@@ -87,6 +87,8 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
             if got is None:
                 continue   # cannot happen after the capacity check; left pending if it does
             gpus, nodes = got
+            if r in dec.consolidate and nodes > -(-g // node_max[t]):
+                continue   # the policy wants it consolidated or not at all: it waits
         occ.assign(drow, gpus)
         placed.add(r)
         kind = Kind.START if was == 0 else Kind.RESIZE if g != was else Kind.MIGRATE

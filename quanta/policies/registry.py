@@ -35,6 +35,12 @@ def register(name: str, description: str, **defaults: Any) -> Callable[[type[Pol
 
 
 def _convert(value: str, typ: Any, field_name: str, spec: str) -> Any:
+    if str(typ).startswith("tuple"):   # a list of numbers: a/b/c
+        try:
+            return tuple(float(v) for v in value.split("/") if v)
+        except ValueError:
+            raise QuantaError(f"policy '{spec}': parameter '{field_name}' wants numbers separated "
+                              f"by '/', got '{value}'") from None
     t = typ if isinstance(typ, type) else {"bool": bool, "int": int, "float": float,
                                           "str": str}.get(str(typ).split("|")[0].strip(), str)
     if t is bool:
