@@ -1,0 +1,280 @@
+"""Gavel's allocations: X[j, k] = fraction of wall time job j spends on GPU type k.
+
+Every function takes the throughput matrix T (n jobs x K types; 0 = the job cannot use the type),
+scale factors z (GPUs per job) and capacities N (GPUs per type), and returns X with
+X >= 0, sum_k X[j,k] <= 1 and sum_j z_j X[j,k] <= N_k. Effective throughput tau_j = sum_k T X.
+
+The LPs are built as sparse matrices over the allowed (job, type) pairs only, with vectorised
+index arithmetic (no per-job Python loops), and solved by HiGHS through scipy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import linprog
+from scipy.sparse import coo_matrix, csr_matrix, hstack, vstack
+
+IPM_FROM = 3000   # variables; interior point is ~3x faster than simplex at 2,048 jobs,
+                  # dual simplex is faster on the small class-aggregated programmes
+
+
+def _solve(c, A, b, bounds):
+    method = "highs-ipm" if len(c) >= IPM_FROM else "highs"
+    return linprog(c, A_ub=A, b_ub=b, bounds=bounds, method=method)
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """The allowed (job, type) pairs of a throughput matrix: the LP's variables."""
+
+    j: np.ndarray
+    k: np.ndarray
+    t: np.ndarray      # throughput of each pair
+    n: int
+    K: int
+
+    @classmethod
+    def of(cls, T: np.ndarray) -> "Pairs":
+        j, k = np.nonzero(T > 0)
+        return cls(j, k, T[j, k], T.shape[0], T.shape[1])
+
+    @property
+    def size(self) -> int:
+        return len(self.j)
+
+    def rows(self, coef: np.ndarray, by_job: bool = True) -> csr_matrix:
+        """A matrix with one row per job (or per type) summing coef over that job's pairs."""
+        group = self.j if by_job else self.k
+        count = self.n if by_job else self.K
+        return coo_matrix((coef, (group, np.arange(self.size))), shape=(count, self.size)).tocsr()
+
+    def to_matrix(self, x: np.ndarray) -> np.ndarray:
+        X = np.zeros((self.n, self.K))
+        X[self.j, self.k] = np.clip(x[: self.size], 0.0, 1.0)
+        return X
+
+
+def equal_share(T: np.ndarray, z: np.ndarray, N: np.ndarray) -> np.ndarray:
+    """X^eq: every job gets an equal time share N_k / M of each type it may use, scaled so that
+    no job exceeds 100% of the time and no type is over-committed."""
+    n = T.shape[0]
+    X = np.where(T > 0, N[None, :] / max(n, 1), 0.0) / np.maximum(z, 1)[:, None]
+    rows = X.sum(axis=1).max() if n else 0.0
+    if rows > 1:
+        X = X / rows
+    load = (z[:, None] * X).sum(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        over = np.where(load > 0, N / load, np.inf).min()
+    return X * min(1.0, over)
+
+
+def _capacity_rows(p: Pairs, z: np.ndarray, N: np.ndarray,
+                   mult: np.ndarray | None = None) -> tuple[csr_matrix, np.ndarray]:
+    """sum_k x_jk <= 1 per job; sum_j m_j z_j x_jk <= N_k per type (m_j: jobs a row stands for)."""
+    per_job = p.rows(np.ones(p.size))
+    zz = z[p.j].astype(float) if mult is None else (z * mult)[p.j].astype(float)
+    per_type = p.rows(zz, by_job=False)
+    return vstack([per_job, per_type]).tocsr(), np.concatenate([np.ones(p.n), N.astype(float)])
+
+
+def classes(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Group jobs whose columns are all equal: (first job of each class, class of each job,
+    class sizes). Interchangeable jobs get the same share in a symmetric optimum, so the LP is
+    solved once per class (Gavel's speed-up hint: aggregate jobs by type)."""
+    key = np.column_stack([np.nan_to_num(c.reshape(len(c), -1).astype(float), nan=-1.0)
+                           for c in columns])
+    _, first, inverse, counts = np.unique(key, axis=0, return_index=True, return_inverse=True,
+                                          return_counts=True)
+    return first, inverse.reshape(-1), counts
+
+
+def max_min(T: np.ndarray, z: np.ndarray, N: np.ndarray, coef: np.ndarray,
+            floor: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+    """maximise min_j coef_j * tau_j(X) over the jobs with no `floor`; jobs with a floor (per
+    job, NaN = none: water-filling's frozen jobs) keep coef_j * tau_j >= floor_j instead.
+    Returns X and the optimal level. Solved over classes of interchangeable jobs."""
+    n = T.shape[0]
+    if n == 0 or not (T > 0).any():
+        return np.zeros_like(T, dtype=float), 0.0
+    fl = np.full(n, np.nan) if floor is None else floor
+    first, inv, mult = classes(T, z, coef, fl)
+    Xc, lev = _max_min_rows(T[first], z[first], N, coef[first], fl[first], mult)
+    return Xc[inv], lev
+
+
+def _max_min_rows(T: np.ndarray, z: np.ndarray, N: np.ndarray, coef: np.ndarray,
+                  floor: np.ndarray, mult: np.ndarray, duals: np.ndarray | None = None
+                  ) -> tuple[np.ndarray, float]:
+    """The max-min LP over rows; if `duals` is given (length n), it receives each free row's
+    marginal on its fairness constraint (non-zero: the row holds the level down)."""
+    p = Pairs.of(T)
+    n = p.n
+    has_pair = np.bincount(p.j, minlength=n) > 0
+    frozen = ~np.isnan(floor) & has_pair
+    free = has_pair & np.isnan(floor)
+    A_cap, b_cap = _capacity_rows(p, z, N, mult)
+    A_tau = p.rows(coef[p.j] * p.t)                        # row j: coef_j * tau_j
+    free_rows = np.flatnonzero(free)
+    t_col = coo_matrix((np.ones(len(free_rows)), (np.arange(len(free_rows)),
+                        np.zeros(len(free_rows), dtype=int))), shape=(len(free_rows), 1))
+    frozen_rows = np.flatnonzero(frozen)
+    A = vstack([
+        hstack([A_cap, csr_matrix((A_cap.shape[0], 1))]),
+        hstack([-A_tau[free_rows], t_col]),                 # t - coef_j tau_j <= 0
+        hstack([-A_tau[frozen_rows], csr_matrix((len(frozen_rows), 1))]),
+    ]).tocsr()
+    b = np.concatenate([b_cap, np.zeros(len(free_rows)), -floor[frozen_rows]])
+    c = np.zeros(p.size + 1)
+    c[-1] = -1.0
+    bounds = np.column_stack([np.zeros(p.size + 1), np.append(np.ones(p.size), np.inf)])
+    res = _solve(c, A, b, bounds)
+    if res.status != 0:
+        raise RuntimeError(f"max-min LP failed: {res.message}")
+    if duals is not None:
+        duals[:] = 0.0
+        marg = getattr(getattr(res, "ineqlin", None), "marginals", None)
+        if marg is not None:
+            duals[free_rows] = -np.asarray(marg)[A_cap.shape[0]:A_cap.shape[0] + len(free_rows)]
+    return p.to_matrix(res.x), float(res.x[-1])
+
+
+def max_sum(T: np.ndarray, z: np.ndarray, N: np.ndarray, value: np.ndarray,
+            min_tau: np.ndarray | None = None) -> np.ndarray | None:
+    """maximise sum value_jk x_jk (value per pair of T's shape); optional tau_j >= min_tau_j
+    (NaN = none). None if those floors are infeasible."""
+    p = Pairs.of(T)
+    if p.size == 0:
+        return np.zeros_like(T, dtype=float)
+    A, b = _capacity_rows(p, z, N)
+    if min_tau is not None:
+        need = ~np.isnan(min_tau)
+        A_tau = p.rows(p.t)[need]
+        A = vstack([A, -A_tau]).tocsr()
+        b = np.concatenate([b, -min_tau[need]])
+    res = _solve(-value[p.j, p.k], A, b, np.column_stack([np.zeros(p.size), np.ones(p.size)]))
+    if res.status == 2:
+        return None
+    if res.status != 0:
+        raise RuntimeError(f"max-sum LP failed: {res.message}")
+    return p.to_matrix(res.x)
+
+
+def fastest_first(T: np.ndarray, z: np.ndarray, N: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Gavel's FIFO heuristic: in `order`, each job gets its fastest type that still has room."""
+    X = np.zeros_like(T, dtype=float)
+    free = N.astype(float).copy()
+    for j in order.tolist():
+        room = (T[j] > 0) & (free >= z[j])
+        if room.any():
+            k = int(np.argmax(np.where(room, T[j], -1.0)))
+            X[j, k] = 1.0
+            free[k] -= z[j]
+    return X
+
+
+def min_max_ratio(T: np.ndarray, z: np.ndarray, N: np.ndarray, num: np.ndarray, den: np.ndarray,
+                  base: np.ndarray, rel_tol: float = 1e-2, guess: float | None = None
+                  ) -> tuple[np.ndarray, float]:
+    """minimise max_j (base_j + num_j / tau_j(X)) / den_j   (finish-time fairness:
+    base = age, num = remaining steps, den = isolated finish time).
+
+    For a fixed rho the condition is linear: tau_j >= num_j / (rho den_j - base_j); so
+    level(rho) = max_X min_j tau_j (rho den_j - base_j) / num_j is a max-min LP and rho is
+    feasible iff level >= 1. rho is found by regula falsi (Illinois) on level(rho) - 1."""
+    if T.shape[0] == 0:
+        return np.zeros_like(T, dtype=float), 0.0
+
+    def level(rho: float) -> tuple[np.ndarray, float]:
+        return max_min(T, z, N, (rho * den - base) / num)
+
+    lo = float(np.max(base / den)) * (1 + 1e-9) + 1e-12   # below this some job can never make it
+    hi = max(2.0 * lo, 1.0) if guess is None or guess <= lo else guess * 1.05
+    X_hi, v_hi = level(hi)
+    if guess is not None and v_hi >= 1.0 and guess * 0.8 > lo:   # try a tighter lower end
+        v_try = level(guess * 0.8)[1]
+        if v_try < 1.0:
+            lo = guess * 0.8
+    while v_hi < 1.0:
+        lo, hi = hi, hi * 4.0
+        X_hi, v_hi = level(hi)
+    v_lo = level(lo)[1]
+    f_lo, f_hi = v_lo - 1.0, v_hi - 1.0
+    side = 0
+    for _ in range(40):
+        if hi - lo <= rel_tol * hi:
+            break
+        mid = hi - f_hi * (hi - lo) / (f_hi - f_lo) if f_hi != f_lo else 0.5 * (lo + hi)
+        mid = min(max(mid, lo + 0.01 * (hi - lo)), hi - 0.01 * (hi - lo))
+        X_mid, v_mid = level(mid)
+        f_mid = v_mid - 1.0
+        if f_mid >= 0:
+            hi, f_hi, X_hi = mid, f_mid, X_mid
+            if side == 1:
+                f_lo /= 2
+            side = 1
+        else:
+            lo, f_lo = mid, f_mid
+            if side == -1:
+                f_hi /= 2
+            side = -1
+    return X_hi, hi
+
+
+def water_filling(T: np.ndarray, z: np.ndarray, N: np.ndarray, coef: np.ndarray,
+                  max_levels: int = 32) -> np.ndarray:
+    """Max-min fairness applied level by level: solve max-min, freeze the bottleneck jobs (those
+    that cannot get more without lowering the level) at that level, and re-solve for the rest.
+    Interchangeable jobs (same throughputs, size, coefficient) are one class throughout."""
+    n = T.shape[0]
+    if n == 0:
+        return np.zeros_like(T, dtype=float)
+    first, inv, mult = classes(T, z, coef)
+    Tc, zc, cc = T[first], z[first], coef[first]
+    floor = np.full(len(first), np.nan)
+    can_run = (Tc > 0).any(axis=1)
+    Xc = np.zeros_like(Tc, dtype=float)
+    duals = np.zeros(len(first))
+    for _ in range(max_levels):
+        free = can_run & np.isnan(floor)
+        if not free.any():
+            break
+        Xc, lev = _max_min_rows(Tc, zc, N, cc, floor, mult, duals)
+        stuck = free & (duals > 1e-7 * max(duals.max(), 1e-12))
+        if not stuck.any():      # degenerate duals: ask the slack LP which rows are stuck
+            stuck = _bottlenecks(Tc, zc, N, cc, floor, lev, mult) & free
+        if not stuck.any() or stuck.sum() == free.sum():
+            break
+        floor[stuck] = lev
+    return Xc[inv]
+
+
+def _bottlenecks(T: np.ndarray, z: np.ndarray, N: np.ndarray, coef: np.ndarray,
+                 floor: np.ndarray, lev: float, mult: np.ndarray) -> np.ndarray:
+    """Free jobs that cannot rise above `lev` while every free job keeps `lev` and frozen ones
+    their floors: maximise sum of slacks s_j in [0, eps] with coef_j tau_j >= lev + s_j."""
+    p = Pairs.of(T)
+    n = p.n
+    eps = max(lev, 1e-9) * 1e-3
+    has = np.bincount(p.j, minlength=n) > 0
+    free = np.isnan(floor) & has
+    target = np.where(free, lev, np.nan_to_num(floor, nan=0.0))
+    rows = np.flatnonzero(has)
+    A_cap, b_cap = _capacity_rows(p, z, N, mult)
+    A_tau = p.rows(coef[p.j] * p.t)[rows]
+    fr = free[rows]
+    nf = int(fr.sum())
+    S = coo_matrix((np.ones(nf), (np.flatnonzero(fr), np.arange(nf))), shape=(len(rows), nf))
+    A = vstack([hstack([A_cap, csr_matrix((A_cap.shape[0], nf))]), hstack([-A_tau, S])]).tocsr()
+    b = np.concatenate([b_cap, -target[rows] * (1 - 1e-7)])
+    c = np.concatenate([np.zeros(p.size), -np.ones(nf)])
+    bounds = np.column_stack([np.zeros(p.size + nf),
+                              np.concatenate([np.ones(p.size), np.full(nf, eps)])])
+    res = _solve(c, A, b, bounds)
+    out = np.zeros(n, dtype=bool)
+    if res.status != 0:
+        out[free] = True
+        return out
+    out[rows[fr]] = res.x[p.size:] < 0.5 * eps
+    return out
