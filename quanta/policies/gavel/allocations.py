@@ -99,6 +99,9 @@ def max_min(T: np.ndarray, z: np.ndarray, N: np.ndarray, coef: np.ndarray,
     if n == 0 or not (T > 0).any():
         return np.zeros_like(T, dtype=float), 0.0
     fl = np.full(n, np.nan) if floor is None else floor
+    pos = coef[coef > 0]
+    if pos.size:   # a job about to finish has a huge coefficient: it never binds; keep HiGHS sane
+        coef = np.minimum(coef, 1e6 * float(np.median(pos)))
     first, inv, mult = classes(T, z, coef, fl)
     Xc, lev = _max_min_rows(T[first], z[first], N, coef[first], fl[first], mult)
     return Xc[inv], lev

@@ -1,0 +1,89 @@
+"""Policy decision time against the number of active jobs (issue 3's speed table).
+
+    python bench/policy_solve.py [--sizes 32,128,512,2048] [--policies gavel-las,...] [--repeat 3]
+
+For n active jobs: a cluster with n/4 GPUs of each of V100, P100 and K80 (4 GPUs per server),
+jobs drawn from Gavel's 26 job types with Philly-like GPU counts, half of them running, random
+progress. Times one `decide` on a fresh policy (so the allocation is computed, not cached);
+prints the best of --repeat runs per (policy, n). Results: docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from quanta.core.jobtable import PENDING, JobTable
+from quanta.core.snapshot import Snapshot
+from quanta.model import Cluster, JobSpec, NodeSpec
+from quanta.perf.table import TableModel
+from quanta.placement import Occupancy
+from quanta.policies import make_policy
+from quanta.workloads.catalog import drawable_types
+from quanta.workloads.synthetic import philly_scale_factor
+
+DEFAULT = ["fifo", "las", "tiresias-las", "tiresias-gittins", "gavel-las", "gavel-las-agnostic",
+           "gavel-ftf", "gavel-makespan", "gavel-throughput", "gavel-cost", "gavel-fifo",
+           "gavel-hierarchical"]
+
+
+def snapshot_of(n: int, seed: int = 0) -> Snapshot:
+    rng = np.random.default_rng(seed)
+    per_type = max(4, n // 4)
+    nodes = tuple(NodeSpec(f"{t}-{i}", t, 4) for t in ("v100", "p100", "k80")
+                  for i in range(per_type // 4))
+    cluster = Cluster(nodes)
+    types = drawable_types()
+    specs = [JobSpec(f"j{i}", float(i), philly_scale_factor(rng, 4), types[int(rng.integers(len(types)))],
+                     total_steps=float(rng.integers(1_000, 100_000)), queue=f"q{i % 8}",
+                     deadline=float(rng.uniform(1e4, 1e5)) if i % 5 == 0 else 0.0)
+             for i in range(n)]
+    perf = TableModel()
+    table = JobTable(specs, cluster, perf)
+    occ = Occupancy(cluster)
+    table.state[:] = PENDING
+    now = float(n) + 3600.0
+    for row in rng.permutation(n)[: n // 2].tolist():
+        allowed = np.flatnonzero(table.allowed[row])
+        for t in allowed[np.argsort(-table.rates[row, allowed])].tolist():
+            got = occ.place(t, int(table.req[row]))
+            if got is not None:
+                occ.assign(row, got[0])
+                table.hold(row, float(row), "start", t, got[0], float(table.rates[row, t]), 0.0)
+                break
+    table.att0[:] = rng.uniform(0, 20_000, n)
+    table.prog0[:] = table.total * rng.uniform(0, 0.8, n)
+    table.t0[:] = now       # progress and attained service as set above, at `now`
+    table.ta[:] = now
+    rows = np.arange(n)
+    return Snapshot(now, cluster, perf, table.view(rows, now), occ.up_capacity(),
+                    occ.node_free.copy(), occ.node_up.copy())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="32,128,512,1024,2048")
+    ap.add_argument("--policies", default=",".join(DEFAULT))
+    ap.add_argument("--repeat", type=int, default=3)
+    a = ap.parse_args()
+    sizes = [int(s) for s in a.sizes.split(",")]
+    names = a.policies.split(",")
+    print("policy".ljust(22) + "".join(f"{n:>10d}" for n in sizes) + "   (seconds per decision)")
+    for name in names:
+        cells = []
+        for n in sizes:
+            best = np.inf
+            for r in range(a.repeat):
+                snap = snapshot_of(n, seed=r)
+                pol = make_policy(name)
+                t0 = time.perf_counter()
+                pol.decide(snap)
+                best = min(best, time.perf_counter() - t0)
+            cells.append(best)
+        print(name.ljust(22) + "".join(f"{c:>10.4f}" for c in cells), flush=True)
+
+
+if __name__ == "__main__":
+    main()
