@@ -17,8 +17,9 @@ BASELINES = ["fifo", "sjf", "srtf", "las", "fifo:backfill=false", "las:backfill=
 
 
 def timeline_gpu_seconds(res):
-    busy = res.busy.sum(axis=1)
-    return float(np.sum(busy[:-1] * np.diff(res.times)))
+    """GPU-seconds held by jobs according to the timeline: busy GPUs plus shared (second) jobs."""
+    held = res.busy.sum(axis=1) + res.shared
+    return float(np.sum(held[:-1] * np.diff(res.times)))
 
 
 @pytest.mark.parametrize("policy", BASELINES)

@@ -18,6 +18,8 @@ class Decision:
     exact: dict[int, np.ndarray] = field(default_factory=dict)  # row -> exact global GPU ids
     plans: dict[int, Any] = field(default_factory=dict)         # row -> execution plan
     consolidate: set[int] = field(default_factory=set)  # rows placed only on the fewest nodes
+    # guest row -> (host row, "pack" | "slice"): the guest runs on exactly the host's GPUs
+    share: dict[int, tuple[int, str]] = field(default_factory=dict)
     wake_at: float | None = None     # ask to be called again at this time (e.g. a threshold)
     state: dict[str, Any] | None = None  # the policy's state to hand back next time
 

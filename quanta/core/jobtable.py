@@ -16,7 +16,8 @@ from quanta.model.job import JobSpec
 from quanta.perf.base import PerfModel
 
 FUTURE, PENDING, RUNNING, DONE, UNSCHEDULABLE = 0, 1, 2, 3, 4
-KIND_CODES = {"start": 0, "preempt": 1, "migrate": 2, "resize": 3}
+KIND_CODES = {"start": 0, "preempt": 1, "migrate": 2, "resize": 3, "reshare": 4}
+SHARE_MODES = {"": 0, "pack": 1, "slice": 2}   # how a job shares its GPUs with its partner
 STATE_NAMES = {FUTURE: "future", PENDING: "pending", RUNNING: "running", DONE: "finished",
                UNSCHEDULABLE: "unschedulable"}
 
@@ -62,6 +63,10 @@ class JobTable:
         self.reconfigs = np.zeros(n, dtype=np.int64)
         self.restarts = np.zeros(n, dtype=np.int64)
         self.placement: dict[int, np.ndarray] = {}   # job row -> global GPU ids held
+        self.partner = np.full(n, -1, dtype=np.int64)   # the job sharing its GPUs (-1 none)
+        self.share_mode = np.zeros(n, dtype=np.int8)     # SHARE_MODES value
+        self.is_guest = np.zeros(n, dtype=bool)          # runs on GPUs another job owns
+        self.consolidated = np.ones(n, dtype=bool)       # its placement spans the fewest nodes
 
     def __len__(self) -> int:
         return len(self.specs)
@@ -108,10 +113,14 @@ class JobTable:
                                [gpus], np.array([rate], dtype=float), np.array([delay], dtype=float))
 
     def apply_transitions(self, now: float, rows: np.ndarray, kind: np.ndarray, gtype: np.ndarray,
-                          gpus: list[np.ndarray], rate: np.ndarray, delay: np.ndarray) -> None:
+                          gpus: list[np.ndarray], rate: np.ndarray, delay: np.ndarray,
+                          partner: np.ndarray | None = None, mode: np.ndarray | None = None,
+                          guest: np.ndarray | None = None, consolidated: np.ndarray | None = None
+                          ) -> None:
         """Bookkeeping of one decision's transitions at once (rows are distinct).
 
-        kind: KIND_CODES values; a job that gets GPUs progresses at `rate` after `delay` seconds.
+        kind: KIND_CODES values; a job that gets GPUs progresses at `rate` after `delay` seconds;
+        partner/mode/guest describe GPU sharing after the transition (default: none).
         """
         count = np.fromiter((len(g) for g in gpus), dtype=np.int64, count=len(gpus))
         # fold the lazy accumulators at `now` with the allocation held until now
@@ -140,6 +149,10 @@ class JobTable:
         self.rate[rows] = np.where(on, rate, 0.0)
         self.gpus[rows] = count
         self.gtype[rows] = np.where(on, gtype, -1)
+        self.partner[rows] = -1 if partner is None else np.where(on, partner, -1)
+        self.share_mode[rows] = 0 if mode is None else np.where(on, mode, 0)
+        self.is_guest[rows] = False if guest is None else guest & on
+        self.consolidated[rows] = True if consolidated is None else consolidated
         placement = self.placement
         for r, g, o in zip(rows.tolist(), gpus, on.tolist()):
             if o:
@@ -159,5 +172,8 @@ class JobTable:
         self.gpus[row] = 0
         self.gtype[row] = -1
         self.placement.pop(row, None)
+        self.partner[row] = -1
+        self.share_mode[row] = 0
+        self.is_guest[row] = False
         self.state[row] = DONE
         self.end[row] = now

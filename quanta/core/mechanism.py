@@ -24,6 +24,7 @@ class Kind(str, Enum):
     PREEMPT = "preempt"    # running -> pending
     MIGRATE = "migrate"    # same GPU count, other GPUs (or other type)
     RESIZE = "resize"      # other GPU count
+    RESHARE = "reshare"    # same GPUs; the job sharing them changed (no restart)
 
 
 class Transition(NamedTuple):
@@ -34,6 +35,9 @@ class Transition(NamedTuple):
     nodes: int
     consolidated: bool
     plan: object = None
+    partner: int = -1         # driver row of the job sharing these GPUs afterwards
+    mode: str = ""            # "pack" | "slice" when shared
+    guest: bool = False       # runs on GPUs its partner owns
 
 
 def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
@@ -44,22 +48,36 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
     tgt_g = dec.gpus
     on = tgt_g > 0
     tgt_t = np.where(on, dec.gpu_type, -1)
-    changed = (tgt_g != jobs.gpus) | (on & (tgt_t != jobs.gtype))
-    _validate(snap, tgt_g, tgt_t, on, changed)
+    rows_d = jobs.rows
+    want_partner, want_guest, mode_of = _sharing(dec, tgt_g, tgt_t, on, rows_d, n)
+    cur_partner, cur_guest = (jobs.partner, jobs.is_guest) if dec.share or occ.guests else \
+        (want_partner, want_guest)
+    changed = (tgt_g != jobs.gpus) | (on & (tgt_t != jobs.gtype)) | (want_guest != cur_guest) | \
+        (want_guest & (want_partner != cur_partner))
+    for g, (h, _m) in dec.share.items():
+        if changed[h]:
+            changed[g] = True          # a guest follows its host
+    _validate(snap, tgt_g, tgt_t, on & ~want_guest, changed)
     for r in dec.exact:
-        held = occ.held.get(int(jobs.rows[r]))
+        held = occ.held.get(int(rows_d[r]))
         if held is None or not np.array_equal(np.sort(held), np.sort(dec.exact[r])):
             changed[r] = True
     rows = np.flatnonzero(changed)
-    if rows.size == 0:
+    reshare = np.flatnonzero(~changed & on & (want_partner != cur_partner))
+    if rows.size == 0 and reshare.size == 0:
         return []
     running = jobs.running[rows].tolist()
-    drows = jobs.rows[rows].tolist()
-    for d, run in zip(drows, running):
-        if run:
+    drows = rows_d[rows].tolist()
+    guests_now = jobs.is_guest[rows].tolist()
+    for d, run, gst in zip(drows, running, guests_now):       # guests first, then owners
+        if run and gst:
             occ.release(d)
-    # placement order: exact requests first, then biggest gang first, ties by the policy's order
-    to_place = rows[on[rows]]
+    for d, run, gst in zip(drows, running, guests_now):
+        if run and not gst:
+            occ.release(d)
+    # placement order: exact requests first, then biggest gang first, ties by the policy's order;
+    # guests last, on their hosts' GPUs
+    to_place = rows[on[rows] & ~want_guest[rows]]
     if dec.order is not None and len(to_place) > 1:
         rank = np.empty(n, dtype=np.int64)
         rank[dec.order] = np.arange(len(dec.order))
@@ -70,37 +88,76 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
     if dec.exact:
         place_list = [r for r in place_list if r in dec.exact] + \
                      [r for r in place_list if r not in dec.exact]
+    place_list += rows[want_guest[rows]].tolist()
     out: list[Transition] = []
     placed: set[int] = set()
     node_max = snap.cluster.type_node_max.tolist()
     idx = np.asarray(place_list, dtype=np.int64)
-    cols = zip(place_list, jobs.rows[idx].tolist(), tgt_t[idx].tolist(), tgt_g[idx].tolist(),
+    cols = zip(place_list, rows_d[idx].tolist(), tgt_t[idx].tolist(), tgt_g[idx].tolist(),
                jobs.gpus[idx].tolist())
     exact = dec.exact
     for r, drow, t, g, was in cols:
-        gpus = exact.get(r) if exact else None
-        if gpus is not None:
-            gpus = _check_exact(snap, occ, np.asarray(gpus, dtype=np.int64), g, t, jobs.specs[r].job_id)
+        guest = bool(want_guest[r])
+        if guest:
+            host = int(want_partner[r])
+            gpus = occ.held.get(host)
+            if gpus is None:
+                continue               # its host could not be placed: the guest waits
+            occ.assign_guest(drow, gpus)
             nodes = occ.nodes_of(gpus)
         else:
-            got = occ.place(t, g)
-            if got is None:
-                continue   # cannot happen after the capacity check; left pending if it does
-            gpus, nodes = got
-            if r in dec.consolidate and nodes > -(-g // node_max[t]):
-                continue   # the policy wants it consolidated or not at all: it waits
-        occ.assign(drow, gpus)
+            gpus = exact.get(r) if exact else None
+            if gpus is not None:
+                gpus = _check_exact(snap, occ, np.asarray(gpus, dtype=np.int64), g, t, jobs.specs[r].job_id)
+                nodes = occ.nodes_of(gpus)
+            else:
+                got = occ.place(t, g)
+                if got is None:
+                    continue   # cannot happen after the capacity check; left pending if it does
+                gpus, nodes = got
+                if r in dec.consolidate and nodes > -(-g // node_max[t]):
+                    continue   # the policy wants it consolidated or not at all: it waits
+            occ.assign(drow, gpus)
         placed.add(r)
         kind = Kind.START if was == 0 else Kind.RESIZE if g != was else Kind.MIGRATE
         consolidated = nodes <= -(-g // node_max[t])
-        out.append(Transition(drow, kind, t, gpus, nodes, consolidated, dec.plans.get(r)))
+        out.append(Transition(drow, kind, t, gpus, nodes, consolidated, dec.plans.get(r),
+                              int(want_partner[r]), mode_of.get(r, ""), guest))
     empty = np.empty(0, np.int64)
     for r, d, run in zip(rows.tolist(), drows, running):
         if run and r not in placed:
             out.append(Transition(d, Kind.PREEMPT, -1, empty, 0, True))
+    for r in reshare.tolist():
+        d = int(rows_d[r])
+        gpus = occ.held[d]
+        out.append(Transition(d, Kind.RESHARE, int(tgt_t[r]), gpus, occ.nodes_of(gpus),
+                              bool(jobs.consolidated[r]), None, int(want_partner[r]),
+                              mode_of.get(r, ""), bool(want_guest[r])))
     return out
 
 
+def _sharing(dec: Decision, tgt_g: np.ndarray, tgt_t: np.ndarray, on: np.ndarray,
+             rows_d: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
+    """Validate the decision's sharing and return, per snapshot row, the partner's driver row
+    (-1 none), whether the row is a guest, and the mode of every shared row."""
+    partner = np.full(n, -1, dtype=np.int64)
+    guest = np.zeros(n, dtype=bool)
+    mode_of: dict[int, str] = {}
+    hosts: set[int] = set()
+    for g, (h, mode) in dec.share.items():
+        if mode not in ("pack", "slice"):
+            raise PolicyError(f"sharing mode '{mode}' is not pack or slice")
+        if not (on[g] and on[h]) or g == h:
+            raise PolicyError("a shared job and its host must both run")
+        if tgt_g[g] != tgt_g[h] or tgt_t[g] != tgt_t[h]:
+            raise PolicyError("a guest must ask for as many GPUs of the same type as its host")
+        if h in dec.share or h in hosts or g in hosts:
+            raise PolicyError("a GPU holds at most two jobs: one host and one guest")
+        hosts.add(h)
+        guest[g] = True
+        partner[g], partner[h] = rows_d[h], rows_d[g]
+        mode_of[g] = mode_of[h] = mode
+    return partner, guest, mode_of
 def _validate(snap: Snapshot, tgt_g: np.ndarray, tgt_t: np.ndarray, on: np.ndarray,
               changed: np.ndarray) -> None:
     """Types may be used by the jobs that move there (the rest hold what was placed before)

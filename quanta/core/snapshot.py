@@ -102,6 +102,33 @@ class JobsView:
     def restarts(self) -> np.ndarray:
         return self._t.restarts[self.rows]
 
+    @cached_property
+    def partner(self) -> np.ndarray:
+        """Driver row of the job sharing this job's GPUs (-1 none)."""
+        return self._t.partner[self.rows]
+
+    @cached_property
+    def consolidated(self) -> np.ndarray:
+        """The job's placement spans the fewest nodes possible."""
+        return self._t.consolidated[self.rows]
+
+    @cached_property
+    def is_guest(self) -> np.ndarray:
+        """Runs as a guest on GPUs another job owns."""
+        return self._t.is_guest[self.rows]
+
+    @cached_property
+    def share_mode(self) -> np.ndarray:
+        """0 none, 1 packed, 2 time-sliced (core.jobtable.SHARE_MODES)."""
+        return self._t.share_mode[self.rows]
+
+    @cached_property
+    def rate(self) -> np.ndarray:
+        """Steps/s the job makes now (0 while waiting or restoring a checkpoint): what an
+        introspective policy measures."""
+        t = self._t
+        return np.where(t.t0[self.rows] <= self._now, t.rate[self.rows], 0.0)
+
     @property
     def remaining(self) -> np.ndarray:
         return np.maximum(self.total - self.progress, 0.0)

@@ -25,6 +25,10 @@ class PerfModel(Protocol):
         `consolidated` says whether those nodes are the fewest the GPUs could fit in (None: the
         model decides from num_nodes)."""
 
+    def shared_rate(self, job: JobSpec, other: JobSpec, gpu_type: str, num_gpus: int,
+                    num_nodes: int = 1, consolidated: bool | None = None, mode: str = "pack") -> float:
+        """Steps/s of `job` while `other` shares its GPUs ("pack": at once; "slice": in turns)."""
+
     def rate_matrix(self, jobs: Sequence[JobSpec], types: Sequence[str]) -> np.ndarray:
         """(len(jobs), len(types)) steps/s at each job's requested GPU count, consolidated."""
 

@@ -23,6 +23,9 @@ from quanta.model.job import JobSpec
 from quanta.perf.base import Provenance
 from quanta.perf.gavel_table import GavelTable, gavel_table
 
+PACK_FACTOR = 0.56         # a packed job's speed vs alone when its pair is not measured: the median
+                           # over Gavel's 2,028 measured pairs (10th-90th percentile 0.28-0.83)
+SLICE_OVERHEAD = 0.1 / 60  # time-slicing: ~100 ms suspend/resume per 60 s quantum (Gandiva)
 SCALING_EXPONENT = 0.9        # rate(n) = rate(n0) * (n/n0)**0.9 between measured counts (estimate)
 UNCONSOLIDATED_FACTOR = 0.85  # spread penalty when not measured (estimate; Gavel's median is ~0.8)
 
@@ -33,6 +36,7 @@ class TableModel:
         self._known_types = {k[0] for k in self.table.alone}
         self._measured_gpus = {k[2] for k in self.table.alone}
         self._cache: dict[tuple, tuple[float, Provenance]] = {}
+        self._pack_cache: dict[tuple[str, str, str], float] = {}
 
     # -- public contract ---------------------------------------------------------------------
     def rate(self, job: JobSpec, gpu_type: str, num_gpus: int, num_nodes: int = 1,
@@ -49,6 +53,28 @@ class TableModel:
             for k, t in enumerate(types):
                 out[i, k] = self._lookup(job, t, job.num_gpus, False)[0]
         return out
+
+    def shared_rate(self, job: JobSpec, other: JobSpec, gpu_type: str, num_gpus: int,
+                    num_nodes: int = 1, consolidated: bool | None = None, mode: str = "pack") -> float:
+        """Steps/s of `job` while `other` shares its GPUs: time-sliced (each gets half the time,
+        less the switching overhead) or packed (both run at once: the measured co-location
+        slowdown of the pair at one GPU where Gavel measured it, else PACK_FACTOR)."""
+        alone = self.rate(job, gpu_type, num_gpus, num_nodes, consolidated)
+        if mode == "slice":
+            return alone * 0.5 * (1.0 - SLICE_OVERHEAD)
+        return alone * self.pack_slowdown(job.job_type, other.job_type, gpu_type)
+
+    def pack_slowdown(self, a: str, b: str, gpu_type: str) -> float:
+        """Speed of job type `a` packed with `b`, relative to `a` alone (measured on 1 GPU)."""
+        key = (a, b, gpu_type)
+        hit = self._pack_cache.get(key)
+        if hit is None:
+            gpu = gpu_type if gpu_type in self._measured_gpus else "v100"
+            pair = self.table.pairs.get((a, b, gpu))
+            alone = self.table.alone.get((a, 1, gpu), 0.0)
+            hit = pair[0] / alone if pair and alone > 0 else PACK_FACTOR
+            self._pack_cache[key] = hit
+        return hit
 
     def reference_rate(self, job: JobSpec) -> float:
         """Steps/s on the job's reference allocation (requested GPUs of its reference type)."""

@@ -4,6 +4,10 @@
 node if one has room (best fit: the fullest node that still fits); otherwise whole free nodes
 first, largest first, and the remainder on the tightest-fitting other node, so the job spans as
 few nodes as the free GPUs allow.
+
+Sharing: a GPU holds at most two jobs, its owner and a guest that runs on exactly the owner's
+GPUs (packed or time-sliced). A guest adds no busy GPU. When an owner leaves, its guest becomes
+the owner of those GPUs.
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ class Occupancy:
         self._type_slice = [slice(int(nd[0]), int(nd[-1]) + 1) if nd.size and nd[-1] - nd[0] + 1 == nd.size
                             else nd for nd in self.type_nodes]
         self.busy = np.zeros(len(cluster.types), dtype=np.int64)   # GPUs held per type
+        self.shared = np.zeros(len(cluster.types), dtype=np.int64)  # GPUs holding a guest too
+        self.guest = np.full(cluster.num_gpus, FREE, dtype=np.int64)
+        self.guests: set[int] = set()
         self.held: dict[int, np.ndarray] = {}                      # job row -> GPU ids
 
     # -- capacity --------------------------------------------------------------------------------
@@ -78,11 +85,40 @@ class Occupancy:
         self._count(gpus, -1)
         self.held[row] = gpus
 
+    def assign_guest(self, row: int, gpus: np.ndarray) -> None:
+        """Put job `row` on GPUs that one other job owns, as its guest."""
+        owners = self.owner[gpus]
+        if owners.min() < 0 or owners.min() != owners.max() or (self.guest[gpus] != FREE).any():
+            raise RuntimeError(f"GPUs {gpus} are not all owned by one job without a guest")
+        self.guest[gpus] = row
+        self.guests.add(row)
+        self.shared[self.cluster.gpu_type_idx.item(gpus[0])] += len(gpus)
+        self.held[row] = gpus
+
     def release(self, row: int) -> np.ndarray:
+        """Free the job's GPUs; an owner's guest, if any, becomes their owner."""
         gpus = self.held.pop(row)
+        t = self.cluster.gpu_type_idx.item(gpus[0])
+        if row in self.guests:
+            self.guests.discard(row)
+            self.guest[gpus] = FREE
+            self.shared[t] -= len(gpus)
+            return gpus
+        g = self.guest.item(gpus[0])
+        if g >= 0:                       # the guest stays and owns the GPUs now
+            self.owner[gpus] = g
+            self.guest[gpus] = FREE
+            self.guests.discard(g)
+            self.shared[t] -= len(gpus)
+            return gpus
         self.owner[gpus] = FREE
         self._count(gpus, +1)
         return gpus
+
+    def guest_of(self, row: int) -> int:
+        """The guest on the GPUs `row` owns (-1 none)."""
+        gpus = self.held.get(row)
+        return -1 if gpus is None or row in self.guests else self.guest.item(gpus[0])
 
     def _count(self, gpus: np.ndarray, sign: int) -> None:
         c = self.cluster
@@ -107,7 +143,8 @@ class Occupancy:
         """Mark a node down; return the job rows holding GPUs on it (the caller releases them)."""
         c = self.cluster
         first, size = c.node_first_gpu[node], c.node_gpus[node]
-        victims = sorted({int(o) for o in self.owner[first:first + size] if o >= 0})
+        on_node = np.concatenate([self.guest[first:first + size], self.owner[first:first + size]])
+        victims = list(dict.fromkeys(int(o) for o in on_node if o >= 0))   # guests first
         self.node_up[node] = False
         self.node_free[node] = 0
         return victims

@@ -5,7 +5,9 @@ Definitions (also in docs/metrics.md):
 - ideal = run time alone at the requested size on the fastest allowed GPU type.
 - finish-time fairness (Themis): rho = jct / (ideal * max(1, gpus * N / G)), N = average number
   of active jobs during the job's life, G = cluster GPUs: the finish time on a 1/N share.
-- jain = Jain's index of 1/rho over finished jobs; gpu_util = GPU-seconds held / (G * makespan).
+- jain = Jain's index of 1/rho over finished jobs; gpu_util = busy GPU-seconds (physical GPUs with
+  at least one job, from the timeline) / (G * makespan). Jobs' GPU-seconds count a shared GPU once
+  per job, so they add up to busy + shared GPU-seconds.
 """
 
 from __future__ import annotations
@@ -55,6 +57,11 @@ def job_metrics(res: SimResult) -> JobMetrics:
     return JobMetrics(jct, queue, ideal, rho, gpu_s, t.state == DONE)
 
 
+def timeline_integral(res: SimResult, values: np.ndarray) -> float:
+    """Integral over time of a per-batch timeline series (each value holds until the next batch)."""
+    return float(np.sum(values[:-1] * np.diff(res.times)))
+
+
 def summary(res: SimResult) -> dict[str, float | int | str]:
     t = res.table
     m = job_metrics(res)
@@ -66,6 +73,7 @@ def summary(res: SimResult) -> dict[str, float | int | str]:
     else:
         makespan = 0.0
     gpu_seconds = float(np.sum(m.gpu_seconds))
+    busy_seconds = timeline_integral(res, res.busy.sum(axis=1)) if len(res.times) else 0.0
     rho = m.rho[fin]
     inv = 1.0 / rho[rho > 0] if rho.size else np.zeros(0)
 
@@ -78,7 +86,7 @@ def summary(res: SimResult) -> dict[str, float | int | str]:
         "p50_jct_s": pct(50), "p95_jct_s": pct(95), "p99_jct_s": pct(99),
         "avg_queue_s": float(m.queue[fin].mean()) if jct.size else float("nan"),
         "makespan_s": makespan,
-        "gpu_util": gpu_seconds / (cap * makespan) if makespan > 0 else 0.0,
+        "gpu_util": busy_seconds / (cap * makespan) if makespan > 0 else 0.0,
         "ftf_rho_max": float(rho.max()) if rho.size else float("nan"),
         "ftf_unfair_frac": float(np.mean(rho > 1.0)) if rho.size else float("nan"),
         "jain": float(inv.sum() ** 2 / (inv.size * np.sum(inv ** 2))) if inv.size else float("nan"),

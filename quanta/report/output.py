@@ -45,10 +45,11 @@ def write_run(out: Path, results: Sequence[SimResult], *, header: Sequence[str] 
                 w.writerow([_fmt(v) for v in row])
         with open(d / "timeline.csv", "w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["time_s"] + [f"busy_{t}" for t in res.cluster.types] + ["pending", "running"])
+            w.writerow(["time_s"] + [f"busy_{t}" for t in res.cluster.types]
+                       + ["shared_gpus", "pending", "running"])
             for i in range(len(res.times)):
                 w.writerow([_fmt(float(res.times[i]))] + [int(x) for x in res.busy[i]]
-                           + [int(res.pending[i]), int(res.running[i])])
+                           + [int(res.shared[i]), int(res.pending[i]), int(res.running[i])])
         if res.event_log is not None:
             with open(d / "events.csv", "w", newline="") as f:
                 w = csv.writer(f)

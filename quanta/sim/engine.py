@@ -14,7 +14,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from quanta.core.jobtable import KIND_CODES, PENDING, RUNNING, UNSCHEDULABLE, JobTable
+from quanta.core.jobtable import KIND_CODES, PENDING, RUNNING, SHARE_MODES, UNSCHEDULABLE, JobTable
 from quanta.core.loop import DecisionLoop
 from quanta.core.mechanism import Kind
 from quanta.model.cluster import Cluster
@@ -48,6 +48,7 @@ class SimResult:
     busy: np.ndarray            # (m, K) GPUs held per type after each batch
     pending: np.ndarray         # jobs waiting after each batch
     running: np.ndarray
+    shared: np.ndarray          # GPUs holding a second (guest) job after each batch
     active_integral_submit: np.ndarray   # ∫ active jobs dt at each job's submit (for FTF)
     active_integral_end: np.ndarray
     events: int = 0             # processed events (arrivals, completions, ticks, faults, wake-ups)
@@ -95,26 +96,33 @@ class Simulator:
     def _apply(self, now: float, trs: list, version: np.ndarray, push) -> int:
         """Apply one decision's transitions; push their completions; return the change in running."""
         t = self.table
-        rows_l, kinds_l, types_l, gpus_l, nodes_l, cons_l, _plans = zip(*trs)
+        (rows_l, kinds_l, types_l, gpus_l, nodes_l, cons_l, _plans, partner_l, mode_l,
+         guest_l) = zip(*trs)
         rows = np.array(rows_l, dtype=np.int64)
         kind = np.array([KIND_CODES[k.value] for k in kinds_l], dtype=np.int64)
         gtype = np.array(types_l, dtype=np.int64)
         count = np.fromiter((len(g) for g in gpus_l), dtype=np.int64, count=len(trs))
+        cons = np.array(cons_l, dtype=bool)
+        partner = np.array(partner_l, dtype=np.int64)
         on = count > 0
-        req_ok = (count == t.req[rows]) & np.array(cons_l, dtype=bool) & on
+        req_ok = (count == t.req[rows]) & cons & on & (partner < 0)
         rate = np.where(req_ok, t.rates[rows, np.maximum(gtype, 0)], 0.0)
-        for i in np.flatnonzero(on & ~req_ok).tolist():   # other sizes or spread: ask the model
-            r = rows_l[i]
-            rate[i] = self.perf.rate(t.specs[r], self.cluster.types[types_l[i]], count.item(i),
-                                     nodes_l[i], cons_l[i])
+        for i in np.flatnonzero(on & ~req_ok).tolist():   # other sizes, spread or shared: ask
+            rate[i] = self._rate(rows_l[i], types_l[i], count.item(i), nodes_l[i], cons_l[i],
+                                 partner_l[i], mode_l[i])
         bad = on & (rate <= 0)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise PolicyError(f"{self.policy.label()} put job {t.specs[rows_l[i]].job_id} on "
                               f"{count[i]} {self.cluster.types[types_l[i]]} GPUs, where it cannot run")
         resumed = (kind != KIND_CODES["start"]) | ~np.isnan(t.first_start[rows])
-        delay = np.where(on & resumed, self.restart_s[rows], 0.0)
-        t.apply_transitions(now, rows, kind, gtype, list(gpus_l), rate, delay)
+        moved = on & resumed & (kind != KIND_CODES["reshare"])
+        delay = np.where(moved, self.restart_s[rows], 0.0)
+        # a job restoring keeps its remaining restore time when only its partner changes
+        delay = np.where(kind == KIND_CODES["reshare"], np.maximum(t.t0[rows] - now, 0.0), delay)
+        mode = np.array([SHARE_MODES[m] for m in mode_l], dtype=np.int8)
+        t.apply_transitions(now, rows, kind, gtype, list(gpus_l), rate, delay, partner, mode,
+                            np.array(guest_l, dtype=bool), cons)
         if self.event_log is not None:
             self.event_log.extend((now, r, k.value, ty, int(c), nd) for r, k, ty, c, nd in
                                   zip(rows_l, kinds_l, types_l, count.tolist(), nodes_l))
@@ -124,6 +132,28 @@ class Simulator:
             if f < np.inf:
                 push(f, COMPLETE, r, v)
         return int(np.sum(kind == KIND_CODES["start"]) - np.sum(kind == KIND_CODES["preempt"]))
+
+    def _rate(self, row: int, gtype: int, count: int, nodes: int, cons: bool, partner: int,
+              mode: str) -> float:
+        spec, name = self.table.specs[row], self.cluster.types[gtype]
+        if partner >= 0:
+            return self.perf.shared_rate(spec, self.table.specs[partner], name, count, nodes, cons,
+                                         mode)
+        return self.perf.rate(spec, name, count, nodes, cons)
+
+    def _unpair(self, row: int, now: float, version: np.ndarray, push) -> None:
+        """`row`'s partner left its GPUs: it runs alone there from now on (its owner now)."""
+        t = self.table
+        gpus = t.placement[row]
+        g, cons = int(t.gtype[row]), bool(t.consolidated[row])
+        rate = self._rate(row, g, len(gpus), self.occ.nodes_of(gpus), cons, -1, "")
+        t.apply_transitions(now, np.array([row]), np.array([KIND_CODES["reshare"]]), np.array([g]),
+                            [gpus], np.array([rate]), np.array([max(t.t0[row] - now, 0.0)]),
+                            consolidated=np.array([cons]))
+        version[row] += 1
+        fin = t.finish_times(np.array([row]))[0]
+        if fin < np.inf:
+            push(fin, COMPLETE, row, int(version[row]))
 
     def run(self) -> SimResult:
         wall0 = time.perf_counter()
@@ -154,6 +184,7 @@ class Simulator:
         acc, last_t = 0.0, 0.0
         times: list[float] = []
         busy: list[np.ndarray] = []
+        shared: list[int] = []
         pend: list[int] = []
         runn: list[int] = []
         n_running = 0
@@ -178,8 +209,11 @@ class Simulator:
                     continue
                 events_total += 1
                 if kind == COMPLETE:
+                    mate = int(t.partner[obj])
                     occ.release(obj)
                     t.finish(obj, now)
+                    if mate >= 0:
+                        self._unpair(mate, now, version, push)
                     if self.event_log is not None:
                         self.event_log.append((now, obj, "finish", -1, 0, 0))
                     n_running -= 1
@@ -190,12 +224,15 @@ class Simulator:
                     if not occ.node_up[obj]:
                         continue
                     for row in occ.node_down(obj):
+                        mate = int(t.partner[row])
                         occ.release(row)
                         t.hold(row, now, Kind.PREEMPT.value, -1, np.empty(0, np.int64), 0.0, 0.0)
                         if self.event_log is not None:
                             self.event_log.append((now, row, "node-failure", -1, 0, 0))
                         version[row] += 1
                         n_running -= 1
+                        if mate >= 0 and t.gpus[mate] > 0 and t.partner[mate] == row:
+                            self._unpair(mate, now, version, push)
                     down_nodes += 1
                     repair = self.failures.repair_s if ver == -1 else self.outages[ver].duration
                     push(now + repair, RECOVER, obj, ver)
@@ -249,6 +286,7 @@ class Simulator:
                 heapq.heapify(heap)
             times.append(now)
             busy.append(occ.busy.copy())
+            shared.append(int(occ.shared.sum()))
             pend.append(len(active) - n_running)
             runn.append(n_running)
             batches += 1
@@ -263,6 +301,7 @@ class Simulator:
             policy=self.policy.label(), cluster=self.cluster, table=t,
             times=np.asarray(times), busy=np.asarray(busy).reshape(-1, K),
             pending=np.asarray(pend, dtype=np.int64), running=np.asarray(runn, dtype=np.int64),
+            shared=np.asarray(shared, dtype=np.int64),
             active_integral_submit=a_sub, active_integral_end=a_end, events=events_total,
             transitions=transitions,
             decisions=loop.decisions, wall_s=time.perf_counter() - wall0,
