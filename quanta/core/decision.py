@@ -18,6 +18,7 @@ class Decision:
     exact: dict[int, np.ndarray] = field(default_factory=dict)  # row -> exact global GPU ids
     plans: dict[int, Any] = field(default_factory=dict)         # row -> execution plan
     consolidate: set[int] = field(default_factory=set)  # rows placed only on the fewest nodes
+    defrag: set[int] = field(default_factory=set)  # running rows to move if that spans fewer nodes
     # guest row -> (host row, "pack" | "slice"): the guest runs on exactly the host's GPUs
     share: dict[int, tuple[int, str]] = field(default_factory=dict)
     wake_at: float | None = None     # ask to be called again at this time (e.g. a threshold)

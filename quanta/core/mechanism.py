@@ -14,6 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from quanta.core.decision import Decision
+from quanta.core.jobtable import SHARE_MODES
 from quanta.core.snapshot import Snapshot
 from quanta.placement.occupancy import Occupancy
 from quanta.policies.base import PolicyError
@@ -63,7 +64,13 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
         if held is None or not np.array_equal(np.sort(held), np.sort(dec.exact[r])):
             changed[r] = True
     rows = np.flatnonzero(changed)
-    reshare = np.flatnonzero(~changed & on & (want_partner != cur_partner))
+    new_terms = want_partner != cur_partner
+    if dec.share or occ.guests:
+        want_mode = np.zeros(n, dtype=np.int8)
+        for r, m in mode_of.items():
+            want_mode[r] = SHARE_MODES[m]
+        new_terms |= want_mode != jobs.share_mode
+    reshare = np.flatnonzero(~changed & on & new_terms)
     if rows.size == 0 and reshare.size == 0:
         return []
     running = jobs.running[rows].tolist()
@@ -123,6 +130,11 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
         consolidated = nodes <= -(-g // node_max[t])
         out.append(Transition(drow, kind, t, gpus, nodes, consolidated, dec.plans.get(r),
                               int(want_partner[r]), mode_of.get(r, ""), guest))
+    for r in sorted(dec.defrag):
+        if not changed[r] and jobs.running[r] and not jobs.partner[r] >= 0:
+            moved = _defragment(snap, occ, r, node_max)
+            if moved is not None:
+                out.append(moved)
     empty = np.empty(0, np.int64)
     for r, d, run in zip(rows.tolist(), drows, running):
         if run and r not in placed:
@@ -134,6 +146,24 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
                               bool(jobs.consolidated[r]), None, int(want_partner[r]),
                               mode_of.get(r, ""), bool(want_guest[r])))
     return out
+
+
+def _defragment(snap: Snapshot, occ: Occupancy, r: int, node_max: list[int]) -> Transition | None:
+    """Move a running job to a placement on fewer nodes, if the free GPUs now allow one."""
+    jobs = snap.jobs
+    d, t = int(jobs.rows[r]), int(jobs.gtype[r])
+    old = occ.held[d]
+    before = occ.nodes_of(old)
+    if before <= 1:
+        return None
+    occ.release(d)
+    got = occ.place(t, len(old))
+    if got is None or got[1] >= before:
+        occ.assign(d, old)
+        return None
+    gpus, nodes = got
+    occ.assign(d, gpus)
+    return Transition(d, Kind.MIGRATE, t, gpus, nodes, nodes <= -(-len(gpus) // node_max[t]))
 
 
 def _sharing(dec: Decision, tgt_g: np.ndarray, tgt_t: np.ndarray, on: np.ndarray,

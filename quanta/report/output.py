@@ -53,11 +53,11 @@ def write_run(out: Path, results: Sequence[SimResult], *, header: Sequence[str] 
         if res.event_log is not None:
             with open(d / "events.csv", "w", newline="") as f:
                 w = csv.writer(f)
-                w.writerow(["time_s", "job_id", "event", "gpu_type", "gpus", "nodes"])
+                w.writerow(["time_s", "job_id", "event", "gpu_type", "gpus", "nodes", "sharing"])
                 specs, types = res.table.specs, res.cluster.types
-                for when, row, what, ty, n, nodes in res.event_log:
+                for when, row, what, ty, n, nodes, mode in res.event_log:
                     w.writerow([_fmt(float(when)), specs[row].job_id, what,
-                                types[ty] if ty >= 0 else "", n, nodes])
+                                types[ty] if ty >= 0 else "", n, nodes, mode])
     (out / "report.md").write_text(markdown_report(rows, results, header))
     if plots:
         from quanta.report.plots import plot_jct_cdf, plot_utilisation

@@ -87,8 +87,9 @@ class Simulator:
         self.outages = tuple(outages)
         self.until = until
         self.progress_cb = progress
-        # (time, job row, what, GPU type index, GPUs, nodes) per job event, if asked for
-        self.event_log: list[tuple[float, int, str, int, int, int]] | None = [] if record_events else None
+        # (time, job row, what, GPU type index, GPUs, nodes, sharing mode) per job event, if asked
+        self.event_log: list[tuple[float, int, str, int, int, int, str]] | None = \
+            [] if record_events else None
         self.impossible = self.table.never_fits()
         self.restart_s = np.array([self.restart(s) for s in self.table.specs], dtype=float)
 
@@ -124,8 +125,8 @@ class Simulator:
         t.apply_transitions(now, rows, kind, gtype, list(gpus_l), rate, delay, partner, mode,
                             np.array(guest_l, dtype=bool), cons)
         if self.event_log is not None:
-            self.event_log.extend((now, r, k.value, ty, int(c), nd) for r, k, ty, c, nd in
-                                  zip(rows_l, kinds_l, types_l, count.tolist(), nodes_l))
+            self.event_log.extend((now, r, k.value, ty, int(c), nd, m) for r, k, ty, c, nd, m in
+                                  zip(rows_l, kinds_l, types_l, count.tolist(), nodes_l, mode_l))
         version[rows] += 1
         fin = t.finish_times(rows)
         for r, f, v in zip(rows_l, fin.tolist(), version[rows].tolist()):
@@ -215,7 +216,7 @@ class Simulator:
                     if mate >= 0:
                         self._unpair(mate, now, version, push)
                     if self.event_log is not None:
-                        self.event_log.append((now, obj, "finish", -1, 0, 0))
+                        self.event_log.append((now, obj, "finish", -1, 0, 0, ""))
                     n_running -= 1
                     a_end[obj] = acc
                     active = np.delete(active, np.searchsorted(active, obj))
@@ -228,7 +229,7 @@ class Simulator:
                         occ.release(row)
                         t.hold(row, now, Kind.PREEMPT.value, -1, np.empty(0, np.int64), 0.0, 0.0)
                         if self.event_log is not None:
-                            self.event_log.append((now, row, "node-failure", -1, 0, 0))
+                            self.event_log.append((now, row, "node-failure", -1, 0, 0, ""))
                         version[row] += 1
                         n_running -= 1
                         if mate >= 0 and t.gpus[mate] > 0 and t.partner[mate] == row:
@@ -258,7 +259,7 @@ class Simulator:
                     new = new[~self.impossible[new]]
                 t.state[new] = PENDING
                 if self.event_log is not None:
-                    self.event_log.extend((now, r, "submit", -1, 0, 0) for r in new.tolist())
+                    self.event_log.extend((now, r, "submit", -1, 0, 0, "") for r in new.tolist())
                 a_sub[new] = acc
                 active = np.concatenate([active, new])
                 events_total += len(new)

@@ -1,0 +1,142 @@
+"""Gandiva (OSDI'18): introspective scheduling with time-slicing, packing, migration, grow-shrink.
+
+Jobs run in arrival order and are never preempted to the queue. When no GPUs are free for a
+waiting job, it is time-sliced with a running job of the same size (the GPUs alternate between
+the two every quantum; modelled as each getting half the time, less a ~100 ms suspend/resume per
+60 s quantum). Introspection, every quantum while pairs exist: a time-sliced pair is tried
+packed (both running at once); after a quantum the policy measures both jobs' rates
+(snapshot `rate`) against their rates alone and keeps the pack only if the normalised
+throughput r_a/alone_a + r_b/alone_b exceeds `pack_threshold` (1.0: what time-slicing gives);
+otherwise it reverts to time-slicing and never packs that pair again. When GPUs free up, a
+sharing job migrates onto them; a job spread over more nodes than it needs is moved to fewer
+(defragmentation). Elastic jobs (max_gpus > num_gpus) grow onto idle GPUs while nothing waits
+and shrink back to their request when something does.
+
+Modelled differently from the paper: at most two jobs share a GPU set (the paper oversubscribes
+further); affinity-based server choice is left to the core's best-fit consolidating placement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from quanta.core.decision import Decision
+from quanta.core.snapshot import Snapshot
+from quanta.policies.base import Policy
+from quanta.policies.registry import register
+
+
+@register("gandiva", "Gandiva: time-slicing when oversubscribed, packing kept only if measured to help, "
+                     "migration, grow-shrink")
+@dataclass
+class Gandiva(Policy):
+    quantum: float = 60.0
+    pack: bool = True
+    pack_threshold: float = 1.0
+    grow: bool = True
+    defrag: bool = True
+
+    def decide(self, snap: Snapshot) -> Decision:
+        j = snap.jobs
+        n = len(j)
+        now = snap.now
+        st = snap.state if snap.state else {"trial": {}, "no_pack": set()}
+        rows = j.rows
+        pos = {int(r): i for i, r in enumerate(rows.tolist())}
+        dec = Decision.empty(snap)
+        free = snap.capacity.astype(np.int64).copy()
+        req = j.req
+        # 1. running owners keep their GPUs (never preempted); elastic ones at their request
+        owners = np.flatnonzero(j.running & ~j.is_guest)
+        for i in owners.tolist():
+            g = int(req[i]) if self.grow and j.gpus[i] > req[i] else int(j.gpus[i])
+            dec.gpus[i], dec.gpu_type[i] = g, j.gtype[i]
+            free[j.gtype[i]] -= g
+        # 2. sharing jobs migrate to freed GPUs, else keep sharing (mode from introspection)
+        hosts_taken: set[int] = set()
+        for i in np.flatnonzero(j.is_guest).tolist():
+            t = int(j.gtype[i])
+            if free[t] >= req[i]:
+                dec.gpus[i], dec.gpu_type[i] = req[i], t
+                free[t] -= req[i]
+                continue
+            h = pos.get(int(j.partner[i]))
+            if h is None or dec.gpus[h] != req[i] or dec.gpu_type[h] != t:
+                continue        # its host shrank or left: it waits
+            dec.gpus[i], dec.gpu_type[i] = req[i], t
+            dec.share[i] = (h, self._mode(st, snap, i, h))
+            hosts_taken.add(h)
+        # 3. waiting jobs in arrival order: free GPUs, else time-slice with a same-size job
+        waiting = np.flatnonzero(~j.running)
+        waiting = waiting[np.lexsort((j.rows[waiting], j.submit[waiting]))]
+        still_waiting = 0
+        for i in waiting.tolist():
+            room = j.allowed[i] & (free >= req[i])
+            if room.any():
+                t = int(np.argmax(np.where(room, j.rates[i], -1.0)))
+                dec.gpus[i], dec.gpu_type[i] = req[i], t
+                free[t] -= req[i]
+                continue
+            h = self._host_for(snap, dec, i, hosts_taken)
+            if h is None:
+                still_waiting += 1
+                continue
+            dec.gpus[i], dec.gpu_type[i] = req[i], dec.gpu_type[h]
+            dec.share[i] = (h, "slice")
+            hosts_taken.add(h)
+        # 4. grow elastic owners onto idle GPUs while nothing waits
+        if self.grow and still_waiting == 0:
+            for i in owners.tolist():
+                spec = j.specs[i]
+                t = int(dec.gpu_type[i])
+                if spec.max_gpus_eff > dec.gpus[i] and i not in hosts_taken and free[t] > 0:
+                    extra = min(spec.max_gpus_eff - int(dec.gpus[i]), int(free[t]))
+                    dec.gpus[i] += extra
+                    free[t] -= extra
+        if self.defrag:
+            dec.defrag = {i for i in owners.tolist() if not j.consolidated[i] and i not in hosts_taken}
+        self._forget(st, set(pos))
+        dec.state = st
+        dec.wake_at = now + self.quantum if dec.share else None
+        return dec
+
+    def _host_for(self, snap: Snapshot, dec: Decision, i: int, taken: set[int]) -> int | None:
+        """A running job of the same size, on a type job i may use, with no partner yet: the
+        one that arrived first (Gandiva time-slices the least loaded GPUs; all unshared ones
+        carry one job)."""
+        j = snap.jobs
+        cand = np.flatnonzero(j.running & ~j.is_guest & (dec.gpus == j.req[i]) & (j.gpus == j.req[i]))
+        cand = [h for h in cand.tolist() if h not in taken and j.allowed[i, int(dec.gpu_type[h])]]
+        if not cand:
+            return None
+        return min(cand, key=lambda h: (j.submit[h], int(j.rows[h])))
+
+    def _mode(self, st: dict, snap: Snapshot, g: int, h: int) -> str:
+        """Introspection for a sharing pair: try packing, measure, keep or revert."""
+        j = snap.jobs
+        key = (int(j.rows[h]), int(j.rows[g]))
+        current = "pack" if j.share_mode[g] == 1 else "slice"
+        if not self.pack or key in st["no_pack"]:
+            return "slice"
+        started = st["trial"].get(key)
+        if current == "slice":
+            if started is None:
+                st["trial"][key] = snap.now      # try packing from now on
+                return "pack"
+            return "slice"
+        if started is not None and snap.now - started >= self.quantum:
+            r_g, r_h = j.rate[g], j.rate[h]
+            if r_g > 0 and r_h > 0:              # both measured (not restoring)
+                norm = r_g / j.rates[g, j.gtype[g]] + r_h / j.rates[h, j.gtype[h]]
+                del st["trial"][key]
+                if norm <= self.pack_threshold:
+                    st["no_pack"].add(key)
+                    return "slice"
+        return "pack"
+
+    @staticmethod
+    def _forget(st: dict, live: set[int]) -> None:
+        for key in [k for k in st["trial"] if k[0] not in live or k[1] not in live]:
+            del st["trial"][key]

@@ -1,0 +1,87 @@
+"""Gandiva and the core's GPU sharing: time-slicing, packing kept or reverted by measurement,
+migration to freed GPUs, grow-shrink, and GPU-seconds accounting with shared GPUs."""
+
+import numpy as np
+import pytest
+
+from quanta.core.jobtable import DONE
+from quanta.model import JobSpec
+from quanta.perf.table import SLICE_OVERHEAD
+from quanta.policies import make_policy
+from quanta.report.metrics import job_metrics, summary
+from quanta.sim import Simulator
+from quanta.sim.engine import RestartCost
+
+from conftest import homogeneous, random_jobs
+from test_engine import timeline_gpu_seconds
+
+HALF = 0.5 * (1 - SLICE_OVERHEAD)
+GOOD = ("ResNet-50 (batch size 16)", "ResNet-18 (batch size 16)")        # measured: no slowdown
+BAD = ("Recommendation (batch size 512)", "ResNet-50 (batch size 16)")   # measured: 0.38 together
+
+
+def run(jobs, policy, gpus=1, nodes=1, restart=0.0, events=False):
+    return Simulator(jobs, homogeneous(nodes, gpus), make_policy(policy), _perf(),
+                     restart=RestartCost(restart), record_events=events).run()
+
+
+def _perf():
+    from quanta.perf import TableModel
+    return TableModel()
+
+
+def test_oversubscribed_jobs_time_slice_then_run_alone():
+    a = JobSpec("a", 0.0, 1, "", total_steps=1000.0)
+    b = JobSpec("b", 100.0, 1, "", total_steps=1000.0)
+    res = run([a, b], "gandiva:pack=false")
+    t = res.table
+    end_a = 100.0 + 900.0 / HALF                    # a shares the GPU half-and-half from t = 100
+    assert t.end[0] == pytest.approx(end_a)
+    done_b = (end_a - 100.0) * HALF                 # then b runs alone on it, without a restart
+    assert t.end[1] == pytest.approx(end_a + 1000.0 - done_b)
+    assert t.preemptions.sum() == 0 and t.first_start[1] == pytest.approx(100.0)
+    assert summary(res)["gpu_util"] <= 1.0
+    assert job_metrics(res).gpu_seconds.sum() == pytest.approx(timeline_gpu_seconds(res))
+
+
+@pytest.mark.parametrize("pair, kept", [(GOOD, True), (BAD, False)])
+def test_packing_is_kept_only_if_measured_to_help(pair, kept):
+    perf = _perf()
+    a = JobSpec("a", 0.0, 1, pair[0], total_steps=perf.table.alone[(pair[0], 1, "v100")] * 20_000)
+    b = JobSpec("b", 10.0, 1, pair[1], total_steps=perf.table.alone[(pair[1], 1, "v100")] * 20_000)
+    res = run([a, b], "gandiva", events=True)
+    # b starts time-sliced at 10 s, is tried packed at the next quantum (70 s) ...
+    assert (res.table.state == DONE).all()
+    modes = [e[6] for e in res.event_log if e[1] == 1 and e[2] in ("start", "reshare")]
+    assert modes[0] == "slice" and "pack" in modes
+    # ... and after a quantum of measurement the pack is kept (good pair) or reverted (bad pair)
+    assert (modes[-1] == "pack") == kept
+    if not kept:
+        assert modes.count("pack") == 1             # never tried again
+
+
+def test_sharing_job_migrates_to_freed_gpus():
+    jobs = [JobSpec("a", 0.0, 1, "", total_steps=5000.0), JobSpec("b", 0.0, 1, "", total_steps=300.0),
+            JobSpec("c", 50.0, 1, "", total_steps=2000.0)]
+    res = run(jobs, "gandiva:pack=false", gpus=2, restart=5.0)
+    t = res.table
+    assert t.migrations[2] == 1                     # c moved to b's GPU when b finished
+    assert t.end[1] == pytest.approx(300.0)
+    assert (t.state == DONE).all()
+
+
+def test_elastic_job_grows_when_idle_and_shrinks_when_others_wait():
+    elastic = JobSpec("e", 0.0, 1, "", total_steps=20_000.0, max_gpus=4)
+    late = JobSpec("l", 1000.0, 2, "", total_steps=500.0)
+    res = run([elastic, late], "gandiva", gpus=4, restart=0.0)
+    t = res.table
+    assert t.reconfigs[0] == 2                      # grew to 4, then shrank back to 1
+    assert t.first_start[1] == pytest.approx(1000.0)
+
+
+def test_gandiva_conserves_gpu_seconds_on_a_busy_trace():
+    res = run(random_jobs(150, seed=2, gap=20.0, max_gpus=4), "gandiva", gpus=4, nodes=2, restart=10.0)
+    m = job_metrics(res)
+    assert (res.table.state == DONE).all()
+    assert m.gpu_seconds.sum() == pytest.approx(timeline_gpu_seconds(res), rel=1e-9)
+    assert res.shared.max() > 0 and summary(res)["gpu_util"] <= 1.0
