@@ -85,3 +85,13 @@ def test_gandiva_conserves_gpu_seconds_on_a_busy_trace():
     assert (res.table.state == DONE).all()
     assert m.gpu_seconds.sum() == pytest.approx(timeline_gpu_seconds(res), rel=1e-9)
     assert res.shared.max() > 0 and summary(res)["gpu_util"] <= 1.0
+
+
+def test_pair_that_does_not_fit_together_is_never_packed():
+    perf = _perf()
+    pair = ("ResNet-50 (batch size 32)", "ResNet-50 (batch size 128)")    # measured 0: no fit
+    a = JobSpec("a", 0.0, 1, pair[0], total_steps=perf.table.alone[(pair[0], 1, "v100")] * 5_000)
+    b = JobSpec("b", 10.0, 1, pair[1], total_steps=perf.table.alone[(pair[1], 1, "v100")] * 5_000)
+    res = run([a, b], "gandiva", events=True)
+    modes = {e[6] for e in res.event_log if e[2] in ("start", "reshare")}
+    assert "pack" not in modes and (res.table.state == DONE).all()

@@ -123,6 +123,9 @@ class Gandiva(Policy):
         started = st["trial"].get(key)
         if current == "slice":
             if started is None:
+                if not self._can_pack(snap, g, h):   # they do not fit in memory together
+                    st["no_pack"].add(key)
+                    return "slice"
                 st["trial"][key] = snap.now      # try packing from now on
                 return "pack"
             return "slice"
@@ -135,6 +138,15 @@ class Gandiva(Policy):
                     st["no_pack"].add(key)
                     return "slice"
         return "pack"
+
+    @staticmethod
+    def _can_pack(snap: Snapshot, g: int, h: int) -> bool:
+        j = snap.jobs
+        t = snap.cluster.types[int(j.gtype[h])]
+        n = int(j.req[g])
+        a, b = j.specs[g], j.specs[h]
+        return snap.perf.shared_rate(a, b, t, n, mode="pack") > 0 and \
+            snap.perf.shared_rate(b, a, t, n, mode="pack") > 0
 
     @staticmethod
     def _forget(st: dict, live: set[int]) -> None:
