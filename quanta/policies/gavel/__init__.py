@@ -61,7 +61,8 @@ class Gavel(Policy):
         tau_eq = np.maximum((T_alloc * X_eq).sum(axis=1), 1e-12)
         obj = self.objective
         if obj == "max_min":
-            return alloc.max_min(T_alloc, z, N, z / (j.weight * tau_eq))[0]
+            X = alloc.max_min(T_alloc, z, N, z / (j.weight * tau_eq))[0]
+            return alloc.spread_like_agnostic(X, T > 0, z, N) if self.agnostic else X
         if obj == "hierarchical":
             return alloc.water_filling(T_alloc, z, N, z / (self._entity_weights(snap) * tau_eq))
         remaining = np.maximum(j.remaining, 1e-9)

@@ -281,3 +281,17 @@ def _bottlenecks(T: np.ndarray, z: np.ndarray, N: np.ndarray, coef: np.ndarray,
         return out
     out[rows[fr]] = res.x[p.size:] < 0.5 * eps
     return out
+
+
+def spread_like_agnostic(X: np.ndarray, allowed: np.ndarray, z: np.ndarray, N: np.ndarray) -> np.ndarray:
+    """A heterogeneity-agnostic policy sees every type as the same, so among its equally good
+    optima it has no reason to prefer one type: spread each job's total time share over the
+    types it may use in proportion to their capacity (keeping X if that would over-commit a
+    type). Avoids reporting an arbitrary LP vertex (e.g. one class entirely on K80) as
+    "agnostic"."""
+    share = np.where(allowed, N[None, :].astype(float), 0.0)
+    share = share / np.maximum(share.sum(axis=1, keepdims=True), 1e-12)
+    Y = X.sum(axis=1, keepdims=True) * share
+    if ((z[:, None] * Y).sum(axis=0) <= N + 1e-9).all():
+        return Y
+    return X
