@@ -26,7 +26,7 @@ from quanta.workloads.synthetic import philly_scale_factor
 
 DEFAULT = ["fifo", "las", "tiresias-las", "tiresias-gittins", "gavel-las", "gavel-las-agnostic",
            "gavel-ftf", "gavel-makespan", "gavel-throughput", "gavel-cost", "gavel-fifo",
-           "gavel-hierarchical"]
+           "gavel-hierarchical", "gavel-las-packed"]
 
 
 def snapshot_of(n: int, seed: int = 0) -> Snapshot:

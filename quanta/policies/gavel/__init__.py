@@ -16,7 +16,8 @@ from quanta.core.decision import Decision
 from quanta.core.snapshot import Snapshot
 from quanta.policies.base import Policy
 from quanta.policies.gavel import allocations as alloc
-from quanta.policies.gavel.rounds import round_assignment
+from quanta.policies.gavel.rounds import packed_round, round_assignment
+from quanta.policies.gavel.space_sharing import PackedAllocation, packed_max_min
 from quanta.policies.registry import register
 
 OBJECTIVES = ("max_min", "ftf", "makespan", "throughput", "cost", "fifo", "hierarchical")
@@ -25,6 +26,8 @@ OBJECTIVES = ("max_min", "ftf", "makespan", "throughput", "cost", "fifo", "hiera
 @register("gavel-las", "Gavel heterogeneity-aware max-min fairness (LAS), weighted by job weight")
 @register("gavel-las-agnostic", "Gavel max-min fairness ignoring GPU-type speed differences",
           agnostic=True)
+@register("gavel-las-packed", "Gavel max-min fairness with space sharing: jobs packed in pairs "
+                              "where measured co-location helps", packed=True)
 @register("gavel-ftf", "Gavel finish-time fairness (Themis-style): minimise the worst rho",
           objective="ftf")
 @register("gavel-makespan", "Gavel minimum makespan: maximise min throughput / remaining work",
@@ -42,6 +45,7 @@ class Gavel(Policy):
     agnostic: bool = False
     interval: float = 360.0          # round length (Gavel: 6 minutes)
     entity: str = "queue"            # hierarchical: group jobs by "queue" or "user"
+    packed: bool = False             # max_min with space sharing (pairs of equal-size jobs)
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -60,6 +64,8 @@ class Gavel(Policy):
         X_eq = alloc.equal_share(T_alloc, z, N)
         tau_eq = np.maximum((T_alloc * X_eq).sum(axis=1), 1e-12)
         obj = self.objective
+        if obj == "max_min" and self.packed:
+            return self._packed_allocation(snap, T, z, N, z / (j.weight * tau_eq))
         if obj == "max_min":
             X = alloc.max_min(T_alloc, z, N, z / (j.weight * tau_eq))[0]
             return alloc.spread_like_agnostic(X, T > 0, z, N) if self.agnostic else X
@@ -89,6 +95,18 @@ class Gavel(Policy):
         X = alloc.max_sum(T, z, N, value, slo) if np.any(~np.isnan(slo)) else None
         return X if X is not None else alloc.max_sum(T, z, N, value)
 
+    def _packed_allocation(self, snap: Snapshot, T: np.ndarray, z: np.ndarray, N: np.ndarray,
+                           coef: np.ndarray) -> PackedAllocation:
+        j = snap.jobs
+        names = [s.job_type for s in j.specs]
+        kinds = {name: i for i, name in enumerate(sorted(set(names)))}
+        kind = np.array([kinds[nm] for nm in names], dtype=np.int64)
+        types = snap.cluster.types
+
+        def pair_rate(a: int, b: int, k: int) -> float:
+            return snap.perf.shared_rate(j.specs[a], j.specs[b], types[k], int(z[a]), mode="pack")
+        return packed_max_min(T, z, N, coef, kind, pair_rate)
+
     def _entity_weights(self, snap: Snapshot) -> np.ndarray:
         """Each entity (queue or user) has weight 1, split evenly among its active jobs."""
         names = [getattr(s, self.entity) for s in snap.jobs.specs]
@@ -102,13 +120,15 @@ class Gavel(Policy):
         n, K = len(j), len(snap.cluster.types)
         st = snap.state if snap.state else {"recv": {}, "elapsed": {}, "t": None, "X": None, "key": None}
         rows = j.rows
-        # credit the round that just ended: time held per type, time active
+        width = 2 * K if self.packed else K        # packed: time alone, then time packed, per type
+        # credit the round that just ended: time held per type (and mode), time active
         if st["t"] is not None:
             dt = snap.now - st["t"]
             recv, el = st["recv"], st["elapsed"]
             run = np.flatnonzero(j.running)
             for i, r in zip(run.tolist(), rows[run].tolist()):
-                recv.setdefault(r, np.zeros(K))[int(j.gtype[i])] += dt
+                col = int(j.gtype[i]) + (K if self.packed and j.partner[i] >= 0 else 0)
+                recv.setdefault(r, np.zeros(width))[col] += dt
             for r, sub in zip(rows.tolist(), j.submit.tolist()):
                 el[r] = el.get(r, 0.0) + min(dt, snap.now - sub)
         key = (tuple(rows.tolist()), tuple(snap.capacity.tolist()))
@@ -119,9 +139,29 @@ class Gavel(Policy):
                 for r in [r for r in d if r not in live]:
                     del d[r]
         X = st["X"]
-        received = np.array([st["recv"].get(r, np.zeros(K)) for r in rows.tolist()]).reshape(n, K)
+        received = np.array([st["recv"].get(r, np.zeros(width)) for r in rows.tolist()]).reshape(n, width)
         elapsed = np.array([st["elapsed"].get(r, 0.0) for r in rows.tolist()])
-        gpus, gtype = round_assignment(X, j.rates, j.req, snap.capacity, received, elapsed)
         st["t"] = snap.now
-        dec = Decision(gpus, gtype, state=st)
-        return dec
+        if not self.packed:
+            gpus, gtype = round_assignment(X, j.rates, j.req, snap.capacity, received, elapsed)
+            return Decision(gpus, gtype, state=st)
+        return self._packed_round(snap, X, received, elapsed, st)
+
+    def _packed_round(self, snap: Snapshot, P: PackedAllocation, received: np.ndarray,
+                      elapsed: np.ndarray, st: dict) -> Decision:
+        j = snap.jobs
+        n, K = len(j), len(snap.cluster.types)
+        pair_tot = np.zeros((n, K))
+        pref: dict[tuple[int, int], list[tuple[float, int]]] = {}
+        for (a, b, k), tgt in P.pair_time.items():
+            pair_tot[P.cls == a, k] += tgt
+            pref.setdefault((a, k), []).append((-tgt, b))
+        pair_pref = {key: [b for _, b in sorted(v)] for key, v in pref.items()}
+        pos = {int(r): i for i, r in enumerate(j.rows.tolist())}
+        current_host = np.array([pos.get(int(p), -1) if g else -1
+                                 for p, g in zip(j.partner.tolist(), j.is_guest.tolist())], dtype=np.int64)
+        gpus, gtype, guest_of = packed_round(P.single, pair_tot, pair_pref, P.cls, j.rates, j.req,
+                                             snap.capacity, received[:, :K], received[:, K:],
+                                             elapsed, current_host)
+        share = {g: (h, "pack") for g, h in guest_of.items()}
+        return Decision(gpus, gtype, share=share, state=st)

@@ -135,12 +135,29 @@ def _max_min_rows(T: np.ndarray, z: np.ndarray, N: np.ndarray, coef: np.ndarray,
     res = _solve(c, A, b, bounds)
     if res.status != 0:
         raise RuntimeError(f"max-min LP failed: {res.message}")
+    if duals is None and len(free_rows):
+        x = second_stage(A, b, bounds, A_tau, mult, res.x)
+        return p.to_matrix(x), float(res.x[-1])
     if duals is not None:
         duals[:] = 0.0
         marg = getattr(getattr(res, "ineqlin", None), "marginals", None)
         if marg is not None:
             duals[free_rows] = -np.asarray(marg)[A_cap.shape[0]:A_cap.shape[0] + len(free_rows)]
     return p.to_matrix(res.x), float(res.x[-1])
+
+
+def second_stage(A, b, bounds, tau_rows, mult, x0):
+    """Among the max-min optima, the one with the most total (weighted) throughput: max-min only
+    pins the worst job, and the rest of an optimal vertex is arbitrary (it may leave jobs on
+    slow types or pack them for nothing). Fix t at its optimum and maximise sum m_j coef_j tau_j."""
+    level = x0[-1]
+    bounds = bounds.copy()
+    bounds[-1] = (level * (1 - 1e-6), level * (1 - 1e-6))
+    weights = np.asarray(mult, dtype=float)
+    # tau_rows: coef_j tau_j of each row over the x variables; the last variable (t) is fixed
+    c = np.append(-np.asarray(tau_rows.T @ weights).ravel(), 0.0)
+    res = _solve(c, A, b, bounds)
+    return res.x if res.status == 0 else x0
 
 
 def max_sum(T: np.ndarray, z: np.ndarray, N: np.ndarray, value: np.ndarray,
