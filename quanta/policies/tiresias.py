@@ -57,6 +57,16 @@ def gittins_index(samples: np.ndarray, attained: np.ndarray, delta: np.ndarray) 
     return g
 
 
+def _grow(st: dict, size: int) -> None:
+    """Per-job offsets are arrays indexed by driver row; extend them to cover `size` rows."""
+    have = len(st["off_att"])
+    if size > have:
+        extra = max(size, 2 * have) - have
+        st["off_att"] = np.concatenate([st["off_att"], np.zeros(extra)])
+        st["off_exec"] = np.concatenate([st["off_exec"], np.zeros(extra)])
+        st["promoted"] = np.concatenate([st["promoted"], np.full(extra, -np.inf)])
+
+
 @register("tiresias-las", "Tiresias 2D-LAS: discretised attained-service MLFQ, PROMOTE knob, skew-aware placement")
 @register("tiresias-gittins", "Tiresias 2D-Gittins: MLFQ ordered by Gittins index of the GPU-time distribution",
           gittins=True)
@@ -73,13 +83,15 @@ class Tiresias(Policy):
     def decide(self, snap: Snapshot) -> Decision:
         j = snap.jobs
         now = snap.now
-        st = snap.state if snap.state else {"off_att": {}, "off_exec": {}, "promoted": {},
-                                            "history": [], "last": None}
+        st = snap.state if snap.state else {"off_att": np.zeros(0), "off_exec": np.zeros(0),
+                                            "promoted": np.zeros(0), "history": [], "last": None}
         rows = j.rows
         th = np.asarray(sorted(self.thresholds), dtype=float)
-        att, execd = j.attained.copy(), j.executed.copy()
-        since = j.waiting_since.copy()
-        self._apply_offsets(st, rows, att, execd, since)
+        _grow(st, int(rows.max()) + 1 if len(rows) else 0)
+        # service and waiting counted from the last promotion (offsets are 0 for the others)
+        att = j.attained - st["off_att"][rows]
+        execd = j.executed - st["off_exec"][rows]
+        since = np.maximum(j.waiting_since, st["promoted"][rows])
         if self.gittins:
             self._record_finished(st, snap, rows)
         q = np.searchsorted(th, att + EPS, side="right")
@@ -87,12 +99,12 @@ class Tiresias(Policy):
         if np.isfinite(self.promote_knob):
             waiting = now - since
             promote = (~j.running) & (q > 0) & (waiting >= self.promote_knob * execd - EPS)
-            for i in np.flatnonzero(promote).tolist():
-                r = int(rows[i])
-                st["off_att"][r] = float(j.attained[i])
-                st["off_exec"][r] = float(j.executed[i])
-                st["promoted"][r] = now
-                att[i], execd[i], since[i], q[i] = 0.0, 0.0, now, 0
+            if promote.any():
+                pr = rows[promote]
+                st["off_att"][pr] = j.attained[promote]
+                st["off_exec"][pr] = j.executed[promote]
+                st["promoted"][pr] = now
+                att[promote], execd[promote], since[promote], q[promote] = 0.0, 0.0, now, 0
         keys: tuple[np.ndarray, ...] = (rows, j.submit)
         if self.gittins:
             hi = np.where(q < len(th), th[np.minimum(q, len(th) - 1)] - att, self.gittins_delta)
@@ -107,19 +119,6 @@ class Tiresias(Policy):
         return dec
 
     # -- pieces -----------------------------------------------------------------------------------
-    @staticmethod
-    def _apply_offsets(st: dict, rows: np.ndarray, att: np.ndarray, execd: np.ndarray,
-                       since: np.ndarray) -> None:
-        if not st["off_att"]:
-            return
-        keys = np.fromiter(st["off_att"].keys(), dtype=np.int64)
-        hit = np.flatnonzero(np.isin(rows, keys))
-        for i in hit.tolist():
-            r = int(rows[i])
-            att[i] -= st["off_att"][r]
-            execd[i] -= st["off_exec"][r]
-            since[i] = max(since[i], st["promoted"][r])
-
     def _record_finished(self, st: dict, snap: Snapshot, rows: np.ndarray) -> None:
         """GPU-time of the jobs that left since the last decision (they finished)."""
         last = st["last"]

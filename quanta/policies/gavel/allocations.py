@@ -91,7 +91,7 @@ def classes(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def max_min(T: np.ndarray, z: np.ndarray, N: np.ndarray, coef: np.ndarray,
-            floor: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+            floor: np.ndarray | None = None, refine: bool = True) -> tuple[np.ndarray, float]:
     """maximise min_j coef_j * tau_j(X) over the jobs with no `floor`; jobs with a floor (per
     job, NaN = none: water-filling's frozen jobs) keep coef_j * tau_j >= floor_j instead.
     Returns X and the optimal level. Solved over classes of interchangeable jobs."""
@@ -103,15 +103,16 @@ def max_min(T: np.ndarray, z: np.ndarray, N: np.ndarray, coef: np.ndarray,
     if pos.size:   # a job about to finish has a huge coefficient: it never binds; keep HiGHS sane
         coef = np.minimum(coef, 1e6 * float(np.median(pos)))
     first, inv, mult = classes(T, z, coef, fl)
-    Xc, lev = _max_min_rows(T[first], z[first], N, coef[first], fl[first], mult)
+    Xc, lev = _max_min_rows(T[first], z[first], N, coef[first], fl[first], mult, refine=refine)
     return Xc[inv], lev
 
 
 def _max_min_rows(T: np.ndarray, z: np.ndarray, N: np.ndarray, coef: np.ndarray,
-                  floor: np.ndarray, mult: np.ndarray, duals: np.ndarray | None = None
-                  ) -> tuple[np.ndarray, float]:
+                  floor: np.ndarray, mult: np.ndarray, duals: np.ndarray | None = None,
+                  refine: bool = True) -> tuple[np.ndarray, float]:
     """The max-min LP over rows; if `duals` is given (length n), it receives each free row's
-    marginal on its fairness constraint (non-zero: the row holds the level down)."""
+    marginal on its fairness constraint (non-zero: the row holds the level down). `refine`:
+    pick the max-throughput optimum (second_stage); without duals only."""
     p = Pairs.of(T)
     n = p.n
     has_pair = np.bincount(p.j, minlength=n) > 0
@@ -135,7 +136,7 @@ def _max_min_rows(T: np.ndarray, z: np.ndarray, N: np.ndarray, coef: np.ndarray,
     res = _solve(c, A, b, bounds)
     if res.status != 0:
         raise RuntimeError(f"max-min LP failed: {res.message}")
-    if duals is None and len(free_rows):
+    if refine and duals is None and len(free_rows):
         x = second_stage(A, b, bounds, A_tau, mult, res.x)
         return p.to_matrix(x), float(res.x[-1])
     if duals is not None:
@@ -206,8 +207,8 @@ def min_max_ratio(T: np.ndarray, z: np.ndarray, N: np.ndarray, num: np.ndarray, 
     if T.shape[0] == 0:
         return np.zeros_like(T, dtype=float), 0.0
 
-    def level(rho: float) -> tuple[np.ndarray, float]:
-        return max_min(T, z, N, (rho * den - base) / num)
+    def level(rho: float, refine: bool = False) -> tuple[np.ndarray, float]:
+        return max_min(T, z, N, (rho * den - base) / num, refine=refine)
 
     lo = float(np.max(base / den)) * (1 + 1e-9) + 1e-12   # below this some job can never make it
     hi = max(2.0 * lo, 1.0) if guess is None or guess <= lo else guess * 1.05
@@ -239,7 +240,7 @@ def min_max_ratio(T: np.ndarray, z: np.ndarray, N: np.ndarray, num: np.ndarray, 
             if side == -1:
                 f_hi /= 2
             side = -1
-    return X_hi, hi
+    return level(hi, refine=True)[0], hi
 
 
 def water_filling(T: np.ndarray, z: np.ndarray, N: np.ndarray, coef: np.ndarray,
