@@ -72,8 +72,8 @@ class Gavel(Policy):
         if obj == "hierarchical":
             return alloc.water_filling(T_alloc, z, N, z / (self._entity_weights(snap) * tau_eq))
         remaining = np.maximum(j.remaining, 1e-9)
-        if obj == "makespan":
-            return alloc.max_min(T, z, N, 1.0 / remaining)[0]
+        if obj == "makespan":   # Gavel's programme as is: a second stage weighted by 1/remaining
+            return alloc.max_min(T, z, N, 1.0 / remaining, refine=False)[0]   # favours short jobs
         if obj == "ftf":
             X_iso = alloc.equal_share(T, z, N)
             tau_iso = np.maximum((T * X_iso).sum(axis=1), 1e-12)

@@ -1,0 +1,347 @@
+"""Pollux/Sia goodput model: GOODPUT = THROUGHPUT x statistical EFFICIENCY (ALGORITHMS.md 4a, 4b).
+
+- THROUGHPUT (samples/s) = global batch / T_iter, with T_iter from `goodput_fit` fitted per
+  (application, GPU type) on the bundled Sia/Pollux profiles -> provenance "fitted".
+- A GPU type without a placement profile but with a 1-GPU seed profile gets the model of a
+  profiled type scaled by the ratio of 1-GPU ("atomic") throughputs (largest local batch / its
+  step time) -> provenance "bootstrapped" (Sia).
+- EFFICIENCY(M) = gain / r with r = M / M0, gain = (var + sqr) / (var / r + sqr), where sqr/var
+  are the gradient statistics of the application's M0 validation run at the given progress
+  (fraction of training done). It is 1 at M = M0 and falls as M grows.
+- `best_config` re-picks (atomic local batch m, accumulation steps s) for an allocation as the
+  Pollux agent does: 50 global batches on a geometric grid from max(M0, K * min_local) to the max
+  batch, s = ceil(local / m_max) - 1 (at least 1 on a single GPU beyond M0), m = ceil(local/(s+1)).
+  When K * min_local exceeds the max batch the grid is that one batch (the job cannot shrink its
+  per-GPU batch further); the answer is then its goodput, never a silent 0.
+
+`GoodputPerf` exposes this as a PerfModel; see its docstring for the unit of `rate`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from math import ceil
+from pathlib import Path
+from typing import NamedTuple, Sequence
+
+import numpy as np
+
+from quanta.errors import QuantaError
+from quanta.model.job import JobSpec
+from quanta.perf.base import Provenance
+from quanta.perf.goodput_data import (APPS, GPUS_PER_NODE, MAX_LOCAL_OVERRIDE, SIA_POLLUX_DIR,
+                                      canonical_type, load_samples, load_validation,
+                                      profiled_types, seed_atomic, validation_batches)
+from quanta.perf.goodput_fit import ThroughputParams, fit_throughput, iteration_time
+
+__all__ = ["ThroughputParams", "iteration_time", "fit_throughput", "GradientNoise", "efficiency",
+           "AppProfile", "GoodputModel", "GoodputCatalog", "BestConfig", "build_app_model",
+           "load_goodput_catalog", "bootstrap", "GoodputPerf"]
+
+GRID_POINTS = 50
+_EPS = 1e-8
+
+
+def efficiency(noise_sqr, noise_var, init_batch, global_batch):
+    """Pollux's statistical efficiency of global batch M relative to M0 (vectorised)."""
+    sqr = np.asarray(noise_sqr, dtype=float)
+    var = np.asarray(noise_var, dtype=float)
+    r = np.asarray(global_batch, dtype=float) / float(init_batch)
+    denom = var / r + sqr
+    gain = np.where(denom > 0, (var + sqr) / np.where(denom > 0, denom, 1.0), 1.0)
+    return gain / r
+
+
+@dataclass(frozen=True)
+class GradientNoise:
+    """Gradient statistics per epoch; `ends[i]` = fraction of training done at the end of
+    epoch i. Stats of epoch i hold for progress in [ends[i-1], ends[i])."""
+    ends: np.ndarray
+    sqr: np.ndarray
+    var: np.ndarray
+
+    @classmethod
+    def from_validation(cls, progress, grad_sqr, grad_var) -> "GradientNoise":
+        progress = np.asarray(progress, dtype=float)
+        return cls(progress / progress[-1], np.asarray(grad_sqr, float), np.asarray(grad_var, float))
+
+    def at(self, progress):
+        """(sqr, var) at `progress` (fraction of training done, scalar or array)."""
+        i = np.clip(np.searchsorted(self.ends, progress, side="right"), 0, len(self.ends) - 1)
+        return self.sqr[i], self.var[i]
+
+    def noise_scale(self, progress=0.0):
+        sqr, var = self.at(progress)
+        return var / sqr
+
+
+@dataclass(frozen=True)
+class AppProfile:
+    """The throughput model of one application on one GPU type."""
+    app: str
+    gpu_type: str
+    params: ThroughputParams
+    init_batch: int           # M0
+    max_batch: int
+    min_local: int
+    max_local: int            # atomic (per-GPU, per-step) batch limit on this type
+    provenance: Provenance
+    source: str               # which profile it was fitted on, or what it was bootstrapped from
+    gpus_per_node: int = 8
+    max_profiled_replicas: int = 0
+    scale: float = 1.0        # bootstrapped: the atomic-throughput ratio applied
+
+    def throughput(self, num_nodes, num_replicas, local_bsz, accum=0):
+        """Samples/s: global batch K * m * (s + 1) over T_iter (vectorised)."""
+        k, m, s = (np.asarray(v, dtype=float) for v in (num_replicas, local_bsz, accum))
+        return k * m * (s + 1) / iteration_time(self.params, num_nodes, k, m, s)
+
+
+class BestConfig(NamedTuple):
+    local_bsz: int      # atomic batch per GPU per step (m); global batch = K * m * (s + 1)
+    accum_steps: int    # s
+    goodput: float      # useful samples/s (throughput x efficiency)
+
+
+@dataclass
+class GoodputModel:
+    """Goodput of one application on every GPU type it is profiled (or bootstrappable) on."""
+    app: str
+    init_batch: int
+    max_batch: int
+    noise: GradientNoise
+    profiles: dict[str, AppProfile]
+    seed: dict[str, tuple[float, float]] = field(default_factory=dict)
+    _boot: dict[str, AppProfile] = field(default_factory=dict, repr=False)
+
+    # -- per-type profile ------------------------------------------------------------------
+    def profile(self, gpu_type: str) -> AppProfile:
+        t = canonical_type(gpu_type)
+        hit = self.profiles.get(t) or self._boot.get(t)
+        if hit is None:
+            sources = [s for s in self.profiles if s in self.seed]
+            if t not in self.seed or not sources:
+                raise QuantaError(
+                    f"goodput model: application '{self.app}' has no profile on GPU type '{t}' "
+                    f"and cannot be bootstrapped to it (profiled: {sorted(self.profiles)}; "
+                    f"1-GPU seed profiles: {sorted(self.seed)})")
+            # Smallest extrapolation: the profiled type whose 1-GPU throughput is closest.
+            target = self.atomic_throughput(t)
+            src = min(sorted(sources), key=lambda s: abs(np.log(self.atomic_throughput(s) / target)))
+            hit = self._boot[t] = self.bootstrap(src, t)
+        return hit
+
+    def provenance(self, gpu_type: str) -> Provenance:
+        return self.profile(gpu_type).provenance
+
+    def atomic_throughput(self, gpu_type: str) -> float:
+        """Samples/s of the largest 1-GPU batch in the seed profile (Sia's bootstrap basis)."""
+        t = canonical_type(gpu_type)
+        if t not in self.seed:
+            raise QuantaError(f"goodput model: no 1-GPU seed profile of '{self.app}' on '{t}'")
+        m, step = self.seed[t]
+        return m / step
+
+    def bootstrap(self, from_type: str, to_type: str) -> AppProfile:
+        """The fitted model of `from_type` carried to `to_type`: every time term divided by the
+        atomic-throughput ratio, so throughput (and goodput, at the same configuration and the
+        same batch limits) is exactly ratio x that of `from_type`."""
+        src = canonical_type(from_type)
+        dst = canonical_type(to_type)
+        base = self.profiles.get(src)
+        if base is None:
+            raise QuantaError(f"goodput model: cannot bootstrap '{self.app}' from '{src}': "
+                              f"no fitted profile there (fitted: {sorted(self.profiles)})")
+        ratio = self.atomic_throughput(dst) / self.atomic_throughput(src)
+        return AppProfile(self.app, dst, base.params.scaled(ratio), base.init_batch,
+                          base.max_batch, base.min_local, base.max_local,
+                          Provenance.BOOTSTRAPPED,
+                          f"bootstrapped from {src} x {ratio:.4f} (1-GPU seed throughput ratio)",
+                          GPUS_PER_NODE.get(dst, base.gpus_per_node),
+                          base.max_profiled_replicas, ratio)
+
+    # -- throughput, efficiency, goodput -----------------------------------------------------
+    def throughput(self, gpu_type, num_nodes, num_replicas, local_bsz, accum=0):
+        return self.profile(gpu_type).throughput(num_nodes, num_replicas, local_bsz, accum)
+
+    def efficiency(self, global_batch, progress=0.0):
+        sqr, var = self.noise.at(progress)
+        return efficiency(sqr, var, self.init_batch, global_batch)
+
+    def goodput(self, gpu_type, num_nodes, num_replicas, local_bsz, accum=0, progress=0.0):
+        m = np.asarray(num_replicas, float) * np.asarray(local_bsz, float) * (np.asarray(accum) + 1)
+        return (self.throughput(gpu_type, num_nodes, num_replicas, local_bsz, accum)
+                * self.efficiency(m, progress))
+
+    def candidates(self, gpu_type: str, num_replicas: int):
+        """The Pollux grid for K replicas: (atomic m, s, global batch) arrays."""
+        p = self.profile(gpu_type)
+        k = int(num_replicas)
+        lo = max(p.init_batch, k * p.min_local)
+        hi = max(p.max_batch, lo)
+        batch = np.geomspace(lo, hi, GRID_POINTS)
+        local = batch / k
+        s = np.ceil(local / p.max_local - _EPS) - 1
+        if k == 1:
+            s = np.where(local > p.init_batch + _EPS, np.maximum(s, 1), s)
+        s = s.astype(int)
+        m = np.ceil(local / (s + 1) - _EPS).astype(int)
+        return m, s, k * m * (s + 1)
+
+    def best_config(self, gpu_type: str, num_nodes: int, num_replicas: int,
+                    progress: float = 0.0, noise: tuple[float, float] | None = None) -> BestConfig:
+        """Goodput-maximising (m, s) on K = num_replicas GPUs over num_nodes nodes. `noise`
+        overrides the (sqr, var) gradient statistics (default: the profile's at `progress`)."""
+        if num_replicas < 1:
+            raise ValueError("best_config needs at least one replica")
+        p = self.profile(gpu_type)
+        m, s, batch = self.candidates(gpu_type, num_replicas)
+        sqr, var = noise if noise is not None else self.noise.at(progress)
+        good = p.throughput(num_nodes, num_replicas, m, s) * efficiency(sqr, var, p.init_batch, batch)
+        i = int(np.argmax(good))
+        return BestConfig(int(m[i]), int(s[i]), float(good[i]))
+
+
+@dataclass
+class GoodputCatalog:
+    models: dict[str, GoodputModel]
+
+    def __getitem__(self, app: str) -> GoodputModel:
+        try:
+            return self.models[app]
+        except KeyError:
+            raise QuantaError(f"goodput model: unknown application '{app}' "
+                              f"(known: {sorted(self.models)})") from None
+
+    def __contains__(self, app: str) -> bool:
+        return app in self.models
+
+    @property
+    def apps(self) -> list[str]:
+        return sorted(self.models)
+
+    def bootstrap(self, app: str, from_type: str, to_type: str) -> AppProfile:
+        return self[app].bootstrap(from_type, to_type)
+
+
+def build_app_model(app: str, types: Sequence[str] | None = None,
+                    data_dir: Path = SIA_POLLUX_DIR) -> GoodputModel:
+    """Fit `app` on its placement profiles (all profiled types, or only `types`)."""
+    batches = validation_batches(app, data_dir)
+    m0, max_batch = batches[0], batches[-1]
+    v = load_validation(app, m0, data_dir)
+    noise = GradientNoise.from_validation(v["progress"], v["grad_sqr"], v["grad_var"])
+    wanted = profiled_types(app, data_dir) if types is None else [canonical_type(t) for t in types]
+    profiles = {}
+    for t in wanted:
+        smp = load_samples(app, t, data_dir)
+        params = fit_throughput(smp.num_nodes, smp.num_replicas, smp.local_bsz,
+                                smp.step_time, smp.sync_time)
+        max_local = MAX_LOCAL_OVERRIDE.get((app, t), int(smp.local_bsz.max()))
+        profiles[t] = AppProfile(app, t, params, m0, max_batch, int(smp.local_bsz.min()),
+                                 max_local, Provenance.FITTED,
+                                 f"fitted on {len(smp)} samples of sia_pollux/{app} ({t})",
+                                 GPUS_PER_NODE.get(t, 8), int(smp.num_replicas.max()))
+    return GoodputModel(app, m0, max_batch, noise, profiles, seed_atomic(app, data_dir))
+
+
+@lru_cache(maxsize=1)
+def load_goodput_catalog() -> GoodputCatalog:
+    """Goodput models of every bundled application (fitted once per process)."""
+    return GoodputCatalog({app: build_app_model(app) for app in APPS})
+
+
+def bootstrap(app: str, from_type: str, to_type: str) -> AppProfile:
+    return load_goodput_catalog().bootstrap(app, from_type, to_type)
+
+
+class GoodputPerf:
+    """PerfModel over the goodput catalog, for jobs whose `job_type` is a Pollux/Sia application.
+
+    Unit of `rate`: steps of the job's initial global batch M0 per second of *useful* progress,
+    i.e. goodput(best batch configuration for the allocation, at progress 0) / M0. On one GPU at
+    M0 this is the plain steps/s; a larger allocation counts its bigger batches only as far as
+    they help statistically. Early in training the gradient noise is small, so at progress 0 big
+    allocations gain little (Pollux's own view); `progress` (fraction of training done) picks
+    another point of the noise curve for every answer. Jobs of other types go to `fallback` (default: TableModel()).
+    `shared_rate` is 0.0 whenever a Pollux/Sia job is involved: Pollux and Sia never share a GPU
+    between jobs, so such a job makes no progress on a shared GPU (other pairs: fallback).
+    `num_nodes > 1` (or consolidated=False) selects the inter-node synchronisation model;
+    `rate_matrix` places each job's GPUs on the fewest nodes of the profiled cluster of that type
+    (T4 and RTX 6000: 4 per node; V100, A100, RTX 2080Ti: 8).
+    A known application on a GPU type that is neither profiled nor bootstrappable raises
+    QuantaError. Answers are cached: a repeated query is a dict lookup.
+    """
+
+    def __init__(self, catalog: GoodputCatalog | None = None, fallback=None,
+                 progress: float = 0.0):
+        self.catalog = catalog if catalog is not None else load_goodput_catalog()
+        self.progress = float(progress)
+        if fallback is None:
+            from quanta.perf.table import TableModel
+            fallback = TableModel()
+        self.fallback = fallback
+        self._cache: dict[tuple, float] = {}
+
+    def _app(self, job: JobSpec) -> str | None:
+        t = job.job_type
+        if t in self.catalog:
+            return t
+        low = t.lower()
+        return low if low in self.catalog else None
+
+    def knows(self, job_type: str) -> bool:
+        return job_type in self.catalog or job_type.lower() in self.catalog
+
+    def rate(self, job: JobSpec, gpu_type: str, num_gpus: int, num_nodes: int = 1,
+             consolidated: bool | None = None) -> float:
+        app = self._app(job)
+        if app is None:
+            return self.fallback.rate(job, gpu_type, num_gpus, num_nodes, consolidated)
+        multi = num_nodes > 1 or consolidated is False
+        key = (app, gpu_type, num_gpus, multi)
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._cache[key] = self._rate(app, gpu_type, num_gpus, multi)
+        return hit
+
+    def _rate(self, app: str, gpu_type: str, num_gpus: int, multi: bool) -> float:
+        if num_gpus <= 0:
+            return 0.0
+        model = self.catalog[app]
+        nodes = 2 if (multi and num_gpus > 1) else 1
+        best = model.best_config(gpu_type, nodes, num_gpus, progress=self.progress)
+        return best.goodput / model.init_batch
+
+    def provenance(self, job: JobSpec, gpu_type: str) -> Provenance:
+        app = self._app(job)
+        if app is None:
+            return self.fallback.provenance(job, gpu_type)
+        return self.catalog[app].provenance(gpu_type)
+
+    def profile(self, job: JobSpec, gpu_type: str) -> AppProfile:
+        app = self._app(job)
+        if app is None:
+            raise QuantaError(f"goodput model: '{job.job_type}' is not a Pollux/Sia application")
+        return self.catalog[app].profile(gpu_type)
+
+    def rate_matrix(self, jobs: Sequence[JobSpec], types: Sequence[str]) -> np.ndarray:
+        out = np.empty((len(jobs), len(types)))
+        other = [i for i, j in enumerate(jobs) if self._app(j) is None]
+        if other:
+            out[other] = self.fallback.rate_matrix([jobs[i] for i in other], types)
+        mine = set(range(len(jobs))) - set(other)
+        for k, t in enumerate(types):
+            per_node = GPUS_PER_NODE.get(canonical_type(t), 8)
+            for i in mine:
+                n = jobs[i].num_gpus
+                out[i, k] = self.rate(jobs[i], t, n, max(1, ceil(n / per_node)), True)
+        return out
+
+    def shared_rate(self, job: JobSpec, other: JobSpec, gpu_type: str, num_gpus: int,
+                    num_nodes: int = 1, consolidated: bool | None = None, mode: str = "pack") -> float:
+        if self._app(job) is not None or self._app(other) is not None:
+            return 0.0
+        return self.fallback.shared_rate(job, other, gpu_type, num_gpus, num_nodes,
+                                         consolidated, mode)
