@@ -1,7 +1,6 @@
 """Gandiva and the core's GPU sharing: time-slicing, packing kept or reverted by measurement,
 migration to freed GPUs, grow-shrink, and GPU-seconds accounting with shared GPUs."""
 
-import numpy as np
 import pytest
 
 from quanta.core.jobtable import DONE

@@ -13,7 +13,6 @@ from quanta.sim import Simulator
 from quanta.sim.engine import RestartCost
 
 from conftest import homogeneous
-from test_policies_baselines import snapshot
 
 T2 = np.array([[4.0, 1.0],     # job 0 gains 4x on type 0
                [1.2, 1.0]])    # job 1 barely cares

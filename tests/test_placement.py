@@ -3,7 +3,6 @@ import pytest
 
 from quanta.core.decision import Decision
 from quanta.core.mechanism import Kind, apply
-from quanta.model import Cluster, NodeSpec
 from quanta.placement import Occupancy
 from quanta.policies.base import PolicyError
 

@@ -40,7 +40,6 @@ class Gandiva(Policy):
 
     def decide(self, snap: Snapshot) -> Decision:
         j = snap.jobs
-        n = len(j)
         now = snap.now
         st = snap.state if snap.state else {"trial": {}, "no_pack": set()}
         rows = j.rows

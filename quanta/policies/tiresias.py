@@ -155,7 +155,6 @@ class Tiresias(Policy):
     def _next_event(self, snap: Snapshot, dec: Decision, q: np.ndarray, th: np.ndarray,
                     att: np.ndarray, execd: np.ndarray, since: np.ndarray) -> float | None:
         """The next moment a running job crosses its threshold or a waiting job can be promoted."""
-        j = snap.jobs
         now = snap.now
         cand = [np.inf]
         run = (dec.gpus > 0) & (q < len(th))

@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
 
 from quanta.report.metrics import JOB_COLUMNS, SUMMARY_COLUMNS, job_metrics, job_rows, summary
 from quanta.sim.engine import SimResult

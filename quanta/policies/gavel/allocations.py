@@ -212,14 +212,14 @@ def min_max_ratio(T: np.ndarray, z: np.ndarray, N: np.ndarray, num: np.ndarray, 
 
     lo = float(np.max(base / den)) * (1 + 1e-9) + 1e-12   # below this some job can never make it
     hi = max(2.0 * lo, 1.0) if guess is None or guess <= lo else guess * 1.05
-    X_hi, v_hi = level(hi)
+    v_hi = level(hi)[1]
     if guess is not None and v_hi >= 1.0 and guess * 0.8 > lo:   # try a tighter lower end
         v_try = level(guess * 0.8)[1]
         if v_try < 1.0:
             lo = guess * 0.8
     while v_hi < 1.0:
         lo, hi = hi, hi * 4.0
-        X_hi, v_hi = level(hi)
+        v_hi = level(hi)[1]
     v_lo = level(lo)[1]
     f_lo, f_hi = v_lo - 1.0, v_hi - 1.0
     side = 0
@@ -228,10 +228,10 @@ def min_max_ratio(T: np.ndarray, z: np.ndarray, N: np.ndarray, num: np.ndarray, 
             break
         mid = hi - f_hi * (hi - lo) / (f_hi - f_lo) if f_hi != f_lo else 0.5 * (lo + hi)
         mid = min(max(mid, lo + 0.01 * (hi - lo)), hi - 0.01 * (hi - lo))
-        X_mid, v_mid = level(mid)
+        v_mid = level(mid)[1]
         f_mid = v_mid - 1.0
         if f_mid >= 0:
-            hi, f_hi, X_hi = mid, f_mid, X_mid
+            hi, f_hi = mid, f_mid
             if side == 1:
                 f_lo /= 2
             side = 1

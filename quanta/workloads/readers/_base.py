@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -87,6 +87,22 @@ def start(path: str | Path, fmt: str, required: Sequence[str]
     parser.line = line
     parser.header(fields, required, line)
     return p_path, parser, rows
+
+
+def parse_rows(path: str | Path, fmt: str, required: Sequence[str],
+               parse: Callable[[Parser, list[str], int], dict[str, Any]]
+               ) -> tuple[Path, list[dict[str, Any]]]:
+    """Read a CSV with a header: `parse(parser, row, index)` turns each data row into JobSpec
+    fields (the parser knows the line, for errors); the line is recorded as source_line."""
+    p_path, p, it = start(path, fmt, required)
+    rows: list[dict[str, Any]] = []
+    for line, row in it:
+        p.line = line
+        p.check_width(row)
+        rec = parse(p, row, len(rows))
+        rec["source_line"] = line
+        rows.append(rec)
+    return p_path, rows
 
 
 def count_note(label: str, values: Sequence[str]) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from quanta.model.job import Trace
-from quanta.workloads.readers._base import Sample, build_trace, count_note, start
+from quanta.workloads.readers._base import Parser, Sample, build_trace, count_note, parse_rows
 
 FORMAT = "pollux"
 DESCRIPTION = "Pollux/Sia workload (name,time,application,num_replicas,batch_size); no durations"
@@ -23,24 +23,22 @@ def sniff(s: Sample) -> bool:
     return set(REQUIRED) <= s.header
 
 
+def _row(p: Parser, row: list[str], i: int) -> dict[str, Any]:
+    app = p.get(row, "application")
+    if not app:
+        raise p.error("empty application", field="application")
+    bsz = p.opt(row, "batch_size")
+    return {
+        "job_id": p.get(row, "name") or f"{FORMAT}-{i:06d}",
+        "submit_time": p.number(p.get(row, "time"), "time"),
+        "num_gpus": p.whole(p.get(row, "num_replicas"), "num_replicas", minimum=1),
+        "job_type": app,
+        "batch_size": p.whole(bsz, "batch_size") if bsz else 0,
+    }
+
+
 def read(path: str | Path, *, max_jobs: int | None = None) -> Trace:
-    path, p, it = start(path, FORMAT, REQUIRED)
-    rows: list[dict[str, Any]] = []
-    for line, row in it:
-        p.line = line
-        p.check_width(row)
-        app = p.get(row, "application")
-        if not app:
-            raise p.error("empty application", field="application")
-        bsz = p.opt(row, "batch_size")
-        rows.append({
-            "job_id": p.get(row, "name") or f"{FORMAT}-{len(rows):06d}",
-            "submit_time": p.number(p.get(row, "time"), "time"),
-            "num_gpus": p.whole(p.get(row, "num_replicas"), "num_replicas", minimum=1),
-            "job_type": app,
-            "batch_size": p.whole(bsz, "batch_size") if bsz else 0,
-            "source_line": line,
-        })
+    path, rows = parse_rows(path, FORMAT, REQUIRED, _row)
     notes = ["Pollux/Sia workloads give no duration or steps: total_steps = duration_s = 0, "
              "the work of each job must come from the catalog (its application's profile)",
              count_note("application", [r["job_type"] for r in rows])]

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from quanta.model.job import Trace
-from quanta.workloads.readers._base import Sample, build_trace, start
+from quanta.workloads.readers._base import Parser, Sample, build_trace, parse_rows
 
 FORMAT = "rubick"
 DESCRIPTION = ("Rubick workload (name,submission_time,duration,application,num_gpus,num_cpus,"
@@ -24,24 +24,22 @@ def sniff(s: Sample) -> bool:
     return set(REQUIRED) <= s.header
 
 
+def _row(p: Parser, row: list[str], i: int) -> dict[str, Any]:
+    sla = p.opt(row, "is_sla")
+    return {
+        "job_id": p.get(row, "name") or f"{FORMAT}-{i:06d}",
+        "submit_time": p.number(p.get(row, "submission_time"), "submission_time"),
+        "num_gpus": p.whole(p.get(row, "num_gpus"), "num_gpus", minimum=1),
+        "duration_s": p.number(p.get(row, "duration"), "duration"),
+        "job_type": p.get(row, "application"),
+        "cpus": p.number(p.opt(row, "num_cpus") or "0", "num_cpus"),
+        "plan": p.opt(row, "exec_plan"),
+        "guaranteed": bool(sla) and p.whole(sla, "is_sla") == 1,
+        "reference_gpu": "a800",
+    }
+
+
 def read(path: str | Path, *, max_jobs: int | None = None) -> Trace:
-    path, p, it = start(path, FORMAT, REQUIRED)
-    rows: list[dict[str, Any]] = []
-    for line, row in it:
-        p.line = line
-        p.check_width(row)
-        sla = p.opt(row, "is_sla")
-        rows.append({
-            "job_id": p.get(row, "name") or f"{FORMAT}-{len(rows):06d}",
-            "submit_time": p.number(p.get(row, "submission_time"), "submission_time"),
-            "num_gpus": p.whole(p.get(row, "num_gpus"), "num_gpus", minimum=1),
-            "duration_s": p.number(p.get(row, "duration"), "duration"),
-            "job_type": p.get(row, "application"),
-            "cpus": p.number(p.opt(row, "num_cpus") or "0", "num_cpus"),
-            "plan": p.opt(row, "exec_plan"),
-            "guaranteed": bool(sla) and p.whole(sla, "is_sla") == 1,
-            "reference_gpu": "a800",
-            "source_line": line,
-        })
+    path, rows = parse_rows(path, FORMAT, REQUIRED, _row)
     notes = ["rubick: durations are run times at the requested GPUs and plan on A800"]
     return build_trace(path, FORMAT, rows, notes, max_jobs=max_jobs)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from quanta.model.job import Trace
-from quanta.workloads.readers._base import Sample, build_trace, start
+from quanta.workloads.readers._base import Parser, Sample, build_trace, parse_rows
 
 FORMAT = "tiresias"
 DESCRIPTION = "Tiresias trace (job_id,num_gpu,submit_time,iterations,model_name,duration,interval)"
@@ -23,19 +23,17 @@ def sniff(s: Sample) -> bool:
     return set(REQUIRED) <= s.header and bool({"iterations", "model_name", "interval"} & s.header)
 
 
+def _row(p: Parser, row: list[str], i: int) -> dict[str, Any]:
+    return {
+        "job_id": p.get(row, "job_id") or f"{FORMAT}-{i:06d}",
+        "submit_time": p.number(p.get(row, "submit_time"), "submit_time"),
+        "num_gpus": p.whole(p.get(row, "num_gpu"), "num_gpu", minimum=1),
+        "duration_s": p.number(p.get(row, "duration"), "duration"),
+        "job_type": p.opt(row, "model_name"),
+    }
+
+
 def read(path: str | Path, *, max_jobs: int | None = None) -> Trace:
-    path, p, it = start(path, FORMAT, REQUIRED)
-    rows: list[dict[str, Any]] = []
-    for line, row in it:
-        p.line = line
-        p.check_width(row)
-        rows.append({
-            "job_id": p.get(row, "job_id") or f"{FORMAT}-{len(rows):06d}",
-            "submit_time": p.number(p.get(row, "submit_time"), "submit_time"),
-            "num_gpus": p.whole(p.get(row, "num_gpu"), "num_gpu", minimum=1),
-            "duration_s": p.number(p.get(row, "duration"), "duration"),
-            "job_type": p.opt(row, "model_name"),
-            "source_line": line,
-        })
+    path, rows = parse_rows(path, FORMAT, REQUIRED, _row)
     notes = ["work comes from duration (Tiresias' simulated run time); iterations are not used"]
     return build_trace(path, FORMAT, rows, notes, max_jobs=max_jobs)
