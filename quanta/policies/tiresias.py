@@ -40,11 +40,13 @@ def yarn_gpu_times() -> np.ndarray:
     return np.sort(np.loadtxt(TRACES_DIR / "tiresias_yarn_gput1000.csv", skiprows=1))
 
 
-def gittins_index(samples: np.ndarray, attained: np.ndarray, delta: np.ndarray) -> np.ndarray:
-    """Vectorised Gittins index of jobs with `attained` service, quantum `delta`, over sorted samples."""
+def gittins_index(samples: np.ndarray, attained: np.ndarray, delta: np.ndarray,
+                  cumsum: np.ndarray | None = None) -> np.ndarray:
+    """Vectorised Gittins index of jobs with `attained` service, quantum `delta`, over sorted
+    samples (`cumsum`: their prefix sums with a leading 0, if already known)."""
     s = samples
     n = len(s)
-    cs = np.concatenate(([0.0], np.cumsum(s)))
+    cs = np.concatenate(([0.0], np.cumsum(s))) if cumsum is None else cumsum
     lo = np.searchsorted(s, attained, side="right")          # samples <= a
     hi = np.searchsorted(s, attained + delta, side="right")  # samples <= a + delta
     alive = n - lo
@@ -108,7 +110,8 @@ class Tiresias(Policy):
         keys: tuple[np.ndarray, ...] = (rows, j.submit)
         if self.gittins:
             hi = np.where(q < len(th), th[np.minimum(q, len(th) - 1)] - att, self.gittins_delta)
-            g = gittins_index(self._distribution(st), att, np.maximum(hi, EPS))
+            dist, cums = self._distribution(st)
+            g = gittins_index(dist, att, np.maximum(hi, EPS), cums)
             keys = keys + (-g,)
         order = np.lexsort(keys + (q,))
         dec = greedy_fill(snap, order, self.backfill, migrate=True)
@@ -129,14 +132,19 @@ class Tiresias(Policy):
         if gone.any():
             total = prev_att[gone] + prev_gpus[gone] * (snap.now - t_prev)
             st["history"].extend(total.tolist())
-            st.pop("dist", None)
 
-    def _distribution(self, st: dict) -> np.ndarray:
-        if len(st["history"]) < self.min_history:
-            return yarn_gpu_times()
-        if "dist" not in st:
-            st["dist"] = np.sort(np.asarray(st["history"], dtype=float))
-        return st["dist"]
+    def _distribution(self, st: dict) -> tuple[np.ndarray, np.ndarray]:
+        """The sorted GPU-time samples and their prefix sums: the bundled YARN sample until
+        `min_history` jobs have finished, then the run's own history, re-sorted whenever it has
+        grown by 1% (the distribution moves slowly; re-sorting 80k samples per event does not)."""
+        hist = st["history"]
+        if len(hist) < self.min_history:
+            s = yarn_gpu_times()
+            return s, np.concatenate(([0.0], np.cumsum(s)))
+        if "dist" not in st or len(hist) >= 1.01 * len(st["dist"]):
+            s = np.sort(np.asarray(hist, dtype=float))
+            st["dist"], st["cums"] = s, np.concatenate(([0.0], np.cumsum(s)))
+        return st["dist"], st["cums"]
 
     def _skewed(self, snap: Snapshot, dec: Decision) -> set[int]:
         """Multi-GPU jobs starting now whose model loses too much when spread."""
