@@ -64,7 +64,8 @@ class GradientNoise:
     @classmethod
     def from_validation(cls, progress, grad_sqr, grad_var) -> "GradientNoise":
         progress = np.asarray(progress, dtype=float)
-        return cls(progress / progress[-1], np.asarray(grad_sqr, float), np.asarray(grad_var, float))
+        return cls(progress / progress[-1], np.asarray(grad_sqr, float),
+                   np.asarray(grad_var, float))
 
     def at(self, progress):
         """(sqr, var) at `progress` (fraction of training done, scalar or array)."""
@@ -128,7 +129,8 @@ class GoodputModel:
                     f"1-GPU seed profiles: {sorted(self.seed)})")
             # Smallest extrapolation: the profiled type whose 1-GPU throughput is closest.
             target = self.atomic_throughput(t)
-            src = min(sorted(sources), key=lambda s: abs(np.log(self.atomic_throughput(s) / target)))
+            src = min(sorted(sources),
+                      key=lambda s: abs(np.log(self.atomic_throughput(s) / target)))
             hit = self._boot[t] = self.bootstrap(src, t)
         return hit
 
@@ -198,7 +200,8 @@ class GoodputModel:
         p = self.profile(gpu_type)
         m, s, batch = self.candidates(gpu_type, num_replicas)
         sqr, var = noise if noise is not None else self.noise.at(progress)
-        good = p.throughput(num_nodes, num_replicas, m, s) * efficiency(sqr, var, p.init_batch, batch)
+        good = (p.throughput(num_nodes, num_replicas, m, s)
+                * efficiency(sqr, var, p.init_batch, batch))
         i = int(np.argmax(good))
         return BestConfig(int(m[i]), int(s[i]), float(good[i]))
 
@@ -264,7 +267,8 @@ class GoodputPerf:
     M0 this is the plain steps/s; a larger allocation counts its bigger batches only as far as
     they help statistically. Early in training the gradient noise is small, so at progress 0 big
     allocations gain little (Pollux's own view); `progress` (fraction of training done) picks
-    another point of the noise curve for every answer. Jobs of other types go to `fallback` (default: TableModel()).
+    another point of the noise curve for every answer.
+    Jobs of other types go to `fallback` (default: TableModel()).
     `shared_rate` is 0.0 whenever a Pollux/Sia job is involved: Pollux and Sia never share a GPU
     between jobs, so such a job makes no progress on a shared GPU (other pairs: fallback).
     `num_nodes > 1` (or consolidated=False) selects the inter-node synchronisation model;
@@ -340,7 +344,8 @@ class GoodputPerf:
         return out
 
     def shared_rate(self, job: JobSpec, other: JobSpec, gpu_type: str, num_gpus: int,
-                    num_nodes: int = 1, consolidated: bool | None = None, mode: str = "pack") -> float:
+                    num_nodes: int = 1, consolidated: bool | None = None,
+                    mode: str = "pack") -> float:
         if self._app(job) is not None or self._app(other) is not None:
             return 0.0
         return self.fallback.shared_rate(job, other, gpu_type, num_gpus, num_nodes,
