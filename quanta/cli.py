@@ -110,6 +110,15 @@ def traces() -> None:
         console.print(f"  {name:14s} {info.description}", highlight=False)
 
 
+@app.command()
+def catalog() -> None:
+    """List the job types the performance models know, with their source."""
+    from quanta.workloads.catalog import catalog_rows
+    for r in catalog_rows():
+        console.print(f"{r.name:34s} {r.model:22s} {r.gpu_types:38s} {r.source}", highlight=False,
+                      soft_wrap=True)
+
+
 def main() -> None:
     try:
         app(standalone_mode=False)

@@ -85,7 +85,8 @@ def test_cluster_yaml_errors_name_the_field(tmp_path):
 
 
 def test_listings():
-    for cmd, needle in (("policies", "las"), ("clusters", "gavel-108"), ("traces", "philly")):
+    for cmd, needle in (("policies", "las"), ("clusters", "gavel-108"), ("traces", "philly"),
+                        ("catalog", "imagenet")):
         r = quanta(cmd)
         assert r.returncode == 0 and needle in r.stdout
     r = quanta("clusters")

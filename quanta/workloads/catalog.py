@@ -1,8 +1,11 @@
 """The job-type catalog: which models a trace job can be, and where their profiles come from.
 
-This first catalog holds Gavel's 26 measured single-GPU job types (ResNet-18/50, Transformer, LM,
-Recommendation, A3C, CycleGAN at several batch sizes), measured on V100/P100/K80 alone, in
-co-located pairs and at scale factors 2/4/8. Traces without a model draw from it (seeded).
+- Gavel's 26 single-GPU job types (ResNet-18/50, Transformer, LM, Recommendation, A3C, CycleGAN
+  at several batch sizes), measured on V100/P100/K80 alone, in co-located pairs and at scale
+  factors 2/4/8. Traces without a model draw from these (seeded).
+- The Pollux/Sia applications (bert, cifar10, deepspeech2, imagenet, ncf, yolov3): placement
+  and scalability profiles on T4, V100, A100, RTX 2080Ti, Quadro RTX 6000, gradient noise.
+`quanta catalog` lists every entry with its source.
 """
 
 from __future__ import annotations
@@ -41,3 +44,24 @@ def catalog() -> dict[str, CatalogEntry]:
 def drawable_types() -> list[str]:
     """Job types a model-less trace job may be given (sorted: draws are seed-stable)."""
     return sorted(catalog())
+
+
+@dataclass(frozen=True)
+class CatalogRow:
+    name: str
+    model: str          # which performance model answers for it
+    gpu_types: str      # measured or profiled GPU types
+    source: str
+
+
+def catalog_rows() -> list[CatalogRow]:
+    """Every job type any performance model knows, for `quanta catalog`."""
+    from quanta.perf.gavel_table import GAVEL_TYPES
+    from quanta.perf.goodput_data import APPS, CLUSTER_OF_TYPE
+    rows = [CatalogRow(e.name, "table (Gavel)", "/".join(GAVEL_TYPES) + f", sf {e.scale_factors}",
+                       "stanford-futuredata/gavel simulation_throughputs.json (MIT)")
+            for e in catalog().values()]
+    rows += [CatalogRow(app, "goodput (Pollux/Sia)", "/".join(CLUSTER_OF_TYPE),
+                        "siasosp23/artifacts sia-simulator traces (AdaptDL, Apache-2.0)")
+             for app in APPS]
+    return rows
