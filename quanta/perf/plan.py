@@ -39,9 +39,9 @@ Memory (per GPU, bytes; mixed-precision Adam = 2 fp16 weights + 2 fp16 grads + 1
 from __future__ import annotations
 
 import csv
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Sequence
 
 import numpy as np
 
@@ -191,7 +191,7 @@ def parse_placement(text: str) -> tuple[int, ...]:
 
 
 def _net_bw(nodes: Sequence[int], network: float) -> float:
-    rails = 1
+    rails = min(4, max(1, min(nodes) // 2))
     return network * rails
 
 
@@ -433,7 +433,7 @@ class PlanPerf:
         packed = consolidated(n)
         nodes = packed if (cons or k <= len(packed)) else spread(n, k)
         per_gpu = job.cpus / job.num_gpus if job.cpus and job.num_gpus else DEFAULT_THREADS_PER_GPU
-        res = Resources(n, nodes, cpu_threads=int(round(per_gpu * n)) or n)
+        res = Resources(n, nodes, cpu_threads=round(per_gpu * n) or n)
         plan = None
         if job.plan:
             try:
@@ -444,7 +444,7 @@ class PlanPerf:
                     (not cand.is_3d or model.params_3d is not None):
                 plan = cand
         if plan is None:
-            plan, thr = best_plan(model, res)
+            plan, _ = best_plan(model, res)
             if plan is None:
                 return 0.0
         t = float(model.iteration_ms([plan], res)[0])

@@ -18,21 +18,31 @@ is kept. Deterministic.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Sequence
+from functools import cache
 
 import numpy as np
 from scipy.optimize import minimize
 
-from quanta.perf.plan import (DP_KINDS, MIB, RUBICK_DIR, ExecutionPlan, ModelSpec, PlanModel,
-                              features, parse_placement, parse_plan, read_csv)
+from quanta.perf.plan import (
+    DP_KINDS,
+    MIB,
+    RUBICK_DIR,
+    ExecutionPlan,
+    ModelSpec,
+    PlanModel,
+    features,
+    parse_placement,
+    parse_plan,
+    read_csv,
+)
 
 FAMILIES = ("vit", "roberta", "bert", "t5", "gpt2", "llama7", "llama30")
 PROFILE_DIR = {"vit": "vit", "roberta": "roberta", "bert": "bert", "t5": "t5", "gpt2": "gpt2",
                "llama7": "llama7b"}   # llama30b's profile folder is a copy of llama7b's: not used
 VALIDATION_NAME = {"llama7b": "llama7", "llama30b": "llama30"}
-LLAMA30 = dict(params=33.17e9, hidden=5120, layers=40, seq=2048, batch=4)
+LLAMA30 = {"params": 33.17e9, "hidden": 5120, "layers": 40, "seq": 2048, "batch": 4}
 BOUNDS = [(1.0, 10.0), (1.0, 50.0), (1e-8, 10.0), (1e-8, 1e4), (1e-8, 1e4), (0.0, 1e4), (0.0, 1e4)]
 STARTS = ([1.5, 1.0, 0.001, 1.0, 1.0, 1.0, 1.0],    # Rubick's initial point (k_sync clipped to >= 1)
           [2.0, 2.0, 0.01, 5.0, 10.0, 10.0, 10.0],
@@ -74,15 +84,15 @@ def _power_law(ds: np.ndarray, fs: np.ndarray) -> tuple[float, float]:
     return float(np.exp(c)), float(a)
 
 
-@lru_cache(maxsize=None)
+@cache
 def model_specs() -> dict[str, ModelSpec]:
     rows = {r["trace_name"]: r for r in read_csv(RUBICK_DIR / "model_specs_simulator.csv")}
     out: dict[str, ModelSpec] = {}
     for fam in FAMILIES:
         r = rows[fam]
-        kw = dict(params=float(r["parameter_count"]), hidden=int(r["hidden_size"]),
-                  layers=int(r["num_hidden_layers"]), seq=int(r["sequence_length"]),
-                  batch=int(r["batch_size_per_job"]))
+        kw = {"params": float(r["parameter_count"]), "hidden": int(r["hidden_size"]),
+              "layers": int(r["num_hidden_layers"]), "seq": int(r["sequence_length"]),
+              "batch": int(r["batch_size_per_job"])}
         fwd1, a = float(r["fwd_time_ms_default"]), 1.0
         prof = _profile_rows(fam)
         if prof:
@@ -127,7 +137,7 @@ def placement_samples(fam: str) -> list[Sample]:
         nodes = parse_placement(r["placement"])
         it = float(r["iter_time"]) * 1000.0
         parts = [float(r.get(k) or "nan") for k in ("forward", "overlap_sync", "optimize")]
-        total = sum(p for p in parts if p == p)
+        total = sum(p for p in parts if not np.isnan(p))
         unit = 1000.0 if total < 5.0 * float(r["iter_time"]) else 1.0   # s or ms breakdown
         fwd, sync, opt = (p * unit for p in parts)
         plan = parse_plan(r["exec_plan"], sum(nodes))
@@ -199,7 +209,7 @@ def fit_plan_model(samples: Sequence[Sample], specs: dict[str, ModelSpec] | None
     return np.asarray(best.x, dtype=float)
 
 
-@lru_cache(maxsize=None)
+@cache
 def fitted_models() -> dict[str, PlanModel]:
     """Every family fitted on its profile runs (DP family) and its 3D sample quarter."""
     specs = model_specs()
@@ -231,5 +241,15 @@ def predict_ms(samples: Sequence[Sample], models: dict[str, PlanModel] | None = 
     return out
 
 
-__all__ = ["Sample", "model_specs", "profile_samples", "placement_samples", "validation_samples",
-           "sample_3d", "fit_plan_model", "fitted_models", "predict_ms", "MIB"]
+__all__ = [
+    "MIB",
+    "Sample",
+    "fit_plan_model",
+    "fitted_models",
+    "model_specs",
+    "placement_samples",
+    "predict_ms",
+    "profile_samples",
+    "sample_3d",
+    "validation_samples",
+]

@@ -76,10 +76,6 @@ class TableModel:
             self._pack_cache[key] = hit
         return hit
 
-    def reference_rate(self, job: JobSpec) -> float:
-        """Steps/s on the job's reference allocation (requested GPUs of its reference type)."""
-        return self.rate(job, job.reference_gpu, job.num_gpus, 1)
-
     def knows(self, job_type: str) -> bool:
         return job_type in self._known_types
 

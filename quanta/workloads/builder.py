@@ -15,7 +15,7 @@ import numpy as np
 
 from quanta.errors import QuantaError
 from quanta.model.job import JobSpec, Trace
-from quanta.perf.table import TableModel
+from quanta.perf.base import PerfModel
 from quanta.workloads.catalog import drawable_types
 from quanta.workloads.synthetic import gavel_duration
 
@@ -26,7 +26,7 @@ class Workload:
     notes: list[str] = field(default_factory=list)
 
 
-def build_workload(trace: Trace, perf: TableModel, *, seed: int = 0, max_jobs: int | None = None,
+def build_workload(trace: Trace, perf: PerfModel, *, seed: int = 0, max_jobs: int | None = None,
                    load_scale: float = 1.0) -> Workload:
     if load_scale <= 0:
         raise QuantaError(f"--load-scale must be positive, got {load_scale}", field="--load-scale")
@@ -50,7 +50,7 @@ def build_workload(trace: Trace, perf: TableModel, *, seed: int = 0, max_jobs: i
                 changes["duration_s"] = dur
                 durations_drawn += 1
             spec = j.with_(**changes)
-            rate = perf.reference_rate(spec)
+            rate = perf.rate(spec, spec.reference_gpu, spec.num_gpus, 1, True)
             if rate <= 0:
                 raise QuantaError(f"job type '{spec.job_type}' cannot run on its reference "
                                   f"{spec.reference_gpu} at {spec.num_gpus} GPUs",
