@@ -10,7 +10,7 @@ from quanta.errors import QuantaError
 from quanta.model.cluster import Cluster
 from quanta.model.job import JobSpec, Trace
 from quanta.model.presets import resolve_cluster
-from quanta.perf.table import TableModel
+from quanta.perf.catalog_model import CatalogModel
 from quanta.policies import make_policy
 from quanta.sim.engine import RestartCost, SimResult, Simulator
 from quanta.sim.faults import FailureModel
@@ -82,7 +82,7 @@ def run_simulations(req: SimulationRequest, console=None) -> tuple[list[dict], l
     trace = load_any_trace(req.trace, req.format, req.seed)
     if not trace.jobs:
         raise QuantaError("the trace has no jobs", source=trace.source or req.trace)
-    perf = TableModel()
+    perf = CatalogModel()
     wl = build_workload(trace, perf, seed=req.seed, max_jobs=req.max_jobs, load_scale=req.load_scale)
     failures = None
     if req.node_mtbf_h > 0:

@@ -187,8 +187,12 @@ def test_goodput_perf_known_apps(catalog):
     mat = perf.rate_matrix([job], ["t4", "a100"])
     assert mat[0, 0] == perf.rate(job, "t4", 4, 1) and mat[0, 1] == perf.rate(job, "a100", 4, 1)
     assert all(perf.rate(JobSpec("x", 0.0, 1, app), "t4", 1) > 0 for app in catalog.apps)
-    with pytest.raises(QuantaError):
-        perf.rate(job, "k80", 1)
+    # K80: neither profiled nor bootstrappable -> the V100 answer x the generic speed ratio
+    from quanta.model.gpu import gpu_type
+    k80 = perf.rate(job, "k80", 1)
+    assert k80 == pytest.approx(perf.rate(job, "v100", 1) * gpu_type("k80").speed / gpu_type("v100").speed)
+    assert perf.provenance(job, "k80") is Provenance.ESTIMATED
+    assert perf.provenance(job, "t4") is not Provenance.ESTIMATED
 
 
 def test_goodput_perf_delegates_unknown_types(catalog):

@@ -28,6 +28,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 from quanta.errors import QuantaError
+from quanta.model.gpu import gpu_type as gpu_spec
 from quanta.model.job import JobSpec
 from quanta.perf.base import Provenance
 from quanta.perf.goodput_data import (APPS, GPUS_PER_NODE, MAX_LOCAL_OVERRIDE, SIA_POLLUX_DIR,
@@ -259,6 +260,9 @@ def bootstrap(app: str, from_type: str, to_type: str) -> AppProfile:
     return load_goodput_catalog().bootstrap(app, from_type, to_type)
 
 
+ESTIMATE_FROM = "v100"   # the profiled type unprofiled GPU types are estimated from
+
+
 class GoodputPerf:
     """PerfModel over the goodput catalog, for jobs whose `job_type` is a Pollux/Sia application.
 
@@ -274,8 +278,9 @@ class GoodputPerf:
     `num_nodes > 1` (or consolidated=False) selects the inter-node synchronisation model;
     `rate_matrix` places each job's GPUs on the fewest nodes of the profiled cluster of that type
     (T4 and RTX 6000: 4 per node; V100, A100, RTX 2080Ti: 8).
-    A known application on a GPU type that is neither profiled nor bootstrappable raises
-    QuantaError. Answers are cached: a repeated query is a dict lookup.
+    A known application on a GPU type that is neither profiled nor bootstrappable (no 1-GPU seed
+    profile, e.g. K80) is estimated from its V100 answer by the generic GPU speed ratio and
+    reported as ESTIMATED. Answers are cached: a repeated query is a dict lookup.
     """
 
     def __init__(self, catalog: GoodputCatalog | None = None, fallback=None,
@@ -315,13 +320,27 @@ class GoodputPerf:
             return 0.0
         model = self.catalog[app]
         nodes = 2 if (multi and num_gpus > 1) else 1
+        if not self._profiled(app, gpu_type):
+            # neither profiled nor bootstrappable (e.g. K80): the V100 answer scaled by the
+            # generic GPU speed ratio, reported as ESTIMATED (never a silent 0)
+            ratio = gpu_spec(gpu_type).speed / gpu_spec(ESTIMATE_FROM).speed
+            return ratio * self._rate(app, ESTIMATE_FROM, num_gpus, multi)
         best = model.best_config(gpu_type, nodes, num_gpus, progress=self.progress)
         return best.goodput / model.init_batch
+
+    def _profiled(self, app: str, gpu_type: str) -> bool:
+        try:
+            self.catalog[app].profile(gpu_type)
+            return True
+        except QuantaError:
+            return False
 
     def provenance(self, job: JobSpec, gpu_type: str) -> Provenance:
         app = self._app(job)
         if app is None:
             return self.fallback.provenance(job, gpu_type)
+        if not self._profiled(app, gpu_type):
+            return Provenance.ESTIMATED
         return self.catalog[app].provenance(gpu_type)
 
     def profile(self, job: JobSpec, gpu_type: str) -> AppProfile:

@@ -1,0 +1,38 @@
+"""The simulator's performance model sends each job to the model that knows its type."""
+
+import pytest
+
+from quanta.model import JobSpec
+from quanta.perf.base import Provenance
+from quanta.perf.catalog_model import CatalogModel
+
+
+def test_dispatch_by_job_type_and_plan():
+    m = CatalogModel()
+    assert m.model_for(JobSpec("a", 0, 1, "cifar10")) is m.goodput
+    assert m.model_for(JobSpec("b", 0, 1, "bert")) is m.goodput              # Pollux's BERT
+    assert m._plan is None                                                    # not built yet
+    assert m.model_for(JobSpec("c", 0, 8, "bert", plan="zero-dp")) is m.plan  # Rubick's BERT
+    assert m.model_for(JobSpec("d", 0, 8, "gpt2")) is m.plan                  # only Rubick has it
+    assert m.model_for(JobSpec("e", 0, 1, "ResNet-18 (batch size 32)")) is m.table
+    assert m.model_for(JobSpec("f", 0, 1, "vgg19")) is m.table                # unknown: estimated
+    assert m.provenance(JobSpec("f", 0, 1, "vgg19"), "v100") is Provenance.ESTIMATED
+
+
+def test_rates_come_from_the_chosen_model_and_never_zero_on_known_types():
+    m = CatalogModel()
+    jobs = [JobSpec("a", 0, 2, "cifar10"), JobSpec("e", 0, 1, "ResNet-18 (batch size 32)"),
+            JobSpec("r", 0, 8, "gpt2", plan="zero-dp", reference_gpu="a800")]
+    mat = m.rate_matrix(jobs, ["v100", "a800"])
+    assert mat[0, 0] == pytest.approx(m.goodput.rate(jobs[0], "v100", 2))
+    assert mat[1, 0] == pytest.approx(m.table.rate(jobs[1], "v100", 1))
+    assert mat[2, 1] == pytest.approx(m.plan.rate(jobs[2], "a800", 8))
+    assert (mat > 0).all()
+
+
+def test_only_table_jobs_share_gpus():
+    m = CatalogModel()
+    a, b = JobSpec("a", 0, 1, "cifar10"), JobSpec("b", 0, 1, "ResNet-18 (batch size 32)")
+    assert m.shared_rate(a, b, "v100", 1) == 0.0 and m.shared_rate(b, a, "v100", 1) == 0.0
+    c = JobSpec("c", 0, 1, "ResNet-18 (batch size 16)")
+    assert m.shared_rate(b, c, "v100", 1) == pytest.approx(m.table.shared_rate(b, c, "v100", 1))
