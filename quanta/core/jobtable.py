@@ -70,6 +70,7 @@ class JobTable:
         self.share_mode = np.zeros(n, dtype=np.int8)     # SHARE_MODES value
         self.is_guest = np.zeros(n, dtype=bool)          # runs on GPUs another job owns
         self.consolidated = np.ones(n, dtype=bool)       # its placement spans the fewest nodes
+        self.sharing_seen = False                        # any job ever shared (skip resets if not)
 
     def __len__(self) -> int:
         return len(self.specs)
@@ -152,9 +153,15 @@ class JobTable:
         self.rate[rows] = np.where(on, rate, 0.0)
         self.gpus[rows] = count
         self.gtype[rows] = np.where(on, gtype, -1)
-        self.partner[rows] = -1 if partner is None else np.where(on, partner, -1)
-        self.share_mode[rows] = 0 if mode is None else np.where(on, mode, 0)
-        self.is_guest[rows] = False if guest is None else guest & on
+        if partner is not None:
+            self.sharing_seen = True
+            self.partner[rows] = np.where(on, partner, -1)
+            self.share_mode[rows] = 0 if mode is None else np.where(on, mode, 0)
+            self.is_guest[rows] = False if guest is None else guest & on
+        elif self.sharing_seen:
+            self.partner[rows] = -1
+            self.share_mode[rows] = 0
+            self.is_guest[rows] = False
         self.consolidated[rows] = True if consolidated is None else consolidated
         placement = self.placement
         for r, g, o in zip(rows.tolist(), gpus, on.tolist()):

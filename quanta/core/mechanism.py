@@ -75,7 +75,7 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
         return []
     running = jobs.running[rows].tolist()
     drows = rows_d[rows].tolist()
-    guests_now = jobs.is_guest[rows].tolist()
+    guests_now = jobs.is_guest[rows].tolist() if occ.guests else [False] * len(drows)
     for d, run, gst in zip(drows, running, guests_now):       # guests first, then owners
         if run and gst:
             occ.release(d)
@@ -95,7 +95,8 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
     if dec.exact:
         place_list = [r for r in place_list if r in dec.exact] + \
                      [r for r in place_list if r not in dec.exact]
-    place_list += rows[want_guest[rows]].tolist()
+    if dec.share:
+        place_list += rows[want_guest[rows]].tolist()
     out: list[Transition] = []
     placed: set[int] = set()
     node_max = snap.cluster.type_node_max.tolist()

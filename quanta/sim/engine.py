@@ -121,9 +121,12 @@ class Simulator:
         delay = np.where(moved, self.restart_s[rows], 0.0)
         # a job restoring keeps its remaining restore time when only its partner changes
         delay = np.where(kind == KIND_CODES["reshare"], np.maximum(t.t0[rows] - now, 0.0), delay)
-        mode = np.array([SHARE_MODES[m] for m in mode_l], dtype=np.int8)
-        t.apply_transitions(now, rows, kind, gtype, list(gpus_l), rate, delay, partner, mode,
-                            np.array(guest_l, dtype=bool), cons)
+        if partner.max() >= 0:
+            mode = np.array([SHARE_MODES[m] for m in mode_l], dtype=np.int8)
+            t.apply_transitions(now, rows, kind, gtype, list(gpus_l), rate, delay, partner, mode,
+                                np.array(guest_l, dtype=bool), cons)
+        else:                              # nobody shares: the defaults say so
+            t.apply_transitions(now, rows, kind, gtype, list(gpus_l), rate, delay, consolidated=cons)
         if self.event_log is not None:
             self.event_log.extend((now, r, k.value, ty, int(c), nd, m) for r, k, ty, c, nd, m in
                                   zip(rows_l, kinds_l, types_l, count.tolist(), nodes_l, mode_l))
