@@ -50,27 +50,33 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
     on = tgt_g > 0
     tgt_t = np.where(on, dec.gpu_type, -1)
     rows_d = jobs.rows
-    want_partner, want_guest, mode_of = _sharing(dec, tgt_g, tgt_t, on, rows_d, n)
-    cur_partner, cur_guest = (jobs.partner, jobs.is_guest) if dec.share or occ.guests else \
-        (want_partner, want_guest)
-    changed = (tgt_g != jobs.gpus) | (on & (tgt_t != jobs.gtype)) | (want_guest != cur_guest) | \
-        (want_guest & (want_partner != cur_partner))
-    for g, (h, _m) in dec.share.items():
-        if changed[h]:
-            changed[g] = True          # a guest follows its host
-    _validate(snap, tgt_g, tgt_t, on & ~want_guest, changed)
+    sharing = bool(dec.share or occ.guests)
+    changed = (tgt_g != jobs.gpus) | (on & (tgt_t != jobs.gtype))
+    if sharing:
+        want_partner, want_guest, mode_of = _sharing(dec, tgt_g, tgt_t, on, rows_d, n)
+        cur_partner, cur_guest = jobs.partner, jobs.is_guest
+        changed |= (want_guest != cur_guest) | (want_guest & (want_partner != cur_partner))
+        for g, (h, _m) in dec.share.items():
+            if changed[h]:
+                changed[g] = True          # a guest follows its host
+        _validate(snap, tgt_g, tgt_t, on & ~want_guest, changed)
+    else:
+        want_partner = want_guest = None
+        mode_of = {}
+        _validate(snap, tgt_g, tgt_t, on, changed)
     for r in dec.exact:
         held = occ.held.get(int(rows_d[r]))
         if held is None or not np.array_equal(np.sort(held), np.sort(dec.exact[r])):
             changed[r] = True
     rows = np.flatnonzero(changed)
-    new_terms = want_partner != cur_partner
-    if dec.share or occ.guests:
+    if sharing:
         want_mode = np.zeros(n, dtype=np.int8)
         for r, m in mode_of.items():
             want_mode[r] = SHARE_MODES[m]
-        new_terms |= want_mode != jobs.share_mode
-    reshare = np.flatnonzero(~changed & on & new_terms)
+        new_terms = (want_partner != cur_partner) | (want_mode != jobs.share_mode)
+        reshare = np.flatnonzero(~changed & on & new_terms)
+    else:
+        reshare = rows[:0]
     if rows.size == 0 and reshare.size == 0:
         return []
     running = jobs.running[rows].tolist()
@@ -84,7 +90,7 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
             occ.release(d)
     # placement order: exact requests first, then biggest gang first, ties by the policy's order;
     # guests last, on their hosts' GPUs
-    to_place = rows[on[rows] & ~want_guest[rows]]
+    to_place = rows[on[rows] & ~want_guest[rows]] if sharing else rows[on[rows]]
     if dec.order is not None and len(to_place) > 1:
         rank = np.empty(n, dtype=np.int64)
         rank[dec.order] = np.arange(len(dec.order))
@@ -105,7 +111,7 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
                jobs.gpus[idx].tolist())
     exact = dec.exact
     for r, drow, t, g, was in cols:
-        guest = bool(want_guest[r])
+        guest = sharing and bool(want_guest[r])
         if guest:
             host = int(want_partner[r])
             gpus = occ.held.get(host)
@@ -130,9 +136,9 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
         kind = Kind.START if was == 0 else Kind.RESIZE if g != was else Kind.MIGRATE
         consolidated = nodes <= -(-g // node_max[t])
         out.append(Transition(drow, kind, t, gpus, nodes, consolidated, dec.plans.get(r),
-                              int(want_partner[r]), mode_of.get(r, ""), guest))
+                              int(want_partner[r]) if sharing else -1, mode_of.get(r, ""), guest))
     for r in sorted(dec.defrag):
-        if not changed[r] and jobs.running[r] and not jobs.partner[r] >= 0:
+        if not changed[r] and jobs.running[r] and jobs.partner[r] < 0:
             moved = _defragment(snap, occ, r, node_max)
             if moved is not None:
                 out.append(moved)

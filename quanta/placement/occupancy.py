@@ -78,6 +78,14 @@ class Occupancy:
 
     def assign(self, row: int, gpus: np.ndarray) -> None:
         """Give `gpus` (all of one type) to job `row`."""
+        if len(gpus) == 1:                       # scalar fast path: most jobs hold one GPU
+            g = int(gpus[0])
+            if self.owner.item(g) != FREE:
+                raise RuntimeError(f"GPU {g} is not free")
+            self.owner[g] = row
+            self._count_one(g, -1)
+            self.held[row] = gpus
+            return
         held = self.owner[gpus]
         if held.min() != FREE or held.max() != FREE:
             raise RuntimeError(f"GPUs {gpus[held != FREE]} are not free")
@@ -111,6 +119,11 @@ class Occupancy:
             self.guests.discard(g)
             self.shared[t] -= len(gpus)
             return gpus
+        if len(gpus) == 1:
+            g = int(gpus[0])
+            self.owner[g] = FREE
+            self._count_one(g, +1)
+            return gpus
         self.owner[gpus] = FREE
         self._count(gpus, +1)
         return gpus
@@ -119,6 +132,13 @@ class Occupancy:
         """The guest on the GPUs `row` owns (-1 none)."""
         gpus = self.held.get(row)
         return -1 if gpus is None or row in self.guests else self.guest.item(gpus[0])
+
+    def _count_one(self, g: int, sign: int) -> None:
+        c = self.cluster
+        self.busy[c.gpu_type_idx.item(g)] -= sign
+        node = c.gpu_node.item(g)
+        if self.node_up.item(node):
+            self.node_free[node] += sign
 
     def _count(self, gpus: np.ndarray, sign: int) -> None:
         c = self.cluster

@@ -25,6 +25,7 @@ from quanta.policies.base import Policy, PolicyError
 from quanta.sim.faults import FailureModel, NodeOutage
 
 COMPLETE, FAIL, RECOVER, TICK, WAKE = 0, 1, 2, 4, 5
+KIND_OF = {k: KIND_CODES[k.value] for k in Kind}
 DEFAULT_RESTART_S = 30.0   # Pollux's simulator charges 30 s per restart
 
 
@@ -100,13 +101,16 @@ class Simulator:
         (rows_l, kinds_l, types_l, gpus_l, nodes_l, cons_l, _plans, partner_l, mode_l,
          guest_l) = zip(*trs)
         rows = np.array(rows_l, dtype=np.int64)
-        kind = np.array([KIND_CODES[k.value] for k in kinds_l], dtype=np.int64)
+        kind = np.array([KIND_OF[k] for k in kinds_l], dtype=np.int64)
         gtype = np.array(types_l, dtype=np.int64)
         count = np.fromiter((len(g) for g in gpus_l), dtype=np.int64, count=len(trs))
         cons = np.array(cons_l, dtype=bool)
-        partner = np.array(partner_l, dtype=np.int64)
+        shared = max(partner_l) >= 0
         on = count > 0
-        req_ok = (count == t.req[rows]) & cons & on & (partner < 0)
+        req_ok = (count == t.req[rows]) & cons & on
+        if shared:
+            partner = np.array(partner_l, dtype=np.int64)
+            req_ok &= partner < 0
         rate = np.where(req_ok, t.rates[rows, np.maximum(gtype, 0)], 0.0)
         for i in np.flatnonzero(on & ~req_ok).tolist():   # other sizes, spread or shared: ask
             rate[i] = self._rate(rows_l[i], types_l[i], count.item(i), nodes_l[i], cons_l[i],
@@ -117,11 +121,11 @@ class Simulator:
             raise PolicyError(f"{self.policy.label()} put job {t.specs[rows_l[i]].job_id} on "
                               f"{count[i]} {self.cluster.types[types_l[i]]} GPUs, where it cannot run")
         resumed = (kind != KIND_CODES["start"]) | ~np.isnan(t.first_start[rows])
-        moved = on & resumed & (kind != KIND_CODES["reshare"])
-        delay = np.where(moved, self.restart_s[rows], 0.0)
-        # a job restoring keeps its remaining restore time when only its partner changes
-        delay = np.where(kind == KIND_CODES["reshare"], np.maximum(t.t0[rows] - now, 0.0), delay)
-        if partner.max() >= 0:
+        delay = np.where(on & resumed, self.restart_s[rows], 0.0)
+        reshare = kind == KIND_CODES["reshare"]
+        if reshare.any():   # a job restoring keeps its remaining restore time; others: none
+            delay = np.where(reshare, np.maximum(t.t0[rows] - now, 0.0), delay)
+        if shared:
             mode = np.array([SHARE_MODES[m] for m in mode_l], dtype=np.int8)
             t.apply_transitions(now, rows, kind, gtype, list(gpus_l), rate, delay, partner, mode,
                                 np.array(guest_l, dtype=bool), cons)
@@ -208,9 +212,10 @@ class Simulator:
             last_t = now
             kinds: set[str] = set()
             while heap and heap[0][0] == now:
-                _, kind, _, obj, ver = heapq.heappop(heap)
-                if not _live((now, kind, 0, obj, ver), version, t.state, wake_ver):
+                ev = heapq.heappop(heap)
+                if not _live(ev, version, t.state, wake_ver):
                     continue
+                _, kind, _, obj, ver = ev
                 events_total += 1
                 if kind == COMPLETE:
                     mate = int(t.partner[obj])
