@@ -119,14 +119,15 @@ class JobTable:
     def apply_transitions(self, now: float, rows: np.ndarray, kind: np.ndarray, gtype: np.ndarray,
                           gpus: list[np.ndarray], rate: np.ndarray, delay: np.ndarray,
                           partner: np.ndarray | None = None, mode: np.ndarray | None = None,
-                          guest: np.ndarray | None = None, consolidated: np.ndarray | None = None
-                          ) -> None:
+                          guest: np.ndarray | None = None, consolidated: np.ndarray | None = None,
+                          count: np.ndarray | None = None) -> None:
         """Bookkeeping of one decision's transitions at once (rows are distinct).
 
         kind: KIND_CODES values; a job that gets GPUs progresses at `rate` after `delay` seconds;
         partner/mode/guest describe GPU sharing after the transition (default: none).
         """
-        count = np.fromiter((len(g) for g in gpus), dtype=np.int64, count=len(gpus))
+        if count is None:
+            count = np.fromiter((len(g) for g in gpus), dtype=np.int64, count=len(gpus))
         # fold the lazy accumulators at `now` with the allocation held until now
         t0 = self.t0[rows]
         adv = now > t0

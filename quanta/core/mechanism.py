@@ -200,7 +200,9 @@ def _validate(snap: Snapshot, tgt_g: np.ndarray, tgt_t: np.ndarray, on: np.ndarr
     """Types may be used by the jobs that move there (the rest hold what was placed before)
     and no type is over-committed."""
     new = np.flatnonzero(on & changed)
-    if new.size and (tgt_t[new].min() < 0 or not snap.jobs.allowed[new, tgt_t[new]].all()):
+    one_type = len(snap.capacity) == 1     # active jobs may all use the only type
+    if new.size and (tgt_t[new].min() < 0 or
+                     not one_type and not snap.jobs.allowed[new, tgt_t[new]].all()):
         raise PolicyError("decision puts a job on a GPU type it may not use")
     tt = tgt_t[on]
     if tt.size == 0:

@@ -35,13 +35,16 @@ class Occupancy:
         self.guest = np.full(cluster.num_gpus, FREE, dtype=np.int64)
         self.guests: set[int] = set()
         self.held: dict[int, np.ndarray] = {}                      # job row -> GPU ids
+        self._up_capacity: np.ndarray | None = None
 
     # -- capacity --------------------------------------------------------------------------------
     def up_capacity(self) -> np.ndarray:
-        """GPUs per type on nodes that are up."""
-        c = self.cluster
-        return np.bincount(c.node_type, weights=c.node_gpus * self.node_up,
-                           minlength=len(c.types)).astype(np.int64)
+        """GPUs per type on nodes that are up (a copy; recomputed only after failures/repairs)."""
+        if self._up_capacity is None:
+            c = self.cluster
+            self._up_capacity = np.bincount(c.node_type, weights=c.node_gpus * self.node_up,
+                                            minlength=len(c.types)).astype(np.int64)
+        return self._up_capacity.copy()
 
     # -- placing ---------------------------------------------------------------------------------
     def place(self, type_idx: int, n: int) -> tuple[np.ndarray, int] | None:
@@ -167,10 +170,12 @@ class Occupancy:
         victims = list(dict.fromkeys(int(o) for o in on_node if o >= 0))   # guests first
         self.node_up[node] = False
         self.node_free[node] = 0
+        self._up_capacity = None
         return victims
 
     def node_up_again(self, node: int) -> None:
         c = self.cluster
         first, size = c.node_first_gpu[node], c.node_gpus[node]
         self.node_up[node] = True
+        self._up_capacity = None
         self.node_free[node] = int(np.sum(self.owner[first:first + size] == FREE))

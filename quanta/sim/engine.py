@@ -128,9 +128,10 @@ class Simulator:
         if shared:
             mode = np.array([SHARE_MODES[m] for m in mode_l], dtype=np.int8)
             t.apply_transitions(now, rows, kind, gtype, list(gpus_l), rate, delay, partner, mode,
-                                np.array(guest_l, dtype=bool), cons)
+                                np.array(guest_l, dtype=bool), cons, count)
         else:                              # nobody shares: the defaults say so
-            t.apply_transitions(now, rows, kind, gtype, list(gpus_l), rate, delay, consolidated=cons)
+            t.apply_transitions(now, rows, kind, gtype, list(gpus_l), rate, delay, consolidated=cons,
+                                count=count)
         if self.event_log is not None:
             self.event_log.extend((now, r, k.value, ty, int(c), nd, m) for r, k, ty, c, nd, m in
                                   zip(rows_l, kinds_l, types_l, count.tolist(), nodes_l, mode_l))
