@@ -2,9 +2,10 @@
 
 `speed` is a generic single-GPU training speed relative to a V100 (= 1.0). It is only the fallback
 when the performance model has no measurement for a (job type, GPU type) pair; measured tables win.
-Sources of the defaults (estimates, documented in docs/perf-models.md): Gavel's measured table gives
-P100/V100 ~0.55 and K80/V100 ~0.25 averaged over its 26 job types; Sia's 1-GPU seed profiles give
-T4 ~0.45, RTX 2080Ti ~0.75, A100 ~2.0 of a V100-class GPU. Prices are on-demand cloud list prices
+Sources of the defaults (docs/perf-table.md, `python bench/accuracy_table.py`): P100 0.74 and K80
+0.23 are the geometric means of measured/V100 over Gavel's table (83 and 80 points); T4 ~0.45,
+RTX 2080Ti ~0.75, A100 ~2.0 of a V100-class GPU are rough values from Sia's 1-GPU seed profiles;
+the rest are estimates. Prices are on-demand cloud list prices
 per GPU-hour (AWS/GCP, 2023), rounded; G2/G3 (Alibaba internal codes) are unknown and estimated.
 """
 
@@ -25,8 +26,8 @@ class GpuType:
 
 
 GPU_TYPES: dict[str, GpuType] = {g.name: g for g in (
-    GpuType("k80", 12, 0.25, 0.90, "NVIDIA K80 (one GK210 die)"),
-    GpuType("p100", 16, 0.55, 1.46, "NVIDIA P100 16GB"),
+    GpuType("k80", 12, 0.23, 0.90, "NVIDIA K80 (one GK210 die)"),
+    GpuType("p100", 16, 0.74, 1.46, "NVIDIA P100 16GB"),
     GpuType("v100", 16, 1.00, 3.06, "NVIDIA V100 16GB"),
     GpuType("v100m16", 16, 1.00, 3.06, "NVIDIA V100 16GB (Alibaba V100M16)"),
     GpuType("v100m32", 32, 1.00, 3.06, "NVIDIA V100 32GB (Alibaba V100M32)"),

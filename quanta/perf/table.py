@@ -26,7 +26,8 @@ from quanta.perf.gavel_table import GavelTable, gavel_table
 PACK_FACTOR = 0.56         # a packed job's speed vs alone when its pair is not measured: the median
                            # over Gavel's 2,028 measured pairs (10th-90th percentile 0.28-0.83)
 SLICE_OVERHEAD = 0.1 / 60  # time-slicing: ~100 ms suspend/resume per 60 s quantum (Gandiva)
-SCALING_EXPONENT = 0.9        # rate(n) = rate(n0) * (n/n0)**0.9 between measured counts (estimate)
+SCALING_EXPONENT = 0.75       # rate(n) = rate(n0) * (n/n0)**0.75 between measured counts: the
+                              # least-squares exponent over Gavel's measured scale factors 2/4/8
 UNCONSOLIDATED_FACTOR = 0.85  # spread penalty when not measured (estimate; Gavel's median is ~0.8)
 
 
