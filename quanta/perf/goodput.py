@@ -300,9 +300,6 @@ class GoodputPerf:
         low = t.lower()
         return low if low in self.catalog else None
 
-    def knows(self, job_type: str) -> bool:
-        return job_type in self.catalog or job_type.lower() in self.catalog
-
     def rate(self, job: JobSpec, gpu_type: str, num_gpus: int, num_nodes: int = 1,
              consolidated: bool | None = None) -> float:
         app = self._app(job)

@@ -219,9 +219,3 @@ def fit_throughput(num_nodes, num_replicas, local_bsz, step_time, sync_time) -> 
                        bounds=list(zip(lower, upper)), options={"maxiter": 2000})
     x = np.clip(res.x, lower, upper)
     return _unpack(x, tie_beta_n)
-
-
-def fit_rmsle(params: ThroughputParams, num_nodes, num_replicas, local_bsz, step_time) -> float:
-    """RMSLE of the predicted iteration time against measured `step_time` (diagnostic)."""
-    pred = iteration_time(params, num_nodes, num_replicas, local_bsz)
-    return float(np.sqrt(np.mean((np.log(pred) - np.log(np.asarray(step_time, float))) ** 2)))

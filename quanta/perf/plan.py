@@ -58,7 +58,6 @@ RUNTIME_GB = 3.0
 DEFAULT_THREADS_PER_GPU = 4  # the profiles' CPU threads per GPU for offload runs
 MIB = 2 ** 20
 
-PARAM_NAMES = ("k_bwd", "k_sync", "k_opt", "k_os_offload", "k_const", "k_off", "k_swap")
 DP_KINDS = ("ga", "gc", "zero-dp", "zero-offload", "zero-offload+gc")
 
 

@@ -77,9 +77,6 @@ class TableModel:
             self._pack_cache[key] = hit
         return hit
 
-    def knows(self, job_type: str) -> bool:
-        return job_type in self._known_types
-
     # -- internals ---------------------------------------------------------------------------
     def _lookup(self, job: JobSpec, gpu: str, n: int, spread: bool) -> tuple[float, Provenance]:
         key = (job.job_type, job.num_gpus, job.reference_gpu, gpu, n, spread)
