@@ -115,8 +115,8 @@ def catalog() -> None:
     """List the job types the performance models know, with their source."""
     from quanta.workloads.catalog import catalog_rows
     for r in catalog_rows():
-        console.print(f"{r.name:34s} {r.model:22s} {r.gpu_types:38s} {r.source}", highlight=False,
-                      soft_wrap=True)
+        console.print(f"{r.name:34s} {r.model:22s} {r.gpu_types:38s} {r.cpu_mem:20s} {r.source}",
+                      highlight=False, soft_wrap=True)
 
 
 def main() -> None:

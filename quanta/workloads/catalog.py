@@ -52,16 +52,26 @@ class CatalogRow:
     model: str          # which performance model answers for it
     gpu_types: str      # measured or profiled GPU types
     source: str
+    cpu_mem: str = "-"  # Synergy CPU/host-memory sensitivity profile used for it
 
 
 def catalog_rows() -> list[CatalogRow]:
     """Every job type any performance model knows, for `quanta catalog`."""
     from quanta.perf.gavel_table import GAVEL_TYPES
     from quanta.perf.goodput_data import APPS, CLUSTER_OF_TYPE
+    from quanta.perf.synergy import grids, model_of
+
+    def sens(name: str) -> str:
+        m = model_of(name)
+        return f"synergy:{m}" if m in grids() else "-"
     rows = [CatalogRow(e.name, "table (Gavel)", "/".join(GAVEL_TYPES) + f", sf {e.scale_factors}",
-                       "stanford-futuredata/gavel simulation_throughputs.json (MIT)")
+                       "stanford-futuredata/gavel simulation_throughputs.json (MIT)", sens(e.name))
             for e in catalog().values()]
     rows += [CatalogRow(app, "goodput (Pollux/Sia)", "/".join(CLUSTER_OF_TYPE),
-                        "siasosp23/artifacts sia-simulator traces (AdaptDL, Apache-2.0)")
+                        "siasosp23/artifacts sia-simulator traces (AdaptDL, Apache-2.0)", sens(app))
              for app in APPS]
+    from quanta.perf.plan import APP_TO_FAMILY
+    rows += [CatalogRow(app, "plan (Rubick)", "a800",
+                        "AlibabaPAI/reconfigurable-dl-scheduler artifact (Apache-2.0)", "-")
+             for app in sorted(APP_TO_FAMILY)]
     return rows
