@@ -94,3 +94,18 @@ def test_pair_that_does_not_fit_together_is_never_packed():
     res = run([a, b], "gandiva", events=True)
     modes = {e[6] for e in res.event_log if e[2] in ("start", "reshare")}
     assert "pack" not in modes and (res.table.state == DONE).all()
+
+
+def test_memory_fit_from_measured_pairs_and_larger_gpus():
+    perf = _perf()
+    a, b = "ResNet-50 (batch size 64)", "ResNet-50 (batch size 128)"   # 0 on V100, P100, K80
+    assert not perf.fits_together(a, b, "v100")
+    assert perf.pack_slowdown(a, b, "v100") == 0.0
+    assert not perf.fits_together(a, b, "t4")        # 16 GB: no more memory than the V100
+    # measured to fit on a 16 GB P100 (not on the V100): then any >= 16 GB GPU is assumed to fit
+    assert perf.fits_together("ResNet-50 (batch size 32)", "ResNet-50 (batch size 128)", "t4")
+    assert perf.fits_together(a, b, "a100")          # 40 GB: at least twice the memory
+    assert perf.pack_slowdown(a, b, "a100") > 0
+    good = ("ResNet-50 (batch size 16)", "ResNet-18 (batch size 16)")
+    assert perf.fits_together(*good, "v100") and perf.fits_together(*good, "t4")
+    assert perf.fits_together("vgg19", "bert", "v100")   # unmeasured: assumed to fit

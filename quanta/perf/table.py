@@ -66,16 +66,44 @@ class TableModel:
         return alone * self.pack_slowdown(job.job_type, other.job_type, gpu_type)
 
     def pack_slowdown(self, a: str, b: str, gpu_type: str) -> float:
-        """Speed of job type `a` packed with `b`, relative to `a` alone (measured on 1 GPU)."""
+        """Speed of job type `a` packed with `b`, relative to `a` alone (measured on 1 GPU);
+        0 when the two do not fit in the GPU's memory together (see fits_together)."""
         key = (a, b, gpu_type)
         hit = self._pack_cache.get(key)
         if hit is None:
             gpu = gpu_type if gpu_type in self._measured_gpus else "v100"
             pair = self.table.pairs.get((a, b, gpu))
             alone = self.table.alone.get((a, 1, gpu), 0.0)
-            hit = pair[0] / alone if pair and alone > 0 else PACK_FACTOR
+            if not self.fits_together(a, b, gpu_type):
+                hit = 0.0
+            elif pair and alone > 0 and pair[0] > 0:
+                hit = pair[0] / alone
+            else:
+                hit = PACK_FACTOR
             self._pack_cache[key] = hit
         return hit
+
+    def fits_together(self, a: str, b: str, gpu_type: str) -> bool:
+        """Do job types a and b fit in one GPU's memory together?
+
+        Gavel measured every pair of its single-GPU types on V100 (16 GB), P100 (16 GB) and K80
+        (12 GB); a measured 0 means they did not fit. On a measured type that answer is used as
+        is. On another type: a pair that fits on a measured GPU with no more memory fits; a pair
+        that did not fit is assumed to fit only with at least twice the memory (a pair uses at
+        most two single-job footprints, each of which fit alone). Unmeasured pairs: assumed to fit
+        (the table has no footprint for them; the runtime's measurements will tell)."""
+        mem = lookup_gpu(gpu_type).memory_gb
+        known = [(lookup_gpu(g).memory_gb, pair) for g in sorted(self._measured_gpus)
+                 if (pair := self.table.pairs.get((a, b, g))) is not None]
+        if not known:
+            return True
+        if gpu_type in self._measured_gpus:
+            pair = self.table.pairs.get((a, b, gpu_type))
+            if pair is not None:
+                return pair[0] > 0 and pair[1] > 0
+        if any(m <= mem and p[0] > 0 and p[1] > 0 for m, p in known):
+            return True
+        return mem >= 2 * max(m for m, _ in known)
 
     # -- internals ---------------------------------------------------------------------------
     def _lookup(self, job: JobSpec, gpu: str, n: int, spread: bool) -> tuple[float, Provenance]:
