@@ -1,0 +1,120 @@
+"""Sia (SOSP'23): per round, one configuration (GPU type, GPU count) per job from an ILP over
+normalised goodputs, heterogeneity- and restart-aware.
+
+- configurations per type: single-node powers of two up to the node size, then whole nodes;
+- a job may use up to twice the largest GPU count it has run with on that type ("scale up by at
+  most 2x"; 1 before it ran there: Sia's 1-GPU profile at arrival), at most `max_gpus`; a rigid
+  job (with `adaptive=false`, or a spec with min_gpus = max_gpus) only its requested count;
+- goodput of each (job, configuration) from the performance model (for Pollux/Sia applications:
+  throughput x statistical efficiency at the best batch size); normalised by the job's smallest
+  non-zero goodput, floored at 1e-4, raised to p (default -0.5), capped at 3000;
+- restart penalty: every configuration other than the current one is scaled by
+  r = max(age - restarts * delta, 0) / (age + delta), none while age < delta;
+- ILP (HiGHS through scipy.optimize.milp): binary x_jc, one configuration per job, GPUs per type
+  within capacity; for p < 0 minimise sum A x + lambda_n * (unallocated jobs), lambda_n = 1.1.
+Placement, lease extension (unchanged jobs keep their GPUs) and restart costs are the core's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import LinearConstraint, milp
+from scipy.sparse import coo_matrix
+
+from quanta.core.decision import Decision
+from quanta.core.snapshot import Snapshot
+from quanta.policies.base import Policy
+from quanta.policies.registry import register
+from quanta.solver_output import silent_stdout
+
+
+def config_counts(node_size: int, capacity: int) -> list[int]:
+    """Sia's configuration set for one GPU type: 1, 2, 4, ... up to a node, then whole nodes."""
+    out, n = [], 1
+    while n < node_size and n <= capacity:
+        out.append(n)
+        n *= 2
+    m = node_size
+    while m <= capacity:
+        out.append(m)
+        m += node_size
+    return out
+
+
+@register("sia", "Sia: per-round ILP over (GPU type, count) configurations of normalised goodput, "
+                 "restart penalty, scale-up at most 2x")
+@dataclass
+class Sia(Policy):
+    interval: float = 60.0
+    p: float = -0.5
+    lambda_n: float = 1.1
+    restart_delay: float = 30.0   # delta of the restart penalty
+    max_gpus: int = 64
+    adaptive: bool = True         # jobs may be given any GPU count (Sia's adaptive jobs)
+    time_limit: float = 10.0
+
+    def decide(self, snap: Snapshot) -> Decision:
+        j = snap.jobs
+        n = len(j)
+        cl = snap.cluster
+        st = snap.state if snap.state else {"seen": {}}
+        seen: dict[tuple[int, int], int] = st["seen"]
+        for i in np.flatnonzero(j.running).tolist():
+            key = (int(j.rows[i]), int(j.gtype[i]))
+            seen[key] = max(seen.get(key, 1), int(j.gpus[i]))
+        cand_j, cand_t, cand_n, good = self._candidates(snap, seen)
+        dec = Decision.empty(snap)
+        dec.state = st
+        if not len(cand_j):
+            return dec
+        # normalise per job, restart penalty, power
+        low = np.full(n, np.inf)
+        np.minimum.at(low, cand_j, good)
+        g = np.maximum(good / low[cand_j], 1e-4)
+        age = snap.now - j.submit
+        delta = self.restart_delay
+        r = np.where(age < delta, 1.0,
+                     np.maximum(age - j.restarts * delta, 0.0) / (age + delta))
+        current = (cand_t == j.gtype[cand_j]) & (cand_n == j.gpus[cand_j])
+        g = np.where(current, g, np.maximum(g * r[cand_j], 1e-4))
+        A = np.minimum(g ** self.p, 3000.0)
+        sign = 1.0 if self.p < 0 else -1.0
+        c = sign * A - self.lambda_n * (1.0 if self.p < 0 else -1.0)
+        m = len(cand_j)
+        per_job = coo_matrix((np.ones(m), (cand_j, np.arange(m))), shape=(n, m)).tocsr()
+        per_type = coo_matrix((cand_n.astype(float), (cand_t, np.arange(m))),
+                              shape=(len(cl.types), m)).tocsr()
+        with silent_stdout():
+            res = milp(c, integrality=np.ones(m), bounds=(0, 1),
+                       constraints=[LinearConstraint(per_job, -np.inf, 1.0),
+                                    LinearConstraint(per_type, -np.inf, snap.capacity.astype(float))],
+                       options={"mip_rel_gap": 1e-4, "time_limit": self.time_limit})
+        if res.x is None:
+            return Decision(j.gpus.copy(), j.gtype.copy(), state=st)   # keep what runs
+        chosen = np.flatnonzero(res.x > 0.5)
+        dec.gpus[cand_j[chosen]] = cand_n[chosen]
+        dec.gpu_type[cand_j[chosen]] = cand_t[chosen]
+        return dec
+
+    def _candidates(self, snap: Snapshot, seen: dict) -> tuple[np.ndarray, ...]:
+        j = snap.jobs
+        cl = snap.cluster
+        counts = [config_counts(int(cl.type_node_max[k]), int(snap.capacity[k]))
+                  for k in range(len(cl.types))]
+        cj, ct, cn, cg = [], [], [], []
+        for i, spec in enumerate(j.specs):
+            rigid = not self.adaptive or (spec.min_gpus and spec.min_gpus == spec.max_gpus)
+            for k in np.flatnonzero(j.allowed[i]).tolist():
+                node = int(cl.type_node_max[k])
+                cap = min(2 * seen.get((int(j.rows[i]), k), 1), self.max_gpus)
+                for cnt in counts[k]:
+                    if rigid and cnt != j.req[i] or not rigid and cnt > cap:
+                        continue
+                    nodes = max(1, -(-cnt // node))
+                    rate = snap.perf.rate(spec, cl.types[k], cnt, nodes, True)
+                    if rate > 0:
+                        cj.append(i), ct.append(k), cn.append(cnt), cg.append(rate)
+        return (np.array(cj, dtype=np.int64), np.array(ct, dtype=np.int64),
+                np.array(cn, dtype=np.int64), np.array(cg, dtype=float))
