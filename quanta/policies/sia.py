@@ -86,11 +86,14 @@ class Sia(Policy):
         per_job = coo_matrix((np.ones(m), (cand_j, np.arange(m))), shape=(n, m)).tocsr()
         per_type = coo_matrix((cand_n.astype(float), (cand_t, np.arange(m))),
                               shape=(len(cl.types), m)).tocsr()
+        cons = [LinearConstraint(per_job, -np.inf, 1.0),
+                LinearConstraint(per_type, -np.inf, snap.capacity.astype(float))]
+        # The LP relaxation first: when its optimum is integral (most rounds), it is the ILP's.
         with silent_stdout():
-            res = milp(c, integrality=np.ones(m), bounds=(0, 1),
-                       constraints=[LinearConstraint(per_job, -np.inf, 1.0),
-                                    LinearConstraint(per_type, -np.inf, snap.capacity.astype(float))],
-                       options={"mip_rel_gap": 1e-4, "time_limit": self.time_limit})
+            res = milp(c, integrality=np.zeros(m), bounds=(0, 1), constraints=cons)
+            if res.x is None or np.any(np.abs(res.x - np.round(res.x)) > 1e-7):
+                res = milp(c, integrality=np.ones(m), bounds=(0, 1), constraints=cons,
+                           options={"mip_rel_gap": 1e-4, "time_limit": self.time_limit})
         if res.x is None:
             return Decision(j.gpus.copy(), j.gtype.copy(), state=st)   # keep what runs
         chosen = np.flatnonzero(res.x > 0.5)
