@@ -36,3 +36,20 @@ def test_only_table_jobs_share_gpus():
     assert m.shared_rate(a, b, "v100", 1) == 0.0 and m.shared_rate(b, a, "v100", 1) == 0.0
     c = JobSpec("c", 0, 1, "ResNet-18 (batch size 16)")
     assert m.shared_rate(b, c, "v100", 1) == pytest.approx(m.table.shared_rate(b, c, "v100", 1))
+
+
+def test_pollux_jobs_get_their_work_from_the_validation_profile():
+    import csv
+
+    from quanta.paths import PROFILES_DIR
+    from quanta.workloads.builder import build_workload
+    from quanta.workloads.formats import load_trace
+    m = CatalogModel()
+    trace = load_trace("sia-philly-1")
+    wl = build_workload(trace, m, seed=0)
+    cifar = next(s for s in wl.specs if s.job_type == "cifar10")
+    rows = list(csv.DictReader(open(PROFILES_DIR / "sia_pollux" / "cifar10" / "validation-128.csv")))
+    assert cifar.total_steps == pytest.approx(float(rows[-1]["progress"]))   # ~100 epochs of M0
+    assert cifar.duration_s == 0.0
+    assert any("work to the target metric" in n for n in wl.notes)
+    assert m.work_steps(JobSpec("x", 0, 1, "ResNet-18 (batch size 32)")) is None

@@ -66,6 +66,12 @@ class CatalogModel:
             out[idx] = models[key].rate_matrix([jobs[i] for i in idx], types)
         return out
 
+    def work_steps(self, job: JobSpec) -> float | None:
+        """A job's work from the catalog where the catalog knows it (Pollux/Sia applications:
+        steps of the initial batch to the target metric); None otherwise."""
+        model = self.model_for(job)
+        return model.work_steps(job) if model is self.goodput else None
+
     def provenance(self, job: JobSpec, gpu_type: str) -> Provenance:
         return self.model_for(job).provenance(job, gpu_type)
 

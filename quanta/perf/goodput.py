@@ -115,6 +115,7 @@ class GoodputModel:
     noise: GradientNoise
     profiles: dict[str, AppProfile]
     seed: dict[str, tuple[float, float]] = field(default_factory=dict)
+    work: float = 0.0   # steps of the initial batch M0 to the target metric (validation profile)
     _boot: dict[str, AppProfile] = field(default_factory=dict, repr=False)
 
     # -- per-type profile ------------------------------------------------------------------
@@ -247,7 +248,8 @@ def build_app_model(app: str, types: Sequence[str] | None = None,
                                  max_local, Provenance.FITTED,
                                  f"fitted on {len(smp)} samples of sia_pollux/{app} ({t})",
                                  GPUS_PER_NODE.get(t, 8), int(smp.num_replicas.max()))
-    return GoodputModel(app, m0, max_batch, noise, profiles, seed_atomic(app, data_dir))
+    return GoodputModel(app, m0, max_batch, noise, profiles, seed_atomic(app, data_dir),
+                        work=float(v["progress"][-1]))
 
 
 @lru_cache(maxsize=1)
@@ -331,6 +333,12 @@ class GoodputPerf:
             return True
         except QuantaError:
             return False
+
+    def work_steps(self, job: JobSpec) -> float | None:
+        """Work to the target metric in `rate`'s unit (M0 steps), from the app's validation
+        profile (Pollux/Sia's end of training); None for job types it does not know."""
+        app = self._app(job)
+        return None if app is None else self.catalog[app].work
 
     def provenance(self, job: JobSpec, gpu_type: str) -> Provenance:
         app = self._app(job)

@@ -3,8 +3,10 @@
 - A job without a model gets one drawn (seeded) from the catalog; its GPU count and its run time on
   the reference allocation are kept (so it runs exactly that long alone on the reference GPUs).
 - Work: steps from the trace if it has them, else duration x reference rate.
-- A job with neither steps nor duration (the Pollux/Sia workloads give only the model) gets a run
-  time drawn from Gavel's Philly-derived duration distribution; the output says so.
+- A job with neither steps nor duration (the Pollux/Sia workloads give only the model) gets its
+  model's work from the catalog when the performance model knows it (Pollux/Sia applications:
+  steps of the initial batch to the target metric), else a run time drawn from Gavel's
+  Philly-derived duration distribution; the output says which.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ def build_workload(trace: Trace, perf: PerfModel, *, seed: int = 0, max_jobs: in
     rng = np.random.default_rng([seed, 0xC47A])
     types = drawable_types()
     t0 = jobs[0].submit_time if jobs else 0.0
-    drawn = durations_drawn = 0
+    drawn = durations_drawn = from_catalog = 0
+    catalog_work = getattr(perf, "work_steps", None)
     out = []
     for j in jobs:
         changes: dict = {"submit_time": (j.submit_time - t0) / load_scale}
@@ -43,7 +46,12 @@ def build_workload(trace: Trace, perf: PerfModel, *, seed: int = 0, max_jobs: in
             changes["job_type"] = types[int(rng.integers(len(types)))]
             changes["type_drawn"] = True
             drawn += 1
-        if j.total_steps <= 0:
+        work = catalog_work(j.with_(**changes)) if (catalog_work and j.total_steps <= 0
+                                                      and j.duration_s <= 0) else None
+        if work:
+            changes["total_steps"] = work
+            from_catalog += 1
+        elif j.total_steps <= 0:
             dur = j.duration_s
             if dur <= 0:
                 dur = gavel_duration(rng)
@@ -61,6 +69,9 @@ def build_workload(trace: Trace, perf: PerfModel, *, seed: int = 0, max_jobs: in
         notes.append(f"{drawn} of {len(out)} jobs had no model: job type drawn from the catalog "
                      f"(seed {seed}), keeping the trace's GPU count and run time on "
                      f"{out[0].reference_gpu if out else 'v100'}")
+    if from_catalog:
+        notes.append(f"{from_catalog} jobs got their model's work to the target metric from the "
+                     f"catalog (Pollux/Sia validation profiles)")
     if durations_drawn:
         notes.append(f"{durations_drawn} jobs had no duration or steps: run time drawn from Gavel's "
                      f"Philly-derived distribution (seed {seed})")
