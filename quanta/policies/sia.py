@@ -20,14 +20,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import LinearConstraint, milp
-from scipy.sparse import coo_matrix
 
 from quanta.core.decision import Decision
 from quanta.core.snapshot import Snapshot
 from quanta.policies.base import Policy
+from quanta.policies.config_ilp import choose_configs
 from quanta.policies.registry import register
-from quanta.solver_output import silent_stdout
 
 
 def config_counts(node_size: int, capacity: int) -> list[int]:
@@ -58,7 +56,6 @@ class Sia(Policy):
     def decide(self, snap: Snapshot) -> Decision:
         j = snap.jobs
         n = len(j)
-        cl = snap.cluster
         st = snap.state if snap.state else {"seen": {}}
         seen: dict[tuple[int, int], int] = st["seen"]
         for i in np.flatnonzero(j.running).tolist():
@@ -80,23 +77,11 @@ class Sia(Policy):
         current = (cand_t == j.gtype[cand_j]) & (cand_n == j.gpus[cand_j])
         g = np.where(current, g, np.maximum(g * r[cand_j], 1e-4))
         A = np.minimum(g ** self.p, 3000.0)
-        sign = 1.0 if self.p < 0 else -1.0
-        c = sign * A - self.lambda_n * (1.0 if self.p < 0 else -1.0)
-        m = len(cand_j)
-        per_job = coo_matrix((np.ones(m), (cand_j, np.arange(m))), shape=(n, m)).tocsr()
-        per_type = coo_matrix((cand_n.astype(float), (cand_t, np.arange(m))),
-                              shape=(len(cl.types), m)).tocsr()
-        cons = [LinearConstraint(per_job, -np.inf, 1.0),
-                LinearConstraint(per_type, -np.inf, snap.capacity.astype(float))]
-        # The LP relaxation first: when its optimum is integral (most rounds), it is the ILP's.
-        with silent_stdout():
-            res = milp(c, integrality=np.zeros(m), bounds=(0, 1), constraints=cons)
-            if res.x is None or np.any(np.abs(res.x - np.round(res.x)) > 1e-7):
-                res = milp(c, integrality=np.ones(m), bounds=(0, 1), constraints=cons,
-                           options={"mip_rel_gap": 1e-4, "time_limit": self.time_limit})
-        if res.x is None:
+        sign = 1.0 if self.p < 0 else -1.0     # p < 0: minimise sum of A; p > 0: maximise it
+        chosen = choose_configs(n, cand_j, cand_t, cand_n, sign * A - self.lambda_n * sign,
+                                snap.capacity, self.time_limit)
+        if chosen is None:
             return Decision(j.gpus.copy(), j.gtype.copy(), state=st)   # keep what runs
-        chosen = np.flatnonzero(res.x > 0.5)
         dec.gpus[cand_j[chosen]] = cand_n[chosen]
         dec.gpu_type[cand_j[chosen]] = cand_t[chosen]
         return dec
