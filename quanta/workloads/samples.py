@@ -16,6 +16,10 @@ SAMPLES: dict[str, tuple[str, str, str]] = {
     "sia-philly-1": ("sia_philly_workload-1.csv", "pollux",
                      "Sia's Philly-derived workload 1: 160 jobs over 7.7 h, 5 applications, "
                      "4-16 GPUs, no durations"),
+    "sia-philly-2": ("sia_philly_workload-2.csv", "pollux",
+                     "Sia's Philly-derived workload 2: 160 jobs over 8 h, Pollux/Sia applications"),
+    "sia-saturn-1": ("sia_saturn_workload-1.csv", "pollux",
+                     "Sia's Saturn (Helios-derived) workload 1: 160 jobs over 8 h, Pollux/Sia applications"),
     "gavel-small": ("gavel_small_test.trace", "gavel",
                     "Gavel physical-cluster small_test: 20 jobs at time 0, new 10-column layout"),
     "gavel-msr": ("gavel_msr_0e4a51_300.trace", "gavel",
