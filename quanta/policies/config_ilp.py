@@ -8,10 +8,14 @@ integral (then it is the ILP optimum); otherwise HiGHS' MILP, to a 1e-4 relative
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from scipy.optimize import LinearConstraint, milp
 from scipy.sparse import coo_matrix
 
+from quanta.core.decision import Decision
+from quanta.core.snapshot import Snapshot
 from quanta.solver_output import silent_stdout
 
 
@@ -35,3 +39,52 @@ def choose_configs(n_jobs: int, cand_j: np.ndarray, cand_t: np.ndarray, cand_n: 
     if res.x is None:
         return None
     return np.flatnonzero(res.x > 0.5)
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """(job, GPU type, GPU count) triples a job could be given, with the model's rate for each."""
+
+    job: np.ndarray
+    gtype: np.ndarray
+    count: np.ndarray
+    rate: np.ndarray
+
+    @classmethod
+    def of(cls, rows: list[tuple[int, int, int, float]]) -> "Candidates":
+        a = np.array(rows, dtype=float).reshape(-1, 4)
+        return cls(a[:, 0].astype(np.int64), a[:, 1].astype(np.int64), a[:, 2].astype(np.int64),
+                   a[:, 3])
+
+    def __len__(self) -> int:
+        return len(self.job)
+
+    def current(self, snap: Snapshot) -> np.ndarray:
+        """The candidates equal to what each job holds now."""
+        j = snap.jobs
+        return (self.gtype == j.gtype[self.job]) & (self.count == j.gpus[self.job])
+
+
+def restart_factor(snap: Snapshot, delta: float, grace: bool) -> np.ndarray:
+    """Pollux/Sia re-allocation penalty per job: max(age - restarts * delta, 0) / (age + delta);
+    with `grace`, none while the job is younger than delta (Sia)."""
+    j = snap.jobs
+    age = snap.now - j.submit
+    r = np.maximum(age - j.restarts * delta, 0.0) / (age + delta)
+    return np.where(age < delta, 1.0, r) if grace else r
+
+
+def decide_configs(snap: Snapshot, cands: Candidates, cost: np.ndarray, state: dict,
+                   time_limit: float) -> Decision:
+    """Solve the programme and turn the chosen candidates into a decision (if the solver finds
+    nothing, everything keeps what it holds)."""
+    j = snap.jobs
+    chosen = choose_configs(len(j), cands.job, cands.gtype, cands.count, cost, snap.capacity,
+                            time_limit)
+    if chosen is None:
+        return Decision(j.gpus.copy(), j.gtype.copy(), state=state)
+    dec = Decision.empty(snap)
+    dec.state = state
+    dec.gpus[cands.job[chosen]] = cands.count[chosen]
+    dec.gpu_type[cands.job[chosen]] = cands.gtype[chosen]
+    return dec

@@ -27,7 +27,7 @@ import numpy as np
 from quanta.core.decision import Decision
 from quanta.core.snapshot import Snapshot
 from quanta.policies.base import Policy
-from quanta.policies.config_ilp import choose_configs
+from quanta.policies.config_ilp import Candidates, decide_configs, restart_factor
 from quanta.policies.registry import register
 
 ADMIT = 100.0
@@ -54,7 +54,7 @@ class Pollux(Policy):
             r = int(j.rows[i])
             seen[r] = max(seen.get(r, 1), int(j.gpus[i]))
         main = int(np.argmax(cl.capacity))           # the type an unaware Pollux models
-        cj, ct, cn, good = [], [], [], []
+        rows: list[tuple[int, int, int, float]] = []
         for i, spec in enumerate(j.specs):
             cap = min(2 * seen.get(int(j.rows[i]), 1), self.max_gpus)
             for k in np.flatnonzero(j.allowed[i]).tolist():
@@ -63,26 +63,14 @@ class Pollux(Policy):
                 for cnt in range(1, min(cap, int(snap.capacity[k])) + 1):
                     rate = snap.perf.rate(spec, cl.types[seen_as], cnt, -(-cnt // node), True)
                     if rate > 0:
-                        cj.append(i), ct.append(k), cn.append(cnt), good.append(rate)
-        dec = Decision.empty(snap)
-        dec.state = st
-        if not cj:
-            return dec
-        cand_j, cand_t = np.array(cj, dtype=np.int64), np.array(ct, dtype=np.int64)
-        cand_n, g = np.array(cn, dtype=np.int64), np.array(good)
-        one = np.where(cand_n == 1, g, 0.0)
+                        rows.append((i, k, cnt, rate))
+        c = Candidates.of(rows)
+        if not len(c):
+            return Decision(np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64), state=st)
         base = np.zeros(n)
-        np.maximum.at(base, cand_j, one)                     # best 1-GPU goodput per job
-        speedup = g / np.maximum(base[cand_j], 1e-12)
-        age = snap.now - j.submit
-        realloc = np.maximum(age - j.restarts * self.restart_delay, 0.0) / (age + self.restart_delay)
-        current = (cand_t == j.gtype[cand_j]) & (cand_n == j.gpus[cand_j])
-        speedup = np.maximum(np.where(current, speedup, speedup * realloc[cand_j]), 1e-4)
+        np.maximum.at(base, c.job, np.where(c.count == 1, c.rate, 0.0))   # best 1-GPU goodput
+        speedup = c.rate / np.maximum(base[c.job], 1e-12)
+        realloc = restart_factor(snap, self.restart_delay, grace=False)
+        speedup = np.maximum(np.where(c.current(snap), speedup, speedup * realloc[c.job]), 1e-4)
         term = speedup ** self.p
-        cost = (term if self.p < 0 else -term) - ADMIT
-        chosen = choose_configs(n, cand_j, cand_t, cand_n, cost, snap.capacity, self.time_limit)
-        if chosen is None:
-            return Decision(j.gpus.copy(), j.gtype.copy(), state=st)
-        dec.gpus[cand_j[chosen]] = cand_n[chosen]
-        dec.gpu_type[cand_j[chosen]] = cand_t[chosen]
-        return dec
+        return decide_configs(snap, c, (term if self.p < 0 else -term) - ADMIT, st, self.time_limit)

@@ -24,7 +24,7 @@ import numpy as np
 from quanta.core.decision import Decision
 from quanta.core.snapshot import Snapshot
 from quanta.policies.base import Policy
-from quanta.policies.config_ilp import choose_configs
+from quanta.policies.config_ilp import Candidates, decide_configs, restart_factor
 from quanta.policies.registry import register
 
 
@@ -61,37 +61,25 @@ class Sia(Policy):
         for i in np.flatnonzero(j.running).tolist():
             key = (int(j.rows[i]), int(j.gtype[i]))
             seen[key] = max(seen.get(key, 1), int(j.gpus[i]))
-        cand_j, cand_t, cand_n, good = self._candidates(snap, seen)
-        dec = Decision.empty(snap)
-        dec.state = st
-        if not len(cand_j):
-            return dec
+        c = self._candidates(snap, seen)
+        if not len(c):
+            return Decision(np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64), state=st)
         # normalise per job, restart penalty, power
         low = np.full(n, np.inf)
-        np.minimum.at(low, cand_j, good)
-        g = np.maximum(good / low[cand_j], 1e-4)
-        age = snap.now - j.submit
-        delta = self.restart_delay
-        r = np.where(age < delta, 1.0,
-                     np.maximum(age - j.restarts * delta, 0.0) / (age + delta))
-        current = (cand_t == j.gtype[cand_j]) & (cand_n == j.gpus[cand_j])
-        g = np.where(current, g, np.maximum(g * r[cand_j], 1e-4))
+        np.minimum.at(low, c.job, c.rate)
+        g = np.maximum(c.rate / low[c.job], 1e-4)
+        r = restart_factor(snap, self.restart_delay, grace=True)
+        g = np.where(c.current(snap), g, np.maximum(g * r[c.job], 1e-4))
         A = np.minimum(g ** self.p, 3000.0)
         sign = 1.0 if self.p < 0 else -1.0     # p < 0: minimise sum of A; p > 0: maximise it
-        chosen = choose_configs(n, cand_j, cand_t, cand_n, sign * A - self.lambda_n * sign,
-                                snap.capacity, self.time_limit)
-        if chosen is None:
-            return Decision(j.gpus.copy(), j.gtype.copy(), state=st)   # keep what runs
-        dec.gpus[cand_j[chosen]] = cand_n[chosen]
-        dec.gpu_type[cand_j[chosen]] = cand_t[chosen]
-        return dec
+        return decide_configs(snap, c, sign * A - self.lambda_n * sign, st, self.time_limit)
 
-    def _candidates(self, snap: Snapshot, seen: dict) -> tuple[np.ndarray, ...]:
+    def _candidates(self, snap: Snapshot, seen: dict) -> Candidates:
         j = snap.jobs
         cl = snap.cluster
         counts = [config_counts(int(cl.type_node_max[k]), int(snap.capacity[k]))
                   for k in range(len(cl.types))]
-        cj, ct, cn, cg = [], [], [], []
+        rows: list[tuple[int, int, int, float]] = []
         for i, spec in enumerate(j.specs):
             rigid = not self.adaptive or (spec.min_gpus and spec.min_gpus == spec.max_gpus)
             for k in np.flatnonzero(j.allowed[i]).tolist():
@@ -103,6 +91,5 @@ class Sia(Policy):
                     nodes = max(1, -(-cnt // node))
                     rate = snap.perf.rate(spec, cl.types[k], cnt, nodes, True)
                     if rate > 0:
-                        cj.append(i), ct.append(k), cn.append(cnt), cg.append(rate)
-        return (np.array(cj, dtype=np.int64), np.array(ct, dtype=np.int64),
-                np.array(cn, dtype=np.int64), np.array(cg, dtype=float))
+                        rows.append((i, k, cnt, rate))
+        return Candidates.of(rows)
