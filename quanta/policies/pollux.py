@@ -65,8 +65,6 @@ class Pollux(Policy):
                     if rate > 0:
                         rows.append((i, k, cnt, rate))
         c = Candidates.of(rows)
-        if not len(c):
-            return Decision(np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64), state=st)
         base = np.zeros(n)
         np.maximum.at(base, c.job, np.where(c.count == 1, c.rate, 0.0))   # best 1-GPU goodput
         speedup = c.rate / np.maximum(base[c.job], 1e-12)

@@ -62,8 +62,6 @@ class Sia(Policy):
             key = (int(j.rows[i]), int(j.gtype[i]))
             seen[key] = max(seen.get(key, 1), int(j.gpus[i]))
         c = self._candidates(snap, seen)
-        if not len(c):
-            return Decision(np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64), state=st)
         # normalise per job, restart penalty, power
         low = np.full(n, np.inf)
         np.minimum.at(low, c.job, c.rate)
