@@ -24,3 +24,25 @@ def random_jobs(n: int, seed: int = 0, gap: float = 60.0, max_gpus: int = 8) -> 
 @pytest.fixture
 def perf() -> TableModel:
     return TableModel()
+
+
+class ToyPerf:
+    """A transparent performance model for policy tests:
+    steps/s = speed[(job type, GPU type)] (default 1) x GPUs ** exponent[job type] (default 0.9)."""
+
+    def __init__(self, speed=None, exponent=None):
+        self.speed = speed or {}
+        self.exponent = exponent or {}
+
+    def rate(self, job, gpu_type, num_gpus, num_nodes=1, consolidated=None):
+        return self.speed.get((job.job_type, gpu_type), 1.0) * \
+            num_gpus ** self.exponent.get(job.job_type, 0.9)
+
+    def rate_matrix(self, jobs, types):
+        return np.array([[self.rate(j, t, j.num_gpus) for t in types] for j in jobs])
+
+    def provenance(self, job, gpu_type):
+        return "fitted"
+
+    def shared_rate(self, *args, **kwargs):
+        return 0.0

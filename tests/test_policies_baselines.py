@@ -15,9 +15,11 @@ from quanta.errors import QuantaError
 from conftest import homogeneous
 
 
-def snapshot(specs, cluster, perf, now=0.0, running=(), attained=None, executed=None, waiting=None):
+def snapshot(specs, cluster, perf, now=0.0, running=(), attained=None, executed=None, waiting=None,
+             state=None):
     """A snapshot where `running` maps job index -> (type index, gpus) already held; attained,
-    executed and waiting(-since) override those columns (arrays over all jobs)."""
+    executed and waiting(-since) override those columns (arrays over all jobs); `state` is the
+    policy state handed in."""
     t = JobTable(specs, cluster, perf)
     occ = Occupancy(cluster)
     t.state[:] = PENDING
@@ -33,7 +35,7 @@ def snapshot(specs, cluster, perf, now=0.0, running=(), attained=None, executed=
         t.waiting_since[:] = waiting
     rows = np.arange(len(specs))
     return Snapshot(now, cluster, perf, t.view(rows, now), occ.up_capacity(), occ.node_free.copy(),
-                    occ.node_up.copy()), t
+                    occ.node_up.copy(), state=state or {}), t
 
 
 def jobs(*sizes, steps=None, submit=None):

@@ -4,28 +4,13 @@ efficiency for fairness, every job is admitted first, and the 2x growth rule hol
 from quanta.model import Cluster, JobSpec, NodeSpec
 from quanta.policies import make_policy
 
+from conftest import ToyPerf
 from test_sia import snap_of
 
 
-class PowerPerf:
-    """steps/s = gpus ** exponent[job type]: how well each job scales."""
-
-    def __init__(self, exponent, speed=None):
-        self.exponent = exponent
-        self.speed = speed or {}
-
-    def rate(self, job, gpu_type, num_gpus, num_nodes=1, consolidated=None):
-        return self.speed.get((job.job_type, gpu_type), 1.0) * num_gpus ** self.exponent[job.job_type]
-
-    def rate_matrix(self, jobs, types):
-        import numpy as np
-        return np.array([[self.rate(j, t, j.num_gpus) for t in types] for j in jobs])
-
-    def provenance(self, job, gpu_type):
-        return "fitted"
-
-    def shared_rate(self, *a, **k):
-        return 0.0
+def PowerPerf(exponent, speed=None):
+    """steps/s = speed x GPUs ** exponent[job type]: how well each job scales."""
+    return ToyPerf(speed=speed, exponent=exponent)
 
 
 def jobs(*types):

@@ -1,46 +1,21 @@
 """Sia on hand-built snapshots: the fast type goes to the job that gains most from it, no job grows
 more than 2x past what it has run with, and every job gets GPUs while capacity allows."""
 
-import numpy as np
-
-from quanta.core.jobtable import PENDING, JobTable
-from quanta.core.snapshot import Snapshot
 from quanta.model import Cluster, JobSpec, NodeSpec
-from quanta.placement import Occupancy
 from quanta.policies import make_policy
 from quanta.policies.sia import config_counts
 
+from conftest import ToyPerf
+from test_policies_baselines import snapshot
 
-class LinearPerf:
-    """steps/s = per-(job type, GPU type) speed x GPUs**0.9: a transparent model for policy tests."""
 
-    def __init__(self, speed):
-        self.speed = speed
-
-    def rate(self, job, gpu_type, num_gpus, num_nodes=1, consolidated=None):
-        return self.speed[(job.job_type, gpu_type)] * num_gpus ** 0.9
-
-    def rate_matrix(self, jobs, types):
-        return np.array([[self.rate(j, t, j.num_gpus) for t in types] for j in jobs])
-
-    def provenance(self, job, gpu_type):
-        return "fitted"
-
-    def shared_rate(self, *a, **k):
-        return 0.0
+def LinearPerf(speed):
+    """steps/s = speed[(job type, GPU type)] x GPUs ** 0.9."""
+    return ToyPerf(speed=speed)
 
 
 def snap_of(specs, cluster, perf, now=1000.0, running=(), state=None):
-    t = JobTable(specs, cluster, perf)
-    occ = Occupancy(cluster)
-    t.state[:] = PENDING
-    for row, (k, n) in dict(running).items():
-        g, _ = occ.place(k, n)
-        occ.assign(row, g)
-        t.hold(row, 0.0, "start", k, g, 1.0, 0.0)
-    rows = np.arange(len(specs))
-    return Snapshot(now, cluster, perf, t.view(rows, now), occ.up_capacity(), occ.node_free.copy(),
-                    occ.node_up.copy(), state=state or {})
+    return snapshot(specs, cluster, perf, now=now, running=running, state=state)[0]
 
 
 def test_config_counts_follow_sia():
