@@ -105,7 +105,7 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
         place_list += rows[want_guest[rows]].tolist()
     out: list[Transition] = []
     placed: set[int] = set()
-    node_max = snap.cluster.type_node_max.tolist()
+    cluster = snap.cluster
     idx = np.asarray(place_list, dtype=np.int64)
     cols = zip(place_list, rows_d[idx].tolist(), tgt_t[idx].tolist(), tgt_g[idx].tolist(),
                jobs.gpus[idx].tolist())
@@ -129,17 +129,17 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
                 if got is None:
                     continue   # cannot happen after the capacity check; left pending if it does
                 gpus, nodes = got
-                if r in dec.consolidate and nodes > -(-g // node_max[t]):
+                if r in dec.consolidate and nodes > cluster.min_nodes(t, g):
                     continue   # the policy wants it consolidated or not at all: it waits
             occ.assign(drow, gpus)
         placed.add(r)
         kind = Kind.START if was == 0 else Kind.RESIZE if g != was else Kind.MIGRATE
-        consolidated = nodes <= -(-g // node_max[t])
+        consolidated = nodes <= cluster.min_nodes(t, g)
         out.append(Transition(drow, kind, t, gpus, nodes, consolidated, dec.plans.get(r),
                               int(want_partner[r]) if sharing else -1, mode_of.get(r, ""), guest))
     for r in sorted(dec.defrag):
         if not changed[r] and jobs.running[r] and jobs.partner[r] < 0:
-            moved = _defragment(snap, occ, r, node_max)
+            moved = _defragment(snap, occ, r)
             if moved is not None:
                 out.append(moved)
     empty = np.empty(0, np.int64)
@@ -155,7 +155,7 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
     return out
 
 
-def _defragment(snap: Snapshot, occ: Occupancy, r: int, node_max: list[int]) -> Transition | None:
+def _defragment(snap: Snapshot, occ: Occupancy, r: int) -> Transition | None:
     """Move a running job to a placement on fewer nodes, if the free GPUs now allow one."""
     jobs = snap.jobs
     d, t = int(jobs.rows[r]), int(jobs.gtype[r])
@@ -170,7 +170,7 @@ def _defragment(snap: Snapshot, occ: Occupancy, r: int, node_max: list[int]) -> 
         return None
     gpus, nodes = got
     occ.assign(d, gpus)
-    return Transition(d, Kind.MIGRATE, t, gpus, nodes, nodes <= -(-len(gpus) // node_max[t]))
+    return Transition(d, Kind.MIGRATE, t, gpus, nodes, nodes <= snap.cluster.min_nodes(t, len(gpus)))
 
 
 def _sharing(dec: Decision, tgt_g: np.ndarray, tgt_t: np.ndarray, on: np.ndarray,

@@ -65,6 +65,10 @@ class Cluster:
     def type_index(self, name: str) -> int:
         return self.types.index(name)
 
+    def min_nodes(self, type_idx: int, gpus: int) -> int:
+        """The fewest nodes of a type that `gpus` GPUs fit on (the consolidated placement)."""
+        return -(-gpus // int(self.type_node_max[type_idx]))
+
     def describe(self) -> str:
         parts = []
         for t_i, t in enumerate(self.types):

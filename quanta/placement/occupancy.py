@@ -131,11 +131,6 @@ class Occupancy:
         self._count(gpus, +1)
         return gpus
 
-    def guest_of(self, row: int) -> int:
-        """The guest on the GPUs `row` owns (-1 none)."""
-        gpus = self.held.get(row)
-        return -1 if gpus is None or row in self.guests else self.guest.item(gpus[0])
-
     def _count_one(self, g: int, sign: int) -> None:
         c = self.cluster
         self.busy[c.gpu_type_idx.item(g)] -= sign
@@ -158,8 +153,7 @@ class Occupancy:
         return 1 if (nodes == nodes[0]).all() else int(np.unique(nodes).size)
 
     def consolidated(self, type_idx: int, gpus: np.ndarray) -> bool:
-        per_node = int(self.cluster.type_node_max[type_idx])
-        return self.nodes_of(gpus) <= -(-len(gpus) // per_node)
+        return self.nodes_of(gpus) <= self.cluster.min_nodes(type_idx, len(gpus))
 
     # -- failures --------------------------------------------------------------------------------
     def node_down(self, node: int) -> list[int]:

@@ -59,9 +59,8 @@ class Pollux(Policy):
             cap = min(2 * seen.get(int(j.rows[i]), 1), self.max_gpus)
             for k in np.flatnonzero(j.allowed[i]).tolist():
                 seen_as = k if self.aware else main
-                node = int(cl.type_node_max[seen_as])
                 for cnt in range(1, min(cap, int(snap.capacity[k])) + 1):
-                    rate = snap.perf.rate(spec, cl.types[seen_as], cnt, -(-cnt // node), True)
+                    rate = snap.perf.rate(spec, cl.types[seen_as], cnt, cl.min_nodes(seen_as, cnt), True)
                     if rate > 0:
                         rows.append((i, k, cnt, rate))
         c = Candidates.of(rows)

@@ -81,13 +81,11 @@ class Sia(Policy):
         for i, spec in enumerate(j.specs):
             rigid = not self.adaptive or (spec.min_gpus and spec.min_gpus == spec.max_gpus)
             for k in np.flatnonzero(j.allowed[i]).tolist():
-                node = int(cl.type_node_max[k])
                 cap = min(2 * seen.get((int(j.rows[i]), k), 1), self.max_gpus)
                 for cnt in counts[k]:
                     if rigid and cnt != j.req[i] or not rigid and cnt > cap:
                         continue
-                    nodes = max(1, -(-cnt // node))
-                    rate = snap.perf.rate(spec, cl.types[k], cnt, nodes, True)
+                    rate = snap.perf.rate(spec, cl.types[k], cnt, cl.min_nodes(k, cnt), True)
                     if rate > 0:
                         rows.append((i, k, cnt, rate))
         return Candidates.of(rows)
