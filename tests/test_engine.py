@@ -167,3 +167,20 @@ def test_openb_preset_is_the_alibaba_node_list():
     assert c.num_gpus == 6212
     assert set(c.types) == {"g2", "t4", "g3", "p100", "v100m32", "v100m16", "a10"}
     assert c.capacity[c.type_index("g2")] == 4392
+
+
+def test_jobtable_extend_grows_every_column(perf):
+    from quanta.core.jobtable import JobTable, PENDING
+    jobs = random_jobs(6, seed=3, gap=10.0)
+    full = JobTable(jobs, homogeneous(), perf)
+    grown = JobTable([], homogeneous(), perf)
+    rows = grown.extend(jobs[:4])
+    grown.state[rows] = PENDING
+    assert rows.tolist() == [0, 1, 2, 3]
+    assert grown.extend(jobs[4:]).tolist() == [4, 5]
+    for name, col in vars(full).items():
+        if isinstance(col, np.ndarray) and name != "state":
+            np.testing.assert_array_equal(getattr(grown, name), col, err_msg=name)
+    assert grown.index == full.index and grown.state[:4].tolist() == [PENDING] * 4
+    with pytest.raises(ValueError, match="duplicate job id"):
+        grown.extend(jobs[:1])

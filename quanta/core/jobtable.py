@@ -75,6 +75,21 @@ class JobTable:
     def __len__(self) -> int:
         return len(self.specs)
 
+    def extend(self, specs: Sequence[JobSpec]) -> np.ndarray:
+        """Add jobs (the runtime's submissions); returns their rows. Every per-job column grows with
+        the defaults a fresh table gives, so columns added later need no code here."""
+        n = len(self.specs)
+        fresh = JobTable(specs, self.cluster, self.perf)
+        dup = next((s.job_id for s in fresh.specs if s.job_id in self.index), None)
+        if dup is not None:
+            raise ValueError(f"duplicate job id '{dup}'")
+        for name, col in list(vars(self).items()):
+            if isinstance(col, np.ndarray) and col.shape[:1] == (n,):
+                setattr(self, name, np.concatenate([col, getattr(fresh, name)]))
+        self.specs.extend(fresh.specs)
+        self.index.update({s.job_id: n + i for i, s in enumerate(fresh.specs)})
+        return np.arange(n, n + len(fresh.specs))
+
     def never_fits(self) -> np.ndarray:
         """Jobs no allowed GPU type of the whole cluster could ever hold."""
         cap = self.cluster.capacity
