@@ -41,6 +41,7 @@ GPU_TYPES: dict[str, GpuType] = {g.name: g for g in (
     GpuType("h200", 141, 3.80, 10.0, "NVIDIA H200 141GB"),
     GpuType("g2", 16, 0.60, 1.50, "Alibaba internal G2 (undisclosed; speed estimated)"),
     GpuType("g3", 32, 1.20, 3.00, "Alibaba internal G3 (undisclosed; speed estimated)"),
+    GpuType("cpu", 0, 0.02, 0.05, "a CPU worker slot (the runtime on machines without GPUs)"),
 )}
 
 ALIASES = {"2080ti": "rtx", "rtx2080ti": "rtx", "quadro": "rtx6000", "quad": "rtx6000",
