@@ -1,0 +1,294 @@
+"""The job-side SDK: what a training script uses to run under Quanta.
+
+    from quanta.job import Job
+    job = Job.from_env()                       # the allocation the scheduler gave this process
+    model, opt = ..., ...
+    ddp = job.wrap(model)                      # DistributedDataParallel when world_size > 1
+    for step in job.steps(model, opt):         # restores the last checkpoint, then yields steps
+        for micro in range(job.alloc.accumulation):
+            x, y = batch_for(step, job.alloc.micro_slice(micro))
+            ...
+        opt.step()
+        job.report(step + 1)                   # progress and throughput, to the scheduler
+    # leaving the loop: finished, or stopped by the scheduler (checkpointed first)
+
+The allocation comes from environment variables the backend sets (QUANTA_*, plus the usual
+RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT). A SIGTERM asks the job to stop: `steps()` saves a
+checkpoint at the next step boundary and ends, and the process exits 0; the scheduler restarts it
+later, possibly on other devices, another count or another plan, and `steps()` resumes from that
+checkpoint. The global batch size is fixed by the job; `local_batch` and `accumulation` follow the
+allocation, so the optimisation is the same whatever the allocation.
+
+Checkpoints are atomic (written to a temporary file, fsynced, renamed) and carry the model, the
+optimiser, every RNG state and the step, with a SHA-256 in a manifest: a corrupt or truncated file is
+detected, the previous checkpoint is used, and if none is usable the job fails with a clear message
+instead of silently starting over.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+KEEP_CHECKPOINTS = 2
+EXIT_CORRUPT = 3          # exit status of a job whose checkpoints are all unusable
+
+
+class CheckpointError(RuntimeError):
+    """No usable checkpoint although the job has saved one."""
+
+
+def _env_int(env: dict, name: str, default: int) -> int:
+    value = env.get(name, "")
+    return int(value) if value.strip() else default
+
+
+@dataclass(frozen=True)
+class Allocation:
+    job_id: str
+    workdir: Path
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+    device: str = "cpu"               # "cpu" or "cuda:<local index>"
+    gpu_type: str = "cpu"
+    total_steps: int = 0              # 0: the script decides
+    global_batch: int = 0             # 0: the script decides
+    accumulation: int = 1             # gradient accumulation steps per optimiser step
+    plan: dict = field(default_factory=dict)
+    checkpoint_every: int = 100       # steps between periodic checkpoints
+    report_every_s: float = 1.0
+    master_addr: str = "127.0.0.1"
+    master_port: int = 29500
+
+    @classmethod
+    def from_env(cls, env: dict | None = None) -> "Allocation":
+        env = dict(os.environ if env is None else env)
+        workdir = Path(env.get("QUANTA_JOB_DIR", "."))
+        visible = env.get("CUDA_VISIBLE_DEVICES", "")
+        gpu_type = env.get("QUANTA_GPU_TYPE", "cpu")
+        local_rank = _env_int(env, "LOCAL_RANK", 0)
+        devices = [d for d in visible.split(",") if d.strip()]
+        device = "cpu" if not devices or gpu_type == "cpu" else \
+            "cuda:0" if len(devices) == 1 else f"cuda:{local_rank}"
+        return cls(job_id=env.get("QUANTA_JOB_ID", "local"), workdir=workdir,
+                   rank=_env_int(env, "RANK", 0), local_rank=local_rank,
+                   world_size=_env_int(env, "WORLD_SIZE", 1), device=device, gpu_type=gpu_type,
+                   total_steps=_env_int(env, "QUANTA_TOTAL_STEPS", 0),
+                   global_batch=_env_int(env, "QUANTA_GLOBAL_BATCH", 0),
+                   accumulation=max(1, _env_int(env, "QUANTA_ACCUMULATION", 1)),
+                   plan=json.loads(env.get("QUANTA_PLAN", "") or "{}"),
+                   checkpoint_every=max(1, _env_int(env, "QUANTA_CHECKPOINT_EVERY", 100)),
+                   report_every_s=float(env.get("QUANTA_REPORT_EVERY_S", "") or 1.0),
+                   master_addr=env.get("MASTER_ADDR", "127.0.0.1"),
+                   master_port=_env_int(env, "MASTER_PORT", 29500))
+
+    @property
+    def micro_batches(self) -> int:
+        """Micro-batches per optimiser step across the whole job."""
+        return self.world_size * self.accumulation
+
+    def micro_slice(self, micro: int) -> slice:
+        """This rank's rows of the global batch in accumulation step `micro`: the global batch is
+        cut into world_size x accumulation nearly equal parts (the first parts one row larger)."""
+        parts, idx = self.micro_batches, micro * self.world_size + self.rank
+        base, extra = divmod(self.global_batch, parts)
+        start = idx * base + min(idx, extra)
+        return slice(start, start + base + (1 if idx < extra else 0))
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def write_json(path: Path, obj: Any) -> None:
+    _atomic_write(Path(path), json.dumps(obj).encode())
+
+
+def read_json(path: Path) -> Any | None:
+    """A JSON file written by write_json, or None if absent or unreadable."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+class Job:
+    """One process of a job: allocation, stop signal, checkpoints, progress reports."""
+
+    def __init__(self, alloc: Allocation):
+        self.alloc = alloc
+        self.dir = Path(alloc.workdir)
+        self.ckpt_dir = self.dir / "checkpoints"
+        self.stop_requested = False
+        self._last_report = 0.0
+        self._rate_mark: tuple[float, int] | None = None
+        self._rate = 0.0
+        self._dist = False
+        if alloc.rank == 0:
+            self.ckpt_dir.mkdir(parents=True, exist_ok=True)
+        signal.signal(signal.SIGTERM, self._on_term)
+
+    @classmethod
+    def from_env(cls) -> "Job":
+        return cls(Allocation.from_env())
+
+    def _on_term(self, signum, frame) -> None:
+        self.stop_requested = True
+
+    # -- distributed -------------------------------------------------------------------------
+    def init_distributed(self) -> None:
+        """Join the job's process group (gloo on CPU, nccl on GPUs) when world_size > 1."""
+        a = self.alloc
+        if a.world_size <= 1 or self._dist:
+            return
+        import torch.distributed as dist
+        os.environ.setdefault("MASTER_ADDR", a.master_addr)
+        os.environ.setdefault("MASTER_PORT", str(a.master_port))
+        backend = "nccl" if a.device.startswith("cuda") else "gloo"
+        dist.init_process_group(backend, rank=a.rank, world_size=a.world_size)
+        self._dist = True
+
+    def wrap(self, model):
+        """The model on this process's device, in DistributedDataParallel when distributed."""
+        import torch
+        model = model.to(torch.device(self.alloc.device))
+        if self.alloc.world_size <= 1:
+            return model
+        self.init_distributed()
+        from torch.nn.parallel import DistributedDataParallel
+        ids = [torch.device(self.alloc.device).index] if self.alloc.device.startswith("cuda") else None
+        return DistributedDataParallel(model, device_ids=ids)
+
+    def _agree_stop(self) -> bool:
+        """Every rank stops at the same step: the stop request of any rank counts."""
+        if not self._dist:
+            return self.stop_requested
+        import torch
+        import torch.distributed as dist
+        flag = torch.tensor([1 if self.stop_requested else 0])
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return bool(flag.item())
+
+    # -- checkpoints ---------------------------------------------------------------------------
+    def save(self, model, optimizer, step: int) -> None:
+        """Atomic checkpoint of model, optimiser, RNG states and step (rank 0 writes)."""
+        if self.alloc.rank != 0:
+            return
+        import io
+
+        import numpy as np
+        import torch
+        module = getattr(model, "module", model)
+        state = {"step": step, "model": module.state_dict(), "optimizer": optimizer.state_dict(),
+                 "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(),
+                         "python": random.getstate()},
+                 "world_size": self.alloc.world_size, "global_batch": self.alloc.global_batch}
+        buf = io.BytesIO()
+        torch.save(state, buf)
+        data = buf.getvalue()
+        name = f"step-{step:09d}.pt"
+        _atomic_write(self.ckpt_dir / name, data)
+        manifest = self._manifest()
+        entries = [e for e in manifest if e["file"] != name]
+        entries.append({"file": name, "step": step, "sha256": hashlib.sha256(data).hexdigest()})
+        entries.sort(key=lambda e: e["step"])
+        for old in entries[:-KEEP_CHECKPOINTS]:
+            (self.ckpt_dir / old["file"]).unlink(missing_ok=True)
+        write_json(self.ckpt_dir / "manifest.json", entries[-KEEP_CHECKPOINTS:])
+
+    def _manifest(self) -> list[dict]:
+        entries = read_json(self.ckpt_dir / "manifest.json")
+        return entries if isinstance(entries, list) else []
+
+    def restore(self, model, optimizer) -> int:
+        """Load the newest usable checkpoint; returns the step to continue from (0 if none).
+        A checkpoint whose bytes do not match its manifest digest is skipped with a warning;
+        when checkpoints exist but none is usable, CheckpointError."""
+        import io
+
+        import numpy as np
+        import torch
+        entries = self._manifest()
+        for entry in reversed(entries):
+            path = self.ckpt_dir / entry["file"]
+            try:
+                data = path.read_bytes()
+                if hashlib.sha256(data).hexdigest() != entry["sha256"]:
+                    raise ValueError("its SHA-256 does not match the manifest")
+                state = torch.load(io.BytesIO(data), weights_only=False)
+            except Exception as err:   # noqa: BLE001 - any failure means: not usable
+                print(f"quanta: checkpoint {path} is corrupt ({err}); trying an older one",
+                      file=sys.stderr, flush=True)
+                continue
+            module = getattr(model, "module", model)
+            module.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            torch.set_rng_state(state["rng"]["torch"])
+            np.random.set_state(state["rng"]["numpy"])
+            random.setstate(state["rng"]["python"])
+            return int(state["step"])
+        if entries:
+            raise CheckpointError(f"every checkpoint of job {self.alloc.job_id} in {self.ckpt_dir} "
+                                  f"is corrupt ({len(entries)} tried)")
+        return 0
+
+    # -- progress ------------------------------------------------------------------------------
+    def report(self, step: int, force: bool = False) -> None:
+        """Progress (steps done) and measured throughput (steps/s), at most every report_every_s."""
+        if self.alloc.rank != 0:
+            return
+        now = time.time()
+        if self._rate_mark is None:
+            self._rate_mark = (now, step)
+        t0, s0 = self._rate_mark
+        if now - t0 >= self.alloc.report_every_s and step > s0:
+            inst = (step - s0) / (now - t0)
+            self._rate = inst if self._rate == 0 else 0.5 * inst + 0.5 * self._rate
+            self._rate_mark = (now, step)
+        if force and self._rate == 0 and step > s0 and now > t0:
+            self._rate = (step - s0) / (now - t0)
+        if force or now - self._last_report >= self.alloc.report_every_s:
+            self._last_report = now
+            write_json(self.dir / "progress.json",
+                       {"step": step, "total_steps": self.alloc.total_steps,
+                        "steps_per_s": self._rate, "time": now,
+                        "world_size": self.alloc.world_size, "gpu_type": self.alloc.gpu_type})
+
+    # -- the loop ------------------------------------------------------------------------------
+    def steps(self, model, optimizer, total_steps: int | None = None) -> Iterator[int]:
+        """Restore, then yield step numbers until done or asked to stop (checkpointing first)."""
+        total = total_steps or self.alloc.total_steps
+        if total <= 0:
+            raise ValueError("the job has no total steps: set QUANTA_TOTAL_STEPS or pass total_steps")
+        try:
+            step = self.restore(model, optimizer)
+        except CheckpointError as err:
+            print(f"quanta: {err}", file=sys.stderr, flush=True)
+            sys.exit(EXIT_CORRUPT)
+        self.report(step, force=True)
+        while step < total:
+            if self._agree_stop():
+                self.save(model, optimizer, step)
+                self.report(step, force=True)
+                return
+            yield step
+            step += 1
+            self.report(step)
+            if step % self.alloc.checkpoint_every == 0 and step < total:
+                self.save(model, optimizer, step)
+        self.save(model, optimizer, step)
+        self.report(step, force=True)

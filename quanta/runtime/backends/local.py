@@ -1,0 +1,129 @@
+"""The local backend: each job is a launcher process on this machine (quanta.runtime.launch) that
+starts one process per rank on CPU slots or on this machine's GPUs (CUDA_VISIBLE_DEVICES).
+Preemption: SIGTERM to the launcher, which forwards it; the ranks checkpoint and exit; after the
+grace period the whole process group is killed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from quanta.job import read_json, write_json
+from quanta.runtime.backends.base import Exit, Launch
+
+KILL_MARGIN_S = 5.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:   # a zombie is dead for us
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def is_launcher(pid: int, workdir: Path) -> bool:
+    """The pid is still our launcher for that job (not a recycled pid)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            args = f.read().split(b"\0")
+    except OSError:
+        return False
+    return b"quanta.runtime.launch" in args and str(workdir).encode() in args
+
+
+@dataclass
+class _Proc:
+    pid: int
+    workdir: Path
+    popen: subprocess.Popen | None     # None when adopted from an earlier scheduler
+    grace_s: float
+    stop_at: float | None = None
+
+
+class LocalBackend:
+    name = "local"
+
+    def __init__(self) -> None:
+        self.procs: dict[str, _Proc] = {}
+
+    def launch(self, job: Launch) -> str:
+        workdir = Path(job.workdir).resolve()
+        workdir.mkdir(parents=True, exist_ok=True)
+        (workdir / "exit.json").unlink(missing_ok=True)
+        write_json(workdir / "launch.json", job.as_json(free_port()))
+        env = dict(os.environ)
+        env.setdefault("OMP_NUM_THREADS", "1")
+        popen = subprocess.Popen([sys.executable, "-m", "quanta.runtime.launch", str(workdir)],
+                                 cwd=workdir, env=env, stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.DEVNULL, stderr=open(workdir / "launcher.log", "ab"),
+                                 start_new_session=True)
+        self.procs[job.job_id] = _Proc(popen.pid, workdir, popen, job.grace_s)
+        return str(popen.pid)
+
+    def stop(self, job_id: str) -> None:
+        p = self.procs.get(job_id)
+        if p is None or p.stop_at is not None:
+            return
+        p.stop_at = time.monotonic()
+        try:
+            os.kill(p.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+    def adopt(self, job_id: str, workdir: Path, handle: str, grace_s: float) -> bool:
+        pid = int(handle) if handle.isdigit() else -1
+        if pid <= 0 or not (pid_alive(pid) and is_launcher(pid, Path(workdir))):
+            return False
+        self.procs[job_id] = _Proc(pid, Path(workdir), None, grace_s)
+        return True
+
+    def poll(self) -> list[Exit]:
+        done: list[Exit] = []
+        now = time.monotonic()
+        for job_id, p in list(self.procs.items()):
+            running = p.popen.poll() is None if p.popen is not None else pid_alive(p.pid)
+            if running:
+                if p.stop_at is not None and now - p.stop_at > p.grace_s + KILL_MARGIN_S:
+                    try:
+                        os.killpg(p.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                continue
+            del self.procs[job_id]
+            info = read_json(p.workdir / "exit.json")
+            if info is not None:
+                done.append(Exit(job_id, int(info.get("returncode", 1))))
+            else:   # the launcher itself died (killed): whatever ranks remain go with it
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                code = (p.popen.returncode if p.popen is not None else 0) or -9
+                why = "was killed" if code < 0 else f"failed with exit code {code}"
+                done.append(Exit(job_id, code, f"the job's launcher {why} (see launcher.log)"))
+        return done
+
+    def lost_nodes(self) -> list[int]:
+        return []
+
+    def shutdown(self) -> None:
+        self.procs.clear()

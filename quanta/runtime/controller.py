@@ -1,0 +1,482 @@
+"""The runtime driver: the same DecisionLoop as the simulator, applied to real processes.
+
+Each iteration (`step`) reads what changed (new submissions, cancel/hold requests from the API,
+jobs' processes that ended, their reported progress and throughput), asks the policy when the
+simulator would (every event for event-driven policies, every round for round-based ones, and at
+the policy's wake-up times), and carries out the transitions through a backend: a preempted job is
+sent SIGTERM (it checkpoints and exits), a started, migrated or resized job is launched on its new
+devices once the processes that held them are gone, and resumes from its checkpoint.
+
+Time is seconds since the service's first start (kept in the store), so policies see one clock
+across restarts. Measured throughput goes into the job table (policies see real progress and
+rates) and into the online performance model. Everything a user would miss after a crash is in the
+store before it matters: a restarted runtime adopts the launchers still running and requeues the
+jobs whose processes are gone (they resume from their last checkpoint).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from quanta.core.jobtable import DONE, KIND_CODES, PENDING, RUNNING, SHARE_MODES, JobTable
+from quanta.core.loop import DecisionLoop
+from quanta.core.mechanism import Kind, Transition
+from quanta.errors import QuantaError
+from quanta.job import EXIT_CORRUPT, read_json
+from quanta.model.cluster import Cluster
+from quanta.perf.base import PerfModel
+from quanta.perf.online import OnlineModel
+from quanta.placement.occupancy import Occupancy
+from quanta.policies.base import Policy
+from quanta.runtime.backends.base import Backend, Exit, Launch, Rank
+from quanta.runtime.spec import JobSubmission
+from quanta.service.store import ACTIVE, JobRecord, Store
+
+MAX_LATENCIES = 10_000
+
+
+@dataclass
+class _Proc:
+    """A job's processes as the runtime knows them."""
+    gpus: np.ndarray                  # devices they hold (global GPU ids)
+    stopping: str = ""                # why they were asked to stop: preempt, move, hold, cancel
+
+
+@dataclass
+class RuntimeStats:
+    decisions: int = 0
+    latencies: list[float] = field(default_factory=list)   # seconds per decision (policy + mechanism)
+    preemptions: int = 0
+    launches: int = 0
+    admission_waits: list[float] = field(default_factory=list)
+
+
+class Runtime:
+    def __init__(self, store: Store, backend: Backend, cluster: Cluster, policy: Policy,
+                 perf: PerfModel, jobs_dir: Path, poll_s: float = 0.25, clock=time.time):
+        self.store = store
+        self.backend = backend
+        self.cluster = cluster
+        self.policy = policy
+        self.perf = perf if isinstance(perf, OnlineModel) else OnlineModel(perf)
+        self.jobs_dir = Path(jobs_dir).resolve()
+        self.poll_s = poll_s
+        self.clock = clock
+        self.epoch = store.epoch()
+        self.table = JobTable([], cluster, self.perf)
+        self.occ = Occupancy(cluster)
+        self.loop = DecisionLoop(policy, self.table, self.occ)
+        self.ids: list[int] = []                 # table row -> store job id
+        self.row_of: dict[int, int] = {}
+        self.subs: dict[int, JobSubmission] = {}  # row -> submission
+        self.held: set[int] = set()
+        self.failures: dict[int, int] = {}
+        self.procs: dict[int, _Proc] = {}        # rows with live processes
+        self.to_launch: dict[int, Transition] = {}
+        self.reasons: dict[int, str] = {}
+        self.events: set[str] = set()
+        self.next_tick: float | None = None
+        self.stats = RuntimeStats()
+        self.lock = threading.RLock()
+        self._poke = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.error: str = ""
+
+    # -- clock and lifecycle -----------------------------------------------------------------------
+    def now(self) -> float:
+        return self.clock() - self.epoch
+
+    def start(self) -> None:
+        self.recover()
+        self._thread = threading.Thread(target=self._run, name="quanta-runtime", daemon=True)
+        self._thread.start()
+
+    def poke(self) -> None:
+        self._poke.set()
+
+    def close(self) -> None:
+        """Stop the loop; running jobs keep running (a restarted service adopts them)."""
+        self._stop.set()
+        self._poke.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self.backend.shutdown()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.step()
+            except Exception as err:   # noqa: BLE001 - keep serving; the error is reported
+                self.error = f"{type(err).__name__}: {err}"
+                import traceback
+                traceback.print_exc()
+            self._poke.wait(self.poll_s)
+            self._poke.clear()
+
+    # -- rows ------------------------------------------------------------------------------------
+    def _add(self, rec: JobRecord) -> int:
+        sub = JobSubmission.model_validate(rec.spec)
+        spec = sub.to_spec(str(rec.id), rec.submit, rec.user)
+        row = int(self.table.extend([spec])[0])
+        self.ids.append(rec.id)
+        self.row_of[rec.id] = row
+        self.subs[row] = sub
+        self.failures[row] = rec.failures
+        t = self.table
+        t.state[row] = PENDING
+        t.prog0[row] = rec.steps_done
+        t.att0[row] = rec.attained
+        t.t0[row] = t.ta[row] = self.now()
+        t.preemptions[row] = rec.preemptions
+        if rec.start is not None:
+            t.first_start[row] = rec.start - self.epoch
+        if rec.held:
+            self.held.add(row)
+        return row
+
+    def workdir(self, job_id: int) -> Path:
+        return self.jobs_dir / str(job_id)
+
+    def recover(self) -> None:
+        """Load the store's active jobs; adopt the launchers still running, requeue the rest."""
+        with self.lock:
+            now = self.now()
+            for rec in self.store.jobs(states=ACTIVE):
+                row = self._add(rec)
+                if rec.state != "running":
+                    continue
+                gpus = np.asarray(rec.devices, dtype=np.int64)
+                grace = self.subs[row].grace_s
+                if gpus.size and self.backend.adopt(str(rec.id), self.workdir(rec.id), rec.handle,
+                                                    grace) and np.all(self.occ.owner[gpus] == -1):
+                    t_idx = self.cluster.types.index(rec.gpu_type)
+                    self.occ.assign(row, gpus)
+                    rate = self._rate(row, t_idx, len(gpus), self.occ.nodes_of(gpus), -1, "")
+                    self.table.apply_transitions(now, np.array([row]), np.array([KIND_CODES["start"]]),
+                                                 np.array([t_idx]), [gpus], np.array([rate]),
+                                                 np.array([0.0]))
+                    self.procs[row] = _Proc(gpus)
+                    if rec.cancel or rec.held:
+                        self._stop_running(row, "cancel" if rec.cancel else "hold")
+                    self.store.update(rec.id, ("adopt", f"pid {rec.handle}"), devices=rec.devices)
+                else:
+                    done = read_json(self.workdir(rec.id) / "exit.json")
+                    self.procs[row] = _Proc(gpus)
+                    self._handle_exit(row, Exit(str(rec.id), int(done["returncode"]) if done else -9,
+                                                "" if done else "its processes were gone after "
+                                                "a scheduler restart"), now)
+            self.store.dirty_jobs()        # everything is loaded
+            self.events.add("arrival")
+
+    # -- one iteration -----------------------------------------------------------------------------
+    def step(self) -> None:
+        with self.lock:
+            now = self.now()
+            self._sync_requests(now)
+            for ex in self.backend.poll():
+                row = self.row_of.get(int(ex.job_id))
+                if row is not None:
+                    self._handle_exit(row, ex, now)
+            for node in self.backend.lost_nodes():
+                self._node_lost(node, now)
+            self._read_progress(now)
+            interval = self.policy.interval
+            if interval and (self.next_tick is None or now >= self.next_tick):
+                self.events.add("tick")
+                self.next_tick = (np.floor(now / interval) + 1) * interval
+            if self.loop.wake_at is not None and now >= self.loop.wake_at:
+                self.events.add("wake")
+                self.loop.wake_at = None
+            decide = ("tick" in self.events) if interval else bool(self.events)
+            active = self._active()
+            if decide and len(active):
+                start = time.perf_counter()
+                trs = self.loop.step(now, active, tuple(sorted(self.events)))
+                self._apply(trs, now)
+                self.stats.latencies.append(time.perf_counter() - start)
+                del self.stats.latencies[:-MAX_LATENCIES]
+                self.stats.decisions += 1
+                self._update_reasons(active)
+            if decide or not len(active):
+                self.events.clear()
+            self._launch_ready(now)
+
+    def _active(self) -> np.ndarray:
+        st = self.table.state
+        act = np.flatnonzero((st == PENDING) | (st == RUNNING))
+        if self.held:
+            act = act[~np.isin(act, list(self.held))]
+        return act
+
+    # -- requests from the API ---------------------------------------------------------------------
+    def _sync_requests(self, now: float) -> None:
+        for rec in self.store.dirty_jobs():
+            row = self.row_of.get(rec.id)
+            if row is None:
+                if rec.state not in ACTIVE:
+                    continue
+                row = self._add(rec)
+                self.events.add("arrival")
+            if self.table.state[row] == DONE:
+                continue
+            if rec.cancel:
+                self._end_or_stop(row, "cancel", now)
+            elif rec.held and row not in self.held:
+                self.held.add(row)
+                self._end_or_stop(row, "hold", now)
+            elif not rec.held and row in self.held:
+                self.held.discard(row)
+                self.store.update(rec.id, reason="")
+                self.events.add("arrival")
+
+    def _end_or_stop(self, row: int, why: str, now: float) -> None:
+        """Cancel or hold: a waiting job changes at once, a running one after it checkpointed."""
+        job_id = self.ids[row]
+        if row in self.procs or self.table.state[row] == RUNNING:
+            self._stop_running(row, why)
+            self.events.add("completion")
+            return
+        self.to_launch.pop(row, None)
+        if why == "cancel":
+            self._close(row, "cancelled", "cancelled by its user", now)
+        else:
+            self.store.update(job_id, state="pending", reason="JobHeldUser")
+
+    def _stop_running(self, row: int, why: str) -> None:
+        """Take the job off its GPUs now (in the scheduler's books) and ask its processes to stop."""
+        now = self.now()
+        t = self.table
+        if t.state[row] == RUNNING:
+            self.occ.release(row)
+            t.hold(row, now, Kind.PREEMPT.value, -1, np.empty(0, np.int64), 0.0, 0.0)
+        self.to_launch.pop(row, None)
+        proc = self.procs.get(row)
+        if proc is not None:
+            proc.stopping = why
+            self.backend.stop(str(self.ids[row]))
+        elif why == "cancel":
+            self._close(row, "cancelled", "cancelled by its user", now)
+
+    # -- processes ---------------------------------------------------------------------------------
+    def _handle_exit(self, row: int, ex: Exit, now: float) -> None:
+        t = self.table
+        job_id = self.ids[row]
+        proc = self.procs.pop(row, _Proc(np.empty(0, np.int64)))
+        self._read_one(row, now)
+        sub = self.subs[row]
+        prog = read_json(self.workdir(job_id) / "progress.json") or {}
+        steps = float(prog.get("step", t.prog0[row]))
+        why = proc.stopping
+        if ex.returncode == 0 and steps >= sub.steps:
+            self._release(row, now)
+            t.finish(row, now)
+            self._close(row, "finished", "", now, steps_done=steps)
+            self.events.add("completion")
+            return
+        if why == "cancel":
+            self._close(row, "cancelled", "cancelled by its user", now, steps_done=steps)
+            return
+        if ex.returncode == EXIT_CORRUPT:
+            self._release(row, now)
+            t.finish(row, now)
+            self._close(row, "failed", "every checkpoint is corrupt (see quanta logs)", now)
+            self.events.add("completion")
+            return
+        if why in ("preempt", "hold", "move"):
+            if why == "hold":
+                self.store.update(job_id, ("stopped", "held"), state="pending",
+                                  reason="JobHeldUser", steps_done=steps, handle="")
+            elif why == "preempt" or row not in self.to_launch:
+                self.store.update(job_id, ("preempted", f"at step {int(steps)}"), state="pending",
+                                  reason="Preempted", steps_done=steps, handle="")
+            self.events.add("completion")
+            return
+        # the job's processes ended on their own without finishing: a failure
+        self._release(row, now)
+        self.failures[row] += 1
+        detail = ex.message or (f"exit code {ex.returncode}" if ex.returncode else
+                                f"exited at step {int(steps)} of {sub.steps}")
+        if self.failures[row] > sub.max_failures or ex.returncode == 0:
+            t.finish(row, now)
+            self._close(row, "failed", f"{detail}; gave up after {self.failures[row]} failures"
+                        if ex.returncode else detail, now, failures=self.failures[row])
+        else:
+            self.store.update(job_id, ("failure", f"{detail}; requeued from its last checkpoint"),
+                              state="pending", reason="Requeued", failures=self.failures[row],
+                              steps_done=steps, handle="")
+        self.events.add("failure")
+
+    def _release(self, row: int, now: float) -> None:
+        """Take a job off its GPUs in the scheduler's books (its processes are gone)."""
+        if self.table.state[row] == RUNNING:
+            self.occ.release(row)
+            self.table.hold(row, now, Kind.PREEMPT.value, -1, np.empty(0, np.int64), 0.0, 0.0)
+        self.to_launch.pop(row, None)
+
+    def _close(self, row: int, state: str, message: str, now: float, **cols) -> None:
+        t = self.table
+        if t.state[row] != DONE:
+            self._release(row, now)
+            t.finish(row, now)
+        t.end[row] = now
+        self.held.discard(row)
+        att = float(t.att0[row])
+        self.store.update(self.ids[row], (state, message), state=state, reason=message,
+                          end_time=self.epoch + now, gpus=0, devices=[], handle="", attained=att,
+                          **cols)
+
+    def _node_lost(self, node: int, now: float) -> None:
+        for row in self.occ.node_down(node):
+            self.table.hold(row, now, Kind.PREEMPT.value, -1, np.empty(0, np.int64), 0.0, 0.0)
+            self.to_launch.pop(row, None)
+            if row in self.procs:
+                self.procs[row].stopping = "preempt"
+            self.store.update(self.ids[row], ("node-lost", f"node {node}"), state="pending",
+                              reason="NodeFail")
+        self.events.add("failure")
+
+    def _read_progress(self, now: float) -> None:
+        rows = [r for r in self.procs if self.procs[r].stopping == ""]
+        updates = []
+        for row in rows:
+            cols = self._read_one(row, now)
+            if cols:
+                updates.append((self.ids[row], cols))
+        self.store.update_many(updates)
+
+    def _read_one(self, row: int, now: float) -> dict:
+        prog = read_json(self.workdir(self.ids[row]) / "progress.json")
+        t = self.table
+        if not prog or t.state[row] != RUNNING:
+            return {}
+        step = float(prog.get("step", 0.0))
+        rate = float(prog.get("steps_per_s", 0.0))
+        t.mark(row, now)
+        t.prog0[row] = min(step, t.total[row])
+        if rate > 0:
+            t.rate[row] = rate
+            g = int(t.gtype[row])
+            gpus = t.placement.get(row)
+            if g >= 0 and gpus is not None and int(prog.get("world_size", 0)) == len(gpus):
+                self.perf.observe(t.specs[row], self.cluster.types[g], len(gpus),
+                                  self.occ.nodes_of(gpus), rate)
+        return {"steps_done": float(t.prog0[row]), "steps_per_s": rate,
+                "attained": float(t.att0[row])}
+
+    # -- transitions -------------------------------------------------------------------------------
+    def _rate(self, row: int, gtype: int, count: int, nodes: int, partner: int, mode: str) -> float:
+        spec, name = self.table.specs[row], self.cluster.types[gtype]
+        if partner >= 0:
+            return self.perf.shared_rate(spec, self.table.specs[partner], name, count, nodes,
+                                         None, mode)
+        return self.perf.rate(spec, name, count, nodes)
+
+    def _apply(self, trs: list[Transition], now: float) -> None:
+        if not trs:
+            return
+        t = self.table
+        rows = np.array([tr.row for tr in trs], dtype=np.int64)
+        kind = np.array([KIND_CODES[tr.kind.value] for tr in trs], dtype=np.int64)
+        rate = np.array([self._rate(tr.row, tr.gpu_type, len(tr.gpus), tr.nodes, tr.partner, tr.mode)
+                         if len(tr.gpus) else 0.0 for tr in trs])
+        t.apply_transitions(now, rows, kind, np.array([tr.gpu_type for tr in trs], dtype=np.int64),
+                            [tr.gpus for tr in trs], rate, np.zeros(len(trs)),
+                            np.array([tr.partner for tr in trs], dtype=np.int64),
+                            np.array([SHARE_MODES[tr.mode] for tr in trs], dtype=np.int8),
+                            np.array([tr.guest for tr in trs], dtype=bool),
+                            np.array([tr.consolidated for tr in trs], dtype=bool))
+        for tr in trs:
+            row = tr.row
+            if tr.kind == Kind.RESHARE:
+                continue
+            if tr.kind == Kind.PREEMPT:
+                self.to_launch.pop(row, None)
+                if row in self.procs:
+                    self.procs[row].stopping = "preempt"
+                    self.backend.stop(str(self.ids[row]))
+                    self.stats.preemptions += 1
+                else:
+                    self.store.update(self.ids[row], state="pending", reason="Preempted",
+                                      gpus=0, devices=[])
+                continue
+            self.to_launch[row] = tr
+            if row in self.procs:              # migrate / resize: checkpoint, then relaunch
+                self.procs[row].stopping = "move"
+                self.backend.stop(str(self.ids[row]))
+
+    def _launch_ready(self, now: float) -> None:
+        """Launch every started job whose devices are no longer held by stopping processes."""
+        if not self.to_launch:
+            return
+        draining = set()
+        for p in self.procs.values():
+            draining.update(p.gpus.tolist())
+        for row, tr in list(self.to_launch.items()):
+            if row in self.procs or draining.intersection(tr.gpus.tolist()):
+                continue
+            del self.to_launch[row]
+            self._launch(row, tr, now)
+
+    def _launch(self, row: int, tr: Transition, now: float) -> None:
+        job_id = self.ids[row]
+        sub = self.subs[row]
+        rec = self.store.job(job_id)
+        attempt = (rec.attempt if rec else 0) + 1
+        gtype = self.cluster.types[tr.gpu_type]
+        c = self.cluster
+        ranks = []
+        per_node: dict[int, int] = {}
+        for g in tr.gpus.tolist():
+            node = int(c.gpu_node[g])
+            per_node[node] = per_node.get(node, -1) + 1
+            device = g - int(c.node_first_gpu[node])
+            ranks.append(Rank(node, per_node[node], "" if gtype == "cpu" else str(device)))
+        env = dict(sub.env)
+        env.update({"QUANTA_JOB_ID": str(job_id), "QUANTA_JOB_DIR": str(self.workdir(job_id)),
+                    "QUANTA_TOTAL_STEPS": str(sub.steps), "QUANTA_GLOBAL_BATCH": str(sub.batch_size),
+                    "QUANTA_GPU_TYPE": gtype, "QUANTA_CHECKPOINT_EVERY": str(sub.checkpoint_every)})
+        plan = tr.plan
+        if isinstance(plan, dict) and "accumulation" in plan:
+            env["QUANTA_ACCUMULATION"] = str(int(plan["accumulation"]))
+        launch = Launch(str(job_id), self.workdir(job_id), list(sub.command), ranks, gtype, attempt,
+                        cwd=sub.cwd, env=env, grace_s=sub.grace_s)
+        try:
+            handle = self.backend.launch(launch)
+        except (OSError, QuantaError) as err:
+            self._close(row, "failed", f"could not start: {err}", now)
+            return
+        self.procs[row] = _Proc(tr.gpus.copy())
+        self.stats.launches += 1
+        first = np.isnan(self.table.first_start[row]) or rec is None or rec.start is None
+        cols = dict(state="running", reason="", gpus=len(tr.gpus), gpu_type=gtype,
+                    devices=tr.gpus.tolist(), nodes=",".join(self.cluster.nodes[n].name for n in
+                                                              sorted({r.node for r in ranks})),
+                    handle=handle, attempt=attempt)
+        if rec is not None and rec.start is None:
+            cols["start"] = self.epoch + now
+            self.stats.admission_waits.append(now - (rec.submit - self.epoch))
+        self.store.update(job_id, ("start" if first else "resume",
+                                   f"{len(tr.gpus)} x {gtype} on {cols['nodes']}"), **cols)
+
+    def _update_reasons(self, active: np.ndarray) -> None:
+        """Why each waiting job waits: Resources (not enough free devices of an allowed type) or
+        Priority (the policy preferred others)."""
+        t = self.table
+        pending = active[t.state[active] == PENDING]
+        if not len(pending):
+            return
+        free = self.occ.up_capacity() - self.occ.busy
+        fits = (t.allowed[pending] & (free[None, :] >= t.req[pending, None])).any(axis=1)
+        updates = []
+        for row, ok in zip(pending.tolist(), fits.tolist()):
+            reason = "Priority" if ok else "Resources"
+            if self.reasons.get(row) != reason and row not in self.procs:
+                self.reasons[row] = reason
+                updates.append((self.ids[row], {"reason": reason}))
+        self.store.update_many(updates)

@@ -1,0 +1,82 @@
+"""The per-job launcher: `python -m quanta.runtime.launch JOB_DIR`.
+
+Reads JOB_DIR/launch.json (command, environment, one entry per rank), starts every rank with the
+distributed environment (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, one thread per
+process), forwards SIGTERM to them (they checkpoint and exit), and when they are all gone writes
+JOB_DIR/exit.json with the job's return code. If one rank fails, the others are stopped (SIGTERM,
+then SIGKILL after the grace period). It runs in its own session, so a scheduler that dies leaves
+it running: a restarted scheduler adopts it by its pid and reads exit.json when it ends.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from quanta.job import read_json, write_json
+
+POLL_S = 0.05
+
+
+def rank_env(spec: dict, rank: int, base: dict) -> dict:
+    env = dict(base)
+    env.update(spec.get("env", {}))
+    r = spec["ranks"][rank]
+    env.update({"RANK": str(rank), "LOCAL_RANK": str(r.get("local_rank", 0)),
+                "WORLD_SIZE": str(len(spec["ranks"])), "MASTER_ADDR": spec.get("master_addr", "127.0.0.1"),
+                "MASTER_PORT": str(spec["master_port"]), "OMP_NUM_THREADS": str(r.get("threads", 1)),
+                "MKL_NUM_THREADS": str(r.get("threads", 1)),
+                "CUDA_VISIBLE_DEVICES": r.get("cuda_visible_devices", "")})
+    return env
+
+
+def main(argv: list[str]) -> int:
+    job_dir = Path(argv[0])
+    spec = read_json(job_dir / "launch.json")
+    if not spec:
+        print(f"quanta launch: {job_dir}/launch.json is missing or unreadable", file=sys.stderr)
+        return 2
+    grace = float(spec.get("grace_s", 30.0))
+    log = open(job_dir / "job.log", "ab", buffering=0)
+    procs: list[subprocess.Popen] = []
+    stopping = {"at": None}
+
+    def on_term(signum, frame):
+        if stopping["at"] is None:
+            stopping["at"] = time.monotonic()
+            for p in procs:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_term)
+    base = dict(os.environ)
+    for rank in range(len(spec["ranks"])):
+        out = log if rank == 0 else open(job_dir / f"rank-{rank}.log", "ab", buffering=0)
+        procs.append(subprocess.Popen(spec["command"], cwd=spec.get("cwd") or job_dir,
+                                      env=rank_env(spec, rank, base), stdout=out,
+                                      stderr=subprocess.STDOUT))
+    codes: list[int | None] = [None] * len(procs)
+    while any(c is None for c in codes):
+        for i, p in enumerate(procs):
+            if codes[i] is None:
+                codes[i] = p.poll()
+        failed = any(c not in (None, 0) for c in codes)
+        if failed and stopping["at"] is None:
+            on_term(signal.SIGTERM, None)     # one rank failed: stop the others
+        if stopping["at"] is not None and time.monotonic() - stopping["at"] > grace:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+        time.sleep(POLL_S)
+    rc = next((c for c in codes if c != 0), 0)
+    write_json(job_dir / "exit.json", {"returncode": rc, "ranks": codes, "time": time.time(),
+                                       "attempt": spec.get("attempt", 0)})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

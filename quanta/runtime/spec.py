@@ -1,0 +1,89 @@
+"""A job submission: what `quanta submit job.yaml` sends and `POST /v1/jobs` accepts.
+
+    name: mlp-demo
+    command: [python, -m, quanta.examples.train, --model, mlp]
+    gpus: 2                  # workers (GPUs, or CPU slots on a machine without GPUs)
+    steps: 2000              # total optimiser steps
+    batch_size: 64           # global batch, kept whatever the allocation
+    gpu_type: [v100, a100]   # optional: allowed types
+    queue: default
+    model: resnet50          # optional: catalog job type, for the performance model's priors
+
+Validated by pydantic (unknown fields are errors); `quanta submit --schema` prints the JSON Schema.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from quanta.errors import QuantaError
+from quanta.model.job import JobSpec
+
+
+class JobSubmission(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    command: list[str] = Field(min_length=1, description="program and arguments")
+    steps: int = Field(ge=1, description="total optimiser steps")
+    gpus: int = Field(1, ge=1, le=4096, description="workers: GPUs, or CPU slots without GPUs")
+    batch_size: int = Field(64, ge=1, description="global batch size")
+    gpu_type: list[str] = Field(default_factory=list, description="allowed GPU types; empty = any")
+    queue: str = Field("default", min_length=1, max_length=64)
+    model: str = Field("", description="catalog job type (performance-model priors)")
+    weight: float = Field(1.0, gt=0)
+    min_gpus: int = Field(0, ge=0)
+    max_gpus: int = Field(0, ge=0)
+    cwd: str = Field("", description="working directory of the command (default: the job's own)")
+    env: dict[str, str] = Field(default_factory=dict)
+    checkpoint_every: int = Field(100, ge=1, description="steps between checkpoints")
+    grace_s: float = Field(30.0, gt=0, le=3600, description="seconds to checkpoint when stopped")
+    max_failures: int = Field(3, ge=0, description="restarts after crashes before the job fails")
+
+    @field_validator("gpu_type", mode="before")
+    @classmethod
+    def _one_or_many(cls, v):
+        return [v] if isinstance(v, str) else v
+
+    def to_spec(self, job_id: str, submit: float, user: str) -> JobSpec:
+        return JobSpec(job_id=job_id, submit_time=submit, num_gpus=self.gpus,
+                       job_type=self.model or self.name, total_steps=float(self.steps), user=user,
+                       queue=self.queue, batch_size=self.batch_size, weight=self.weight,
+                       gpu_types=tuple(t.lower() for t in self.gpu_type),
+                       min_gpus=self.min_gpus, max_gpus=self.max_gpus)
+
+
+def first_error(err: ValidationError, source: str = "") -> QuantaError:
+    """One line naming the field at fault."""
+    e = err.errors()[0]
+    field = ".".join(str(p) for p in e["loc"]) or None
+    return QuantaError(e["msg"], source=source or None, field=field)
+
+
+def parse_submission(data: object, source: str = "") -> JobSubmission:
+    if not isinstance(data, dict):
+        raise QuantaError("a job spec is a mapping of fields (name, command, steps, ...)",
+                          source=source or None)
+    try:
+        return JobSubmission.model_validate(data)
+    except ValidationError as err:
+        raise first_error(err, source) from None
+
+
+def load_submission(path: Path) -> JobSubmission:
+    """A job spec from a YAML file; relative `cwd` is taken from the file's folder."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as err:
+        raise QuantaError(f"cannot read job spec: {err.strerror}", source=str(path)) from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        raise QuantaError(f"not valid YAML ({getattr(err, 'problem', err)})", source=str(path),
+                          line=mark.line + 1 if mark else None) from None
+    sub = parse_submission(data, str(path))
+    cwd = Path(sub.cwd) if sub.cwd else path.parent
+    return sub.model_copy(update={"cwd": str((path.parent / cwd).resolve())})
