@@ -33,6 +33,30 @@ def test_pair_times_match_a_direct_simulation_of_the_pair():
         assert t_con == pytest.approx((end_a + end_b) / 2)
 
 
+def _pair_jct(e_a, e_b, xi_a, xi_b, s_a=1.0, s_b=1.0):
+    """Average JCT of a packed pair by stepping the two jobs through time (no formula)."""
+    left_a, left_b, t, ends = e_a, e_b, 0.0, {}
+    while len(ends) < 2:
+        speed_a = (1 / xi_a if "b" not in ends else 1 / s_a) if "a" not in ends else 0.0
+        speed_b = (1 / xi_b if "a" not in ends else 1 / s_b) if "b" not in ends else 0.0
+        dt = min(left_a / speed_a if speed_a else np.inf, left_b / speed_b if speed_b else np.inf)
+        t += dt
+        left_a -= speed_a * dt
+        left_b -= speed_b * dt
+        for name, left in (("a", left_a), ("b", left_b)):
+            if name not in ends and left <= 1e-9 * (e_a + e_b):
+                ends[name] = t
+    return (ends["a"] + ends["b"]) / 2
+
+
+def test_pair_times_with_a_slower_solo_phase_match_stepping():
+    for args in [(100.0, 40.0, 1.5, 1.2, 1.3, 1.0), (30.0, 200.0, 2.0, 1.1, 1.0, 1.4),
+                 (500.0, 20.0, 3.0, 1.1, 2.0, 1.0)]:
+        t_seq, t_con = pair_times(*args)
+        assert t_con == pytest.approx(_pair_jct(*args))
+        assert t_seq == pytest.approx((args[1] + args[1] + args[0]) / 2)
+
+
 def _snap(pair, perf, steps_a=None, steps_b=None):
     host, waiting = pair[1], pair[0]
     rate = perf.table.alone
@@ -62,3 +86,56 @@ def test_bsbf_runs_end_to_end_and_accounts_shared_gpus(perf):
         res = Simulator(jobs, homogeneous(2, 4), make_policy(name), perf, restart=RestartCost(5.0)).run()
         assert (res.table.state == DONE).all() and res.table.preemptions.sum() == 0
         assert job_metrics(res).gpu_seconds.sum() == pytest.approx(timeline_gpu_seconds(res), rel=1e-9)
+
+
+def _accumulated_pair(perf, snap, k):
+    """(e_a, e_b, xi_a, xi_b, s_a) of the NOFIT pair with the guest (row 1) at k micro-batches."""
+    j = snap.jobs
+    a, b = j.specs[1], j.specs[0]
+    micro = dict(perf.accumulation_steps(a.job_type))[k]
+    solo = perf.accumulated_rate(a, k, micro, "v100", 1)
+    alone_a, alone_b = perf.rate(a, "v100", 1), perf.rate(b, "v100", 1)
+    e_a, e_b = j.remaining[1] / alone_a, j.remaining[0] / alone_b
+    xi_a = alone_a / (solo * perf.pack_slowdown(micro, b.job_type, "v100"))
+    xi_b = 1 / perf.pack_slowdown(b.job_type, micro, "v100")
+    return e_a, e_b, xi_a, xi_b, alone_a / solo
+
+
+@pytest.mark.parametrize("guest_s, host_s, shares", [(600, 36000, True), (36000, 600, False)])
+def test_memory_short_pair_shares_with_accumulation_only_if_the_pair_gains(guest_s, host_s, shares,
+                                                                            perf):
+    snap = _snap(NOFIT, perf, steps_a=guest_s, steps_b=host_s)
+    assert not perf.fits_together(NOFIT[0], NOFIT[1], "v100")      # memory-short at full batch
+    assert 1 not in make_policy("sjf-bsbf").decide(snap).share       # no accumulation: never
+    dec = make_policy("sjf-bsbf:accumulate=true").decide(snap)
+    assert (1 in dec.share) == shares
+    fitting = [k for k, micro in perf.accumulation_steps(NOFIT[0])
+               if perf.fits_together(micro, NOFIT[1], "v100")]
+    assert fitting and 1 not in fitting
+    wait = (host_s + host_s + guest_s) / 2                          # a waits for b, then runs
+    if shares:
+        k = dec.plans[1].ga_steps
+        assert k in fitting and dec.plans[1].dp == 1
+        jct = _pair_jct(*_accumulated_pair(perf, snap, k))
+        assert jct < wait and jct == pytest.approx(pair_times(*_accumulated_pair(perf, snap, k))[1])
+        assert all(jct <= _pair_jct(*_accumulated_pair(perf, snap, o)) + 1e-6 for o in fitting)
+    else:
+        assert not dec.plans
+        assert all(_pair_jct(*_accumulated_pair(perf, snap, k)) >= wait for k in fitting)
+
+
+def test_bsbf_with_accumulation_runs_end_to_end_on_a_plan_charging_engine(perf):
+    """bench/repro_sjf_bsbf.py's prototype engine charges the accumulated rates."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from repro_sjf_bsbf import PlanChargingSimulator
+    rng = np.random.default_rng(5)
+    mix = [NOFIT[0], NOFIT[1], "ResNet-50 (batch size 64)", "Transformer (batch size 256)"]
+    jobs = [j.with_(job_type=mix[int(rng.integers(len(mix)))]) for j in random_jobs(80, seed=5, gap=20.0, max_gpus=1)]
+    sim = PlanChargingSimulator(jobs, homogeneous(1, 4), make_policy("sjf-bsbf:accumulate=true"), perf,
+                                restart=RestartCost(5.0))
+    res = sim.run()
+    assert (res.table.state == DONE).all() and res.table.preemptions.sum() == 0
+    assert sim.micro                                               # some guests accumulated
+    assert job_metrics(res).gpu_seconds.sum() == pytest.approx(timeline_gpu_seconds(res), rel=1e-9)

@@ -10,6 +10,16 @@ Counts other than the measured scale factors scale from the nearest measured cou
 sub-linear exponent (SCALING_EXPONENT). A job that is not consolidated (spread over more nodes than it needs) runs at the
 measured unconsolidated/consolidated ratio where Gavel measured it, else UNCONSOLIDATED_FACTOR.
 Never a silent zero: a measured 0 (infeasible, e.g. out of memory) is kept and reported as such.
+
+Gradient accumulation (for sharing a GPU when a pair does not fit in memory): a job of type
+"M (batch size B)" may run its global batch B as k micro-batches of B/k wherever Gavel measured the
+same model at batch B/k. Its memory is that of "M (batch size B/k)" (activations scale with the
+micro-batch; weights, gradients and optimizer state are the same), so the pair fits iff the measured
+pair with the smaller type fits. Its speed in global steps/s is the measured steps/s at B/k divided
+by k. That counts one optimizer step per micro-batch where accumulation has one per k, so it slightly
+under-states the speed [U: conservative; the optimizer step of these models is a small part of an
+iteration]. Packed beside another job, both sides take the measured pair slowdown of the smaller
+type with the other job.
 """
 
 from __future__ import annotations
@@ -38,6 +48,7 @@ class TableModel:
         self._measured_gpus = {k[2] for k in self.table.alone}
         self._cache: dict[tuple, tuple[float, Provenance]] = {}
         self._pack_cache: dict[tuple[str, str, str], float] = {}
+        self._accum_cache: dict[str, list[tuple[int, str]]] = {}
 
     # -- public contract ---------------------------------------------------------------------
     def rate(self, job: JobSpec, gpu_type: str, num_gpus: int, num_nodes: int = 1,
@@ -105,6 +116,33 @@ class TableModel:
             return True
         return mem >= 2 * max(m for m, _ in known)
 
+    # -- gradient accumulation ---------------------------------------------------------------
+    def accumulation_steps(self, job_type: str) -> list[tuple[int, str]]:
+        """Ways to run `job_type` with its global batch unchanged: (k, job type of the micro-batch
+        B/k) for k = 1 (the job itself) and every k > 1 whose micro-batch Gavel measured."""
+        hit = self._accum_cache.get(job_type)
+        if hit is None:
+            from quanta.workloads.catalog import _family_batch   # (lazy: workloads imports perf)
+            family, batch = _family_batch(job_type)
+            hit = [(1, job_type)]
+            if batch and job_type in self._known_types:
+                subs = []
+                for other in self._known_types:
+                    fam, b = _family_batch(other)
+                    if fam == family and 0 < b < batch and batch % b == 0:
+                        subs.append((batch // b, other))
+                hit += sorted(subs)
+            self._accum_cache[job_type] = hit
+        return hit
+
+    def accumulated_rate(self, job: JobSpec, k: int, micro_type: str, gpu_type: str, num_gpus: int,
+                         num_nodes: int = 1, consolidated: bool | None = None) -> float:
+        """Global-batch steps/s of `job` run alone as k micro-batches of `micro_type`."""
+        if k == 1:
+            return self.rate(job, gpu_type, num_gpus, num_nodes, consolidated)
+        return self.rate(job.with_(job_type=micro_type), gpu_type, num_gpus, num_nodes,
+                         consolidated) / k
+
     # -- internals ---------------------------------------------------------------------------
     def _lookup(self, job: JobSpec, gpu: str, n: int, spread: bool) -> tuple[float, Provenance]:
         key = (job.job_type, job.num_gpus, job.reference_gpu, gpu, n, spread)
@@ -147,3 +185,14 @@ class TableModel:
         return rate
 
 
+def table_for(perf, *jobs: JobSpec) -> TableModel | None:
+    """The TableModel that answers for every one of `jobs` under `perf` (a TableModel itself, or a
+    model that routes jobs with `model_for`, such as the CatalogModel); None if there is none."""
+    if isinstance(perf, TableModel):
+        return perf
+    route = getattr(perf, "model_for", None)
+    if route is None:
+        return None
+    models = {id(route(j)): route(j) for j in jobs}
+    only = next(iter(models.values())) if len(models) == 1 else None
+    return only if isinstance(only, TableModel) else None
