@@ -119,6 +119,11 @@ def catalog() -> None:
                       highlight=False, soft_wrap=True)
 
 
+from quanta.cli_jobs import register as _register_job_commands  # noqa: E402
+
+_register_job_commands(app, console)
+
+
 def main() -> None:
     try:
         app(standalone_mode=False)

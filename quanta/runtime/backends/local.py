@@ -127,3 +127,18 @@ class LocalBackend:
 
     def shutdown(self) -> None:
         self.procs.clear()
+
+
+def detect_cluster() -> str:
+    """This machine as an inline cluster spec: its CUDA GPUs, else one CPU slot per core."""
+    try:
+        import torch
+        n = torch.cuda.device_count()
+        if n:
+            from quanta.model.gpu import GPU_TYPES
+            name = torch.cuda.get_device_name(0).lower()
+            known = next((t for t in sorted(GPU_TYPES, key=len, reverse=True) if t in name), "v100")
+            return f"{known}:1x{n}"
+    except Exception:   # noqa: BLE001 - no usable CUDA: CPU slots
+        pass
+    return f"cpu:1x{max(1, os.cpu_count() or 1)}"
