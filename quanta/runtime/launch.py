@@ -60,11 +60,15 @@ def main(argv: list[str]) -> int:
                                       env=rank_env(spec, rank, base), stdout=out,
                                       stderr=subprocess.STDOUT))
     codes: list[int | None] = [None] * len(procs)
+    first_failed: int | None = None      # the rank whose failure ended the job
     while any(c is None for c in codes):
         for i, p in enumerate(procs):
             if codes[i] is None:
                 codes[i] = p.poll()
-        failed = any(c not in (None, 0) for c in codes)
+        failed_now = [i for i, c in enumerate(codes) if c not in (None, 0)]
+        if first_failed is None and failed_now:   # a signal death beats its peers' aborts
+            first_failed = min(failed_now, key=lambda i: (codes[i] > 0, i))
+        failed = bool(failed_now)
         if failed and stopping["at"] is None:
             on_term(signal.SIGTERM, None)     # one rank failed: stop the others
         if stopping["at"] is not None and time.monotonic() - stopping["at"] > grace:
@@ -72,9 +76,13 @@ def main(argv: list[str]) -> int:
                 if p.poll() is None:
                     p.kill()
         time.sleep(POLL_S)
-    rc = next((c for c in codes if c != 0), 0)
+    rc = 0 if first_failed is None else codes[first_failed]
+    message = ""
+    if first_failed is not None:
+        how = (f"was killed by {signal.Signals(-rc).name}" if rc < 0 else f"exited with code {rc}")
+        message = f"rank {first_failed} {how}"
     write_json(job_dir / "exit.json", {"returncode": rc, "ranks": codes, "time": time.time(),
-                                       "attempt": spec.get("attempt", 0)})
+                                       "attempt": spec.get("attempt", 0), "message": message})
     return 0
 
 

@@ -111,7 +111,7 @@ class LocalBackend:
             del self.procs[job_id]
             info = read_json(p.workdir / "exit.json")
             if info is not None:
-                done.append(Exit(job_id, int(info.get("returncode", 1))))
+                done.append(Exit(job_id, int(info.get("returncode", 1)), info.get("message", "")))
             else:   # the launcher itself died (killed): whatever ranks remain go with it
                 try:
                     os.killpg(p.pid, signal.SIGKILL)
