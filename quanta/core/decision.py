@@ -17,6 +17,8 @@ class Decision:
     order: np.ndarray | None = None  # placement priority (snapshot rows); default: biggest first
     exact: dict[int, np.ndarray] = field(default_factory=dict)  # row -> exact global GPU ids
     plans: dict[int, Any] = field(default_factory=dict)         # row -> execution plan
+    cpus: np.ndarray | None = None    # CPU threads per snapshot row (None / 0: not asked for)
+    mem_gb: np.ndarray | None = None  # host memory (GB) per snapshot row (None / 0: not asked for)
     consolidate: set[int] = field(default_factory=set)  # rows placed only on the fewest nodes
     defrag: set[int] = field(default_factory=set)  # running rows to move if that spans fewer nodes
     # guest row -> (host row, "pack" | "slice"): the guest runs on exactly the host's GPUs

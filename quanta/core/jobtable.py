@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from quanta.core.snapshot import JobsView
 
 FUTURE, PENDING, RUNNING, DONE, UNSCHEDULABLE = 0, 1, 2, 3, 4
-KIND_CODES = {"start": 0, "preempt": 1, "migrate": 2, "resize": 3, "reshare": 4}
+KIND_CODES = {"start": 0, "preempt": 1, "migrate": 2, "resize": 3, "reshare": 4, "reconfigure": 5}
 SHARE_MODES = {"": 0, "pack": 1, "slice": 2}   # how a job shares its GPUs with its partner
 STATE_NAMES = {FUTURE: "future", PENDING: "pending", RUNNING: "running", DONE: "finished",
                UNSCHEDULABLE: "unschedulable"}
@@ -71,6 +71,13 @@ class JobTable:
         self.is_guest = np.zeros(n, dtype=bool)          # runs on GPUs another job owns
         self.consolidated = np.ones(n, dtype=bool)       # its placement spans the fewest nodes
         self.sharing_seen = False                        # any job ever shared (skip resets if not)
+        # execution plan and CPU threads / host memory held (policies that choose them, e.g.
+        # Rubick, Synergy); None / 0 = the job's own plan, resources not modelled
+        self.plan = np.full(n, None, dtype=object)
+        self.cpus = np.zeros(n)
+        self.mem_gb = np.zeros(n)
+        self.min_rate = np.full(n, np.inf)               # lowest rate it ever ran at (SLA checks)
+        self.extras_seen = False                         # any plan or resources ever held
 
     def __len__(self) -> int:
         return len(self.specs)
@@ -135,11 +142,13 @@ class JobTable:
                           gpus: list[np.ndarray], rate: np.ndarray, delay: np.ndarray,
                           partner: np.ndarray | None = None, mode: np.ndarray | None = None,
                           guest: np.ndarray | None = None, consolidated: np.ndarray | None = None,
-                          count: np.ndarray | None = None) -> None:
+                          count: np.ndarray | None = None, plan: list | None = None,
+                          cpus: np.ndarray | None = None, mem_gb: np.ndarray | None = None) -> None:
         """Bookkeeping of one decision's transitions at once (rows are distinct).
 
         kind: KIND_CODES values; a job that gets GPUs progresses at `rate` after `delay` seconds;
-        partner/mode/guest describe GPU sharing after the transition (default: none).
+        partner/mode/guest describe GPU sharing after the transition (default: none);
+        plan/cpus/mem_gb the execution plan and resources held afterwards (default: none).
         """
         if count is None:
             count = np.fromiter((len(g) for g in gpus), dtype=np.int64, count=len(gpus))
@@ -156,9 +165,10 @@ class JobTable:
         self.preemptions[rows[pre]] += 1
         self.waiting_since[rows[pre]] = now
         self.migrations[rows[kind == KIND_CODES["migrate"]]] += 1
-        self.reconfigs[rows[kind == KIND_CODES["resize"]]] += 1
+        self.reconfigs[rows[(kind == KIND_CODES["resize"]) | (kind == KIND_CODES["reconfigure"])]] += 1
         on = count > 0
         r_on = rows[on]
+        self.min_rate[r_on] = np.minimum(self.min_rate[r_on], rate[on])
         first = self.first_start[r_on]
         self.first_start[r_on] = np.where(np.isnan(first), now, first)
         self.restarts[r_on] += delay[on] > 0
@@ -178,6 +188,19 @@ class JobTable:
             self.partner[rows] = -1
             self.share_mode[rows] = 0
             self.is_guest[rows] = False
+        if plan is not None or cpus is not None or mem_gb is not None:
+            self.extras_seen = True
+            self.plan[rows] = None
+            if plan is not None:
+                for r, p, o in zip(rows.tolist(), plan, on.tolist()):
+                    if o:
+                        self.plan[r] = p
+            self.cpus[rows] = 0.0 if cpus is None else np.where(on, cpus, 0.0)
+            self.mem_gb[rows] = 0.0 if mem_gb is None else np.where(on, mem_gb, 0.0)
+        elif self.extras_seen:
+            self.plan[rows] = None
+            self.cpus[rows] = 0.0
+            self.mem_gb[rows] = 0.0
         self.consolidated[rows] = True if consolidated is None else consolidated
         placement = self.placement
         for r, g, o in zip(rows.tolist(), gpus, on.tolist()):
@@ -201,5 +224,8 @@ class JobTable:
         self.partner[row] = -1
         self.share_mode[row] = 0
         self.is_guest[row] = False
+        self.plan[row] = None
+        self.cpus[row] = 0.0
+        self.mem_gb[row] = 0.0
         self.state[row] = DONE
         self.end[row] = now

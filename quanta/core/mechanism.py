@@ -26,6 +26,7 @@ class Kind(str, Enum):
     MIGRATE = "migrate"    # same GPU count, other GPUs (or other type)
     RESIZE = "resize"      # other GPU count
     RESHARE = "reshare"    # same GPUs; the job sharing them changed (no restart)
+    RECONFIGURE = "reconfigure"  # same GPUs; other execution plan or CPU / memory (restart)
 
 
 class Transition(NamedTuple):
@@ -39,6 +40,8 @@ class Transition(NamedTuple):
     partner: int = -1         # driver row of the job sharing these GPUs afterwards
     mode: str = ""            # "pack" | "slice" when shared
     guest: bool = False       # runs on GPUs its partner owns
+    cpus: float = 0.0         # CPU threads held afterwards (0: not asked for)
+    mem_gb: float = 0.0       # host memory held afterwards (0: not asked for)
 
 
 def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
@@ -64,6 +67,13 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
         want_partner = want_guest = None
         mode_of = {}
         _validate(snap, tgt_g, tgt_t, on, changed)
+    extras = bool(dec.plans) or dec.cpus is not None or dec.mem_gb is not None or jobs.extras_seen
+    if extras:
+        tgt_plan, tgt_cpu, tgt_mem, regear = _extras(snap, dec, on, changed)
+        changed |= regear
+    else:
+        tgt_plan = tgt_cpu = tgt_mem = None
+        regear = np.zeros(n, dtype=bool)
     for r in dec.exact:
         held = occ.held.get(int(rows_d[r]))
         if held is None or not np.array_equal(np.sort(held), np.sort(dec.exact[r])):
@@ -81,6 +91,7 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
         return []
     running = jobs.running[rows].tolist()
     drows = rows_d[rows].tolist()
+    keep_gpus = {r: occ.held[int(rows_d[r])] for r in np.flatnonzero(regear).tolist()}
     guests_now = jobs.is_guest[rows].tolist() if occ.guests else [False] * len(drows)
     for d, run, gst in zip(drows, running, guests_now):       # guests first, then owners
         if run and gst:
@@ -98,9 +109,11 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
     elif len(to_place) > 1:
         to_place = to_place[np.argsort(-tgt_g[to_place], kind="stable")]
     place_list = to_place.tolist()
-    if dec.exact:
+    if dec.exact or keep_gpus:      # exact requests, then jobs reconfigured on their own GPUs
+        first = set(dec.exact) | set(keep_gpus)
         place_list = [r for r in place_list if r in dec.exact] + \
-                     [r for r in place_list if r not in dec.exact]
+                     [r for r in place_list if r in keep_gpus and r not in dec.exact] + \
+                     [r for r in place_list if r not in first]
     if dec.share:
         place_list += rows[want_guest[rows]].tolist()
     out: list[Transition] = []
@@ -112,6 +125,9 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
     exact = dec.exact
     for r, drow, t, g, was in cols:
         guest = sharing and bool(want_guest[r])
+        cpu = float(tgt_cpu[r]) if extras else 0.0
+        mem = float(tgt_mem[r]) if extras else 0.0
+        kind = None
         if guest:
             host = int(want_partner[r])
             gpus = occ.held.get(host)
@@ -121,22 +137,28 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
             nodes = occ.nodes_of(gpus)
         else:
             gpus = exact.get(r) if exact else None
+            own = keep_gpus.get(r) if gpus is None and keep_gpus else None
             if gpus is not None:
                 gpus = _check_exact(snap, occ, np.asarray(gpus, dtype=np.int64), g, t, jobs.specs[r].job_id)
                 nodes = occ.nodes_of(gpus)
+            elif own is not None and occ.fits(own, cpu, mem):
+                gpus, nodes, kind = own, occ.nodes_of(own), Kind.RECONFIGURE
             else:
-                got = occ.place(t, g)
+                got = occ.place(t, g, cpu / g, mem / g) if extras else occ.place(t, g)
                 if got is None:
                     continue   # cannot happen after the capacity check; left pending if it does
                 gpus, nodes = got
                 if r in dec.consolidate and nodes > cluster.min_nodes(t, g):
                     continue   # the policy wants it consolidated or not at all: it waits
-            occ.assign(drow, gpus)
+            occ.assign(drow, gpus, cpu, mem)
         placed.add(r)
-        kind = Kind.START if was == 0 else Kind.RESIZE if g != was else Kind.MIGRATE
+        if kind is None:
+            kind = Kind.START if was == 0 else Kind.RESIZE if g != was else Kind.MIGRATE
         consolidated = nodes <= cluster.min_nodes(t, g)
-        out.append(Transition(drow, kind, t, gpus, nodes, consolidated, dec.plans.get(r),
-                              int(want_partner[r]) if sharing else -1, mode_of.get(r, ""), guest))
+        out.append(Transition(drow, kind, t, gpus, nodes, consolidated,
+                              tgt_plan[r] if extras else None,
+                              int(want_partner[r]) if sharing else -1, mode_of.get(r, ""), guest,
+                              cpu, mem))
     for r in sorted(dec.defrag):
         if not changed[r] and jobs.running[r] and jobs.partner[r] < 0:
             moved = _defragment(snap, occ, r)
@@ -150,9 +172,40 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
         d = int(rows_d[r])
         gpus = occ.held[d]
         out.append(Transition(d, Kind.RESHARE, int(tgt_t[r]), gpus, occ.nodes_of(gpus),
-                              bool(jobs.consolidated[r]), None, int(want_partner[r]),
-                              mode_of.get(r, ""), bool(want_guest[r])))
+                              bool(jobs.consolidated[r]), tgt_plan[r] if extras else None,
+                              int(want_partner[r]), mode_of.get(r, ""), bool(want_guest[r]),
+                              float(tgt_cpu[r]) if extras else 0.0,
+                              float(tgt_mem[r]) if extras else 0.0))
     return out
+
+
+def _extras(snap: Snapshot, dec: Decision, on: np.ndarray, changed: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Target plan, CPU threads and host memory per row, and the rows that keep their GPUs but
+    change plan or resources (reconfigured by checkpoint-restart). Over-committing the CPUs or
+    memory of the nodes that are up is a PolicyError."""
+    jobs = snap.jobs
+    n = len(jobs)
+    plan = np.full(n, None, dtype=object)
+    for r, p in dec.plans.items():
+        if on[r]:
+            plan[r] = p
+    zero = np.zeros(n)
+    cpu = zero if dec.cpus is None else np.where(on, np.asarray(dec.cpus, dtype=float), 0.0)
+    mem = zero if dec.mem_gb is None else np.where(on, np.asarray(dec.mem_gb, dtype=float), 0.0)
+    if cpu.shape != (n,) or mem.shape != (n,):
+        raise PolicyError(f"decision has CPU / memory targets of shape {cpu.shape} for {n} jobs")
+    if (cpu < 0).any() or (mem < 0).any():
+        raise PolicyError("decision asks for negative CPUs or memory")
+    cap_cpu, cap_mem = snap.resources
+    for name, want, cap in (("CPU threads", cpu, cap_cpu), ("GB of host memory", mem, cap_mem)):
+        total = float(want.sum())
+        if total > cap + 1e-6:
+            raise PolicyError(f"decision asks for {total:g} {name}; {cap:g} are up")
+    same_plan = np.fromiter((a == b for a, b in zip(plan.tolist(), jobs.plan.tolist())),
+                            dtype=bool, count=n)
+    regear = on & ~changed & (~same_plan | (cpu != jobs.cpus) | (mem != jobs.mem_gb))
+    return plan, cpu, mem, regear
 
 
 def _defragment(snap: Snapshot, occ: Occupancy, r: int) -> Transition | None:
@@ -163,14 +216,16 @@ def _defragment(snap: Snapshot, occ: Occupancy, r: int) -> Transition | None:
     before = occ.nodes_of(old)
     if before <= 1:
         return None
+    cpu, mem = float(jobs.cpus[r]), float(jobs.mem_gb[r])
     occ.release(d)
-    got = occ.place(t, len(old))
+    got = occ.place(t, len(old), cpu / len(old), mem / len(old))
     if got is None or got[1] >= before:
-        occ.assign(d, old)
+        occ.assign(d, old, cpu, mem)
         return None
     gpus, nodes = got
-    occ.assign(d, gpus)
-    return Transition(d, Kind.MIGRATE, t, gpus, nodes, nodes <= snap.cluster.min_nodes(t, len(gpus)))
+    occ.assign(d, gpus, cpu, mem)
+    return Transition(d, Kind.MIGRATE, t, gpus, nodes, nodes <= snap.cluster.min_nodes(t, len(gpus)),
+                      jobs.plan[r], cpus=cpu, mem_gb=mem)
 
 
 def _sharing(dec: Decision, tgt_g: np.ndarray, tgt_t: np.ndarray, on: np.ndarray,

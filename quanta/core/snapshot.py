@@ -139,6 +139,32 @@ class JobsView:
         return self._t.share_mode[self.rows]
 
     @cached_property
+    def plan(self) -> np.ndarray:
+        """(n,) object: the execution plan held now (None: the job's own plan, or not running)."""
+        return self._t.plan[self.rows]
+
+    @cached_property
+    def cpus(self) -> np.ndarray:
+        """CPU threads held now (0: not asked for, not modelled)."""
+        return self._t.cpus[self.rows]
+
+    @cached_property
+    def mem_gb(self) -> np.ndarray:
+        """Host memory (GB) held now (0: not asked for, not modelled)."""
+        return self._t.mem_gb[self.rows]
+
+    @property
+    def extras_seen(self) -> bool:
+        """Whether any job of the run ever held a plan or CPU / memory resources."""
+        return self._t.extras_seen
+
+    @cached_property
+    def placement(self) -> tuple[np.ndarray, ...]:
+        """Global GPU ids each job holds (empty while it waits)."""
+        held, empty = self._t.placement, np.empty(0, dtype=np.int64)
+        return tuple(held.get(r, empty).copy() for r in self.rows.tolist())
+
+    @cached_property
     def rate(self) -> np.ndarray:
         """Steps/s the job makes now (0 while waiting or restoring a checkpoint): what an
         introspective policy measures."""
@@ -169,3 +195,4 @@ class Snapshot:
     node_up: np.ndarray
     state: dict[str, Any] = field(default_factory=dict)   # the policy's own state, from last time
     events: tuple[str, ...] = ()                           # what triggered this decision
+    resources: tuple[float, float] = (np.inf, np.inf)  # CPU threads, host GB on up nodes (inf: no limit)

@@ -34,3 +34,37 @@ class PerfModel(Protocol):
 
     def provenance(self, job: JobSpec, gpu_type: str) -> Provenance:
         """How sure the model is about `job` on `gpu_type`."""
+
+
+# Optional, for models that know execution plans and CPU / host-memory sensitivity:
+#   rate_with(job, gpu_type, num_gpus, num_nodes, consolidated, plan, cpus, mem_gb) -> steps/s
+#       at that plan (None: the job's own plan) with `cpus` CPU threads and `mem_gb` GB of host
+#       memory in all (0: not modelled, the job's request); 0 where the plan cannot run there;
+#   best_plan_rate(job, gpu_type, num_gpus, num_nodes, consolidated, cpus, mem_gb)
+#       -> (best plan, steps/s);
+#   host_memory_gb(job, plan) -> host memory the plan needs (offloaded optimizer states).
+# The helpers below fall back to `rate` for models without them.
+def rate_with(perf, job: JobSpec, gpu_type: str, num_gpus: int, num_nodes: int = 1,
+              consolidated: bool | None = None, plan=None, cpus: float = 0.0,
+              mem_gb: float = 0.0) -> float:
+    """Steps/s at an execution plan and CPU / host-memory allocation (see above)."""
+    fn = getattr(perf, "rate_with", None)
+    if fn is None or (plan is None and not cpus and not mem_gb):
+        return perf.rate(job, gpu_type, num_gpus, num_nodes, consolidated)
+    return fn(job, gpu_type, num_gpus, num_nodes, consolidated, plan, cpus, mem_gb)
+
+
+def best_plan_rate(perf, job: JobSpec, gpu_type: str, num_gpus: int, num_nodes: int = 1,
+                   consolidated: bool | None = None, cpus: float = 0.0,
+                   mem_gb: float = 0.0) -> tuple[object, float]:
+    """(plan, steps/s) of the fastest plan the model knows; (None, rate) for plan-blind models."""
+    fn = getattr(perf, "best_plan_rate", None)
+    if fn is None:
+        return None, rate_with(perf, job, gpu_type, num_gpus, num_nodes, consolidated, None,
+                               cpus, mem_gb)
+    return fn(job, gpu_type, num_gpus, num_nodes, consolidated, cpus, mem_gb)
+
+
+def host_memory_gb(perf, job: JobSpec, plan) -> float:
+    fn = getattr(perf, "host_memory_gb", None)
+    return 0.0 if fn is None or plan is None else float(fn(job, plan))

@@ -19,6 +19,7 @@ from quanta.model.job import JobSpec
 from quanta.perf.base import Provenance
 from quanta.perf.goodput_data import APPS as GOODPUT_APPS
 from quanta.perf.plan import APP_TO_FAMILY
+from quanta.perf.synergy import PROPORTIONAL, cpu_mem_factor
 from quanta.perf.table import TableModel
 
 
@@ -53,6 +54,36 @@ class CatalogModel:
     def rate(self, job: JobSpec, gpu_type: str, num_gpus: int, num_nodes: int = 1,
              consolidated: bool | None = None) -> float:
         return self.model_for(job).rate(job, gpu_type, num_gpus, num_nodes, consolidated)
+
+    def rate_with(self, job: JobSpec, gpu_type: str, num_gpus: int, num_nodes: int = 1,
+                  consolidated: bool | None = None, plan=None, cpus: float = 0.0,
+                  mem_gb: float = 0.0) -> float:
+        """Plan model jobs: at that plan, CPU threads and host memory. Other jobs: their rate
+        times Synergy's CPU / memory factor relative to Synergy's GPU-proportional share (an
+        amount left at 0 counts as that share); a plan is ignored."""
+        model = self.model_for(job)
+        if model is self.plan:
+            return model.rate_with(job, gpu_type, num_gpus, num_nodes, consolidated, plan, cpus,
+                                   mem_gb)
+        base = model.rate(job, gpu_type, num_gpus, num_nodes, consolidated)
+        if (not cpus and not mem_gb) or num_gpus <= 0:
+            return base
+        c = cpus / num_gpus if cpus else PROPORTIONAL[0]
+        m = mem_gb / num_gpus if mem_gb else PROPORTIONAL[1]
+        return base * cpu_mem_factor(job.job_type, c, m)
+
+    def best_plan_rate(self, job: JobSpec, gpu_type: str, num_gpus: int, num_nodes: int = 1,
+                       consolidated: bool | None = None, cpus: float = 0.0, mem_gb: float = 0.0):
+        model = self.model_for(job)
+        if model is self.plan:
+            return model.best_plan_rate(job, gpu_type, num_gpus, num_nodes, consolidated, cpus,
+                                        mem_gb)
+        return None, self.rate_with(job, gpu_type, num_gpus, num_nodes, consolidated, None, cpus,
+                                    mem_gb)
+
+    def host_memory_gb(self, job: JobSpec, plan) -> float:
+        model = self.model_for(job)
+        return model.host_memory_gb(job, plan) if model is self.plan else 0.0
 
     def rate_matrix(self, jobs: Sequence[JobSpec], types: Sequence[str]) -> np.ndarray:
         out = np.zeros((len(jobs), len(types)))

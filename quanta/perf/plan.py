@@ -413,41 +413,95 @@ class PlanPerf:
 
     def rate(self, job: JobSpec, gpu_type: str, num_gpus: int, num_nodes: int = 1,
              consolidated: bool | None = None) -> float:
+        return self.rate_with(job, gpu_type, num_gpus, num_nodes, consolidated)
+
+    def rate_with(self, job: JobSpec, gpu_type: str, num_gpus: int, num_nodes: int = 1,
+                  consolidated: bool | None = None, plan: ExecutionPlan | str | None = None,
+                  cpus: float = 0.0, mem_gb: float = 0.0) -> float:
+        """Steps/s at `plan` (None: job.plan when it fits, else the best plan) with `cpus` CPU
+        threads and `mem_gb` GB of host memory in all (0: the job's request / a whole node's
+        memory). 0.0 when the plan does not fit the allocation."""
         key = (job.job_type, job.plan, job.num_gpus, job.cpus, gpu_type, num_gpus, num_nodes,
-               consolidated)
+               consolidated, plan, cpus, mem_gb)
         hit = self._cache.get(key)
         if hit is None:
             fam = self.family(job.job_type)
             if fam is None:
                 hit = self.fallback.rate(job, gpu_type, num_gpus, num_nodes, consolidated)
+            elif num_gpus <= 0:
+                hit = 0.0
             else:
-                hit = self._rate(self.models[fam], job, gpu_type, num_gpus, num_nodes, consolidated)
+                model = self.models[fam]
+                res = self._resources(job, num_gpus, num_nodes, consolidated, cpus, mem_gb)
+                hit = self._plan_rate(model, job, res, plan) * _speed_ratio(gpu_type)
             self._cache[key] = hit
         return hit
 
-    def _rate(self, model: PlanModel, job: JobSpec, gpu_type: str, n: int, k: int,
-              cons: bool | None) -> float:
-        if n <= 0:
+    def best_plan_rate(self, job: JobSpec, gpu_type: str, num_gpus: int, num_nodes: int = 1,
+                       consolidated: bool | None = None, cpus: float = 0.0,
+                       mem_gb: float = 0.0) -> tuple[ExecutionPlan | None, float]:
+        """(the fastest feasible plan, its steps/s) on this allocation; (None, 0.0) if none fits."""
+        key = ("best", job.job_type, job.num_gpus, job.cpus, gpu_type, num_gpus, num_nodes,
+               consolidated, cpus, mem_gb)
+        hit = self._cache.get(key)
+        if hit is None:
+            fam = self.family(job.job_type)
+            if fam is None:
+                hit = (None, self.fallback.rate(job, gpu_type, num_gpus, num_nodes, consolidated))
+            elif num_gpus <= 0:
+                hit = (None, 0.0)
+            else:
+                model = self.models[fam]
+                plan, samples = best_plan(model, self._resources(job, num_gpus, num_nodes,
+                                                                 consolidated, cpus, mem_gb))
+                hit = (plan, samples / model.spec.batch * _speed_ratio(gpu_type))
+            self._cache[key] = hit
+        return hit
+
+    def host_memory_gb(self, job: JobSpec, plan: ExecutionPlan | str) -> float:
+        """Host memory (GB, whole job) the plan needs: ZeRO-Offload's optimizer states."""
+        fam = self.family(job.job_type)
+        if fam is None:
             return 0.0
+        if isinstance(plan, str):
+            plan = parse_plan(plan, job.num_gpus)
+        return memory_gb(self.models[fam].spec, plan)[1]
+
+    @staticmethod
+    def _resources(job: JobSpec, n: int, k: int, cons: bool | None, cpus: float,
+                   mem_gb: float) -> Resources:
         packed = consolidated(n)
         nodes = packed if (cons or k <= len(packed)) else spread(n, k)
-        per_gpu = job.cpus / job.num_gpus if job.cpus and job.num_gpus else DEFAULT_THREADS_PER_GPU
-        res = Resources(n, nodes, cpu_threads=round(per_gpu * n) or n)
-        plan = None
-        if job.plan:
-            try:
-                cand = parse_plan(job.plan, n)
-            except ValueError:
-                cand = None
-            if cand is not None and cand.num_gpus == n and feasible(model.spec, cand, res) and \
-                    (not cand.is_3d or model.params_3d is not None):
-                plan = cand
-        if plan is None:
-            plan, _ = best_plan(model, res)
-            if plan is None:
+        if not cpus:
+            per_gpu = job.cpus / job.num_gpus if job.cpus and job.num_gpus else DEFAULT_THREADS_PER_GPU
+            cpus = round(per_gpu * n) or n
+        return Resources(n, nodes, cpu_threads=cpus,
+                         host_mem_gb=mem_gb / len(nodes) if mem_gb else HOST_MEM_GB)
+
+    @staticmethod
+    def _plan_rate(model: PlanModel, job: JobSpec, res: Resources,
+                   plan: ExecutionPlan | str | None) -> float:
+        """Steps/s on the A800 reference at `plan`, or at job.plan / the best plan if None."""
+        n = res.gpus
+        fits = lambda p: (p is not None and p.num_gpus == n and feasible(model.spec, p, res)  # noqa: E731
+                          and (not p.is_3d or model.params_3d is not None))
+        if plan is not None:
+            if isinstance(plan, str):
+                plan = parse_plan(plan, n)
+            if not fits(plan):
                 return 0.0
+        else:
+            if job.plan:
+                try:
+                    plan = parse_plan(job.plan, n)
+                except ValueError:
+                    plan = None
+            if not fits(plan):
+                plan, _ = best_plan(model, res)
+                if plan is None:
+                    return 0.0
         t = float(model.iteration_ms([plan], res)[0])
-        return (1000.0 / t) * _speed_ratio(gpu_type) if np.isfinite(t) and t > 0 else 0.0
+        return 1000.0 / t if np.isfinite(t) and t > 0 else 0.0
 
     def provenance(self, job: JobSpec, gpu_type: str) -> Provenance:
         if self.family(job.job_type) is None:

@@ -19,7 +19,7 @@ from quanta.core.loop import DecisionLoop
 from quanta.core.mechanism import Kind
 from quanta.model.cluster import Cluster
 from quanta.model.job import JobSpec
-from quanta.perf.base import PerfModel
+from quanta.perf.base import PerfModel, rate_with
 from quanta.placement.occupancy import Occupancy
 from quanta.policies.base import Policy, PolicyError
 from quanta.sim.faults import FailureModel, NodeOutage
@@ -98,8 +98,8 @@ class Simulator:
     def _apply(self, now: float, trs: list, version: np.ndarray, push) -> int:
         """Apply one decision's transitions; push their completions; return the change in running."""
         t = self.table
-        (rows_l, kinds_l, types_l, gpus_l, nodes_l, cons_l, _plans, partner_l, mode_l,
-         guest_l) = zip(*trs)
+        (rows_l, kinds_l, types_l, gpus_l, nodes_l, cons_l, plans_l, partner_l, mode_l,
+         guest_l, cpus_l, mem_l) = zip(*trs)
         rows = np.array(rows_l, dtype=np.int64)
         kind = np.array([KIND_OF[k] for k in kinds_l], dtype=np.int64)
         gtype = np.array(types_l, dtype=np.int64)
@@ -111,10 +111,15 @@ class Simulator:
         if shared:
             partner = np.array(partner_l, dtype=np.int64)
             req_ok &= partner < 0
+        extras = t.extras_seen or max(cpus_l) > 0 or max(mem_l) > 0 or \
+            any(p is not None for p in plans_l)
+        if extras:                         # a plan or resources of its own: ask the model
+            req_ok &= np.array([p is None for p in plans_l]) & (np.array(cpus_l) == 0) & \
+                (np.array(mem_l) == 0)
         rate = np.where(req_ok, t.rates[rows, np.maximum(gtype, 0)], 0.0)
         for i in np.flatnonzero(on & ~req_ok).tolist():   # other sizes, spread or shared: ask
             rate[i] = self._rate(rows_l[i], types_l[i], count.item(i), nodes_l[i], cons_l[i],
-                                 partner_l[i], mode_l[i])
+                                 partner_l[i], mode_l[i], plans_l[i], cpus_l[i], mem_l[i])
         bad = on & (rate <= 0)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
@@ -125,13 +130,15 @@ class Simulator:
         reshare = kind == KIND_CODES["reshare"]
         if reshare.any():   # a job restoring keeps its remaining restore time; others: none
             delay = np.where(reshare, np.maximum(t.t0[rows] - now, 0.0), delay)
+        more = {"plan": list(plans_l), "cpus": np.array(cpus_l, dtype=float),
+                "mem_gb": np.array(mem_l, dtype=float)} if extras else {}
         if shared:
             mode = np.array([SHARE_MODES[m] for m in mode_l], dtype=np.int8)
             t.apply_transitions(now, rows, kind, gtype, list(gpus_l), rate, delay, partner, mode,
-                                np.array(guest_l, dtype=bool), cons, count)
+                                np.array(guest_l, dtype=bool), cons, count, **more)
         else:                              # nobody shares: the defaults say so
             t.apply_transitions(now, rows, kind, gtype, list(gpus_l), rate, delay, consolidated=cons,
-                                count=count)
+                                count=count, **more)
         if self.event_log is not None:
             self.event_log.extend((now, r, k.value, ty, int(c), nd, m) for r, k, ty, c, nd, m in
                                   zip(rows_l, kinds_l, types_l, count.tolist(), nodes_l, mode_l))
@@ -143,22 +150,25 @@ class Simulator:
         return int(np.sum(kind == KIND_CODES["start"]) - np.sum(kind == KIND_CODES["preempt"]))
 
     def _rate(self, row: int, gtype: int, count: int, nodes: int, cons: bool, partner: int,
-              mode: str) -> float:
+              mode: str, plan=None, cpus: float = 0.0, mem_gb: float = 0.0) -> float:
         spec, name = self.table.specs[row], self.cluster.types[gtype]
         if partner >= 0:
             return self.perf.shared_rate(spec, self.table.specs[partner], name, count, nodes, cons,
                                          mode)
-        return self.perf.rate(spec, name, count, nodes, cons)
+        return rate_with(self.perf, spec, name, count, nodes, cons, plan, cpus, mem_gb)
 
     def _unpair(self, row: int, now: float, version: np.ndarray, push) -> None:
         """`row`'s partner left its GPUs: it runs alone there from now on (its owner now)."""
         t = self.table
         gpus = t.placement[row]
         g, cons = int(t.gtype[row]), bool(t.consolidated[row])
-        rate = self._rate(row, g, len(gpus), self.occ.nodes_of(gpus), cons, -1, "")
+        plan, cpus, mem = t.plan[row], float(t.cpus[row]), float(t.mem_gb[row])
+        rate = self._rate(row, g, len(gpus), self.occ.nodes_of(gpus), cons, -1, "", plan, cpus, mem)
+        more = {"plan": [plan], "cpus": np.array([cpus]), "mem_gb": np.array([mem])} \
+            if t.extras_seen else {}
         t.apply_transitions(now, np.array([row]), np.array([KIND_CODES["reshare"]]), np.array([g]),
                             [gpus], np.array([rate]), np.array([max(t.t0[row] - now, 0.0)]),
-                            consolidated=np.array([cons]))
+                            consolidated=np.array([cons]), **more)
         version[row] += 1
         fin = t.finish_times(np.array([row]))[0]
         if fin < np.inf:

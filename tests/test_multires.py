@@ -1,0 +1,173 @@
+"""Execution plans and CPU / host-memory resources through the core: decision -> mechanism ->
+occupancy -> simulator rate, restart and bookkeeping."""
+
+import numpy as np
+import pytest
+from conftest import ToyPerf
+
+from quanta.core.decision import Decision
+from quanta.core.jobtable import DONE, PENDING, JobTable
+from quanta.core.loop import DecisionLoop
+from quanta.core.mechanism import Kind, apply
+from quanta.model import Cluster, JobSpec, NodeSpec
+from quanta.placement import Occupancy
+from quanta.policies.base import Policy, PolicyError
+from quanta.sim.engine import RestartCost, Simulator
+
+
+def cpu_cluster(nodes=2, gpus=8, cpus=16, mem=100.0) -> Cluster:
+    return Cluster(tuple(NodeSpec(f"n{i}", "a800", gpus, cpus=cpus, mem_gb=mem) for i in range(nodes)))
+
+
+class PlanToy(ToyPerf):
+    """ToyPerf plus plans and CPUs: plan "fast" runs 2x, each CPU thread per GPU above 1 adds 10%."""
+
+    def rate_with(self, job, gpu_type, n, nodes=1, cons=None, plan=None, cpus=0.0, mem_gb=0.0):
+        r = self.rate(job, gpu_type, n, nodes, cons)
+        if plan == "fast":
+            r *= 2.0
+        elif plan == "bad":
+            return 0.0
+        if cpus:
+            r *= 1.0 + 0.1 * (cpus / n - 1.0)
+        return r
+
+
+class Scripted(Policy):
+    """Returns the decisions a test scripts, one per call (the last one repeats)."""
+
+    def __init__(self, *decisions):
+        self.decisions = list(decisions)
+        self.calls = 0
+        self.seen = []
+
+    def decide(self, snap):
+        self.seen.append((snap.now, snap.jobs.plan.copy(), snap.jobs.cpus.copy()))
+        make = self.decisions[min(self.calls, len(self.decisions) - 1)]
+        self.calls += 1
+        return make(snap)
+
+
+def target(g, plan=None, cpus=None, mem=None):
+    def make(snap):
+        n = len(snap.jobs)
+        d = Decision(np.full(n, g, dtype=np.int64), np.zeros(n, dtype=np.int64))
+        if plan is not None:
+            d.plans = {i: plan for i in range(n)}
+        if cpus is not None:
+            d.cpus = np.full(n, float(cpus))
+        if mem is not None:
+            d.mem_gb = np.full(n, float(mem))
+        return d
+    return make
+
+
+def snap_of(table, occ, rows, now=0.0):
+    from quanta.core.snapshot import Snapshot
+    return Snapshot(now, table.cluster, table.perf, table.view(rows, now), occ.up_capacity(),
+                    occ.node_free.copy(), occ.node_up.copy(), resources=occ.up_resources())
+
+
+def test_plan_sets_the_rate_and_a_plan_change_is_a_reconfiguration_on_the_same_gpus():
+    job = JobSpec("a", 0.0, 4, "x", total_steps=2000.0)
+    pol = Scripted(target(4), target(4, plan="fast"))
+    pol.interval = 100.0
+    sim = Simulator([job], cpu_cluster(), pol, PlanToy(exponent={"x": 1.0}),
+                    restart=RestartCost(10.0), record_events=True)
+    res = sim.run()
+    t = res.table
+    # rounds at 100, 200, ...: 100 s at 4 steps/s, then the plan change at 200: 10 s restore,
+    # then 8 steps/s for the other 1600
+    assert t.state[0] == DONE and t.end[0] == pytest.approx(200 + 10 + 1600 / 8)
+    assert t.reconfigs[0] == 1 and t.restarts[0] == 1 and t.migrations[0] == 0
+    kinds = [e[2] for e in res.event_log if e[1] == 0]
+    assert kinds == ["submit", "start", "reconfigure", "finish"]
+    # the snapshot shows the plan the job holds
+    assert pol.seen[1][1].tolist() == [None] and pol.seen[2][1].tolist() == ["fast"]
+
+
+def test_cpu_change_on_held_gpus_reconfigures_and_an_unrunnable_plan_is_a_policy_error():
+    job = JobSpec("a", 0.0, 2, "x", total_steps=1e6)
+    pol = Scripted(target(2, cpus=2), target(2, cpus=8))
+    pol.interval = 50.0
+    sim = Simulator([job], cpu_cluster(), pol, PlanToy(exponent={"x": 1.0}), until=170.0)
+    res = sim.run()
+    assert res.table.cpus[0] == 8 and res.table.reconfigs[0] == 1
+    # rate 2 * (1 + 0.1 * 3) = 2.6 after the change
+    assert res.table.rate[0] == pytest.approx(2.6)
+    with pytest.raises(PolicyError, match="cannot run"):
+        Simulator([job], cpu_cluster(), Scripted(target(2, plan="bad")),
+                  PlanToy()).run()
+
+
+def test_placement_skips_nodes_without_enough_cpus_or_memory():
+    c = cpu_cluster(nodes=3, gpus=8, cpus=16, mem=100.0)
+    occ = Occupancy(c)
+    occ.assign(100, np.arange(0, 2), cpus=15.0)        # node 0: 6 GPUs free, 1 CPU free
+    occ.assign(101, np.arange(8, 10), mem_gb=90.0)     # node 1: 6 GPUs free, 10 GB free
+    gpus, nodes = occ.place(0, 2, cpus_per_gpu=2.0, mem_per_gpu=10.0)
+    assert nodes == 1 and set(c.gpu_node[gpus].tolist()) == {2}
+    four, k = occ.place(0, 4, cpus_per_gpu=5.0)       # 16 CPUs give 3 such GPUs per node
+    assert k == 2 and len(four) == 4 and set(c.gpu_node[four].tolist()) == {1, 2}
+    assert occ.place(0, 4, cpus_per_gpu=5.0, mem_per_gpu=30.0) is None   # node 2 lacks memory
+    # without a resource ask, the fullest node with room is taken as before (node 0 or 1)
+    g2, _ = occ.place(0, 6)
+    assert set(c.gpu_node[g2].tolist()) <= {0, 1}
+    # across nodes: whole nodes' rooms count, with CPUs split by GPUs
+    big, k = occ.place(0, 10, cpus_per_gpu=1.0)
+    assert k == 2 and len(big) == 10 and 0 not in c.gpu_node[big]
+    occ.release(100)
+    assert occ.cpu_free[0] == 16 and occ.fits(np.arange(0, 8), 16.0, 0.0)
+    with pytest.raises(RuntimeError, match="lack"):
+        occ.assign(102, np.arange(8, 10), mem_gb=20.0)
+
+
+def test_overcommitting_cpus_or_memory_is_a_policy_error_and_a_fragmented_job_waits():
+    c = cpu_cluster(nodes=2, gpus=8, cpus=16, mem=100.0)
+    jobs = [JobSpec(f"j{i}", 0.0, 2, "x", total_steps=100.0) for i in range(3)]
+    t = JobTable(jobs, c, ToyPerf())
+    t.state[:] = PENDING
+    occ = Occupancy(c)
+    rows = np.arange(3)
+    with pytest.raises(PolicyError, match="CPU threads"):
+        apply(snap_of(t, occ, rows), target(2, cpus=11)(snap_of(t, occ, rows)), occ)
+    with pytest.raises(PolicyError, match="host memory"):
+        apply(snap_of(t, occ, rows), target(2, mem=70)(snap_of(t, occ, rows)), occ)
+    # 10 + 10 + 12 CPUs fit the 32 in all, but no node keeps 12 for the third job: it waits
+    snap = snap_of(t, occ, rows)
+    dec = target(1)(snap)
+    dec.cpus = np.array([10.0, 10.0, 12.0])
+    trs = apply(snap, dec, occ)
+    assert [(tr.row, tr.kind, tr.cpus) for tr in trs] == [(0, Kind.START, 10.0), (1, Kind.START, 10.0)]
+    assert occ.cpu_free.tolist() == [6.0, 6.0]
+
+
+def test_jobs_asking_nothing_are_placed_exactly_as_before():
+    c = cpu_cluster(nodes=4, gpus=8)
+    jobs = [JobSpec(f"j{i}", 0.0, g, "x", total_steps=50.0 * (i + 1)) for i, g in enumerate([3, 8, 1, 5, 2])]
+    a = Simulator(jobs, c, Scripted(lambda s: Decision(s.jobs.req.copy(), np.zeros(len(s.jobs), np.int64))),
+                  ToyPerf(), record_events=True).run()
+    c0 = Cluster(tuple(NodeSpec(f"n{i}", "a800", 8) for i in range(4)))
+    b = Simulator(jobs, c0, Scripted(lambda s: Decision(s.jobs.req.copy(), np.zeros(len(s.jobs), np.int64))),
+                  ToyPerf(), record_events=True).run()
+    assert a.event_log == b.event_log
+    assert not a.table.extras_seen
+
+
+def test_decision_loop_snapshot_carries_resources_up():
+    c = cpu_cluster(nodes=2, cpus=16, mem=100.0)
+    t = JobTable([JobSpec("a", 0.0, 1, "x", total_steps=1.0)], c, ToyPerf())
+    t.state[:] = PENDING
+    occ = Occupancy(c)
+    seen = {}
+
+    class Look(Policy):
+        def decide(self, snap):
+            seen["res"] = snap.resources
+            return Decision.empty(snap)
+
+    DecisionLoop(Look(), t, occ).step(0.0, np.arange(1))
+    assert seen["res"] == (32.0, 200.0)
+    occ.node_down(1)
+    DecisionLoop(Look(), t, occ).step(0.0, np.arange(1))
+    assert seen["res"] == (16.0, 100.0)
