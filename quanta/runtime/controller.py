@@ -75,6 +75,7 @@ class Runtime:
         self.row_of: dict[int, int] = {}
         self.subs: dict[int, JobSubmission] = {}  # row -> submission
         self.held: set[int] = set()
+        self.cancelling: set[int] = set()        # cancelled, processes still checkpointing
         self.failures: dict[int, int] = {}
         self.procs: dict[int, _Proc] = {}        # rows with live processes
         self.to_launch: dict[int, Transition] = {}
@@ -149,7 +150,11 @@ class Runtime:
             now = self.now()
             for rec in self.store.jobs(states=ACTIVE):
                 row = self._add(rec)
+                if rec.cancel:
+                    self.cancelling.add(row)
                 if rec.state != "running":
+                    if rec.cancel:
+                        self._close(row, "cancelled", "cancelled by its user", now)
                     continue
                 gpus = np.asarray(rec.devices, dtype=np.int64)
                 grace = self.subs[row].grace_s
@@ -210,8 +215,8 @@ class Runtime:
     def _active(self) -> np.ndarray:
         st = self.table.state
         act = np.flatnonzero((st == PENDING) | (st == RUNNING))
-        if self.held:
-            act = act[~np.isin(act, list(self.held))]
+        if self.held or self.cancelling:
+            act = act[~np.isin(act, list(self.held | self.cancelling))]
         return act
 
     # -- requests from the API ---------------------------------------------------------------------
@@ -226,6 +231,7 @@ class Runtime:
             if self.table.state[row] == DONE:
                 continue
             if rec.cancel:
+                self.cancelling.add(row)
                 self._end_or_stop(row, "cancel", now)
             elif rec.held and row not in self.held:
                 self.held.add(row)
@@ -294,7 +300,8 @@ class Runtime:
                                   reason="JobHeldUser", steps_done=steps, handle="")
             elif why == "preempt" or row not in self.to_launch:
                 self.store.update(job_id, ("preempted", f"at step {int(steps)}"), state="pending",
-                                  reason="Preempted", steps_done=steps, handle="")
+                                  reason="Preempted", steps_done=steps, handle="",
+                                  preemptions=int(t.preemptions[row]))
             self.events.add("completion")
             return
         # the job's processes ended on their own without finishing: a failure
@@ -326,10 +333,11 @@ class Runtime:
             t.finish(row, now)
         t.end[row] = now
         self.held.discard(row)
+        self.cancelling.discard(row)
         att = float(t.att0[row])
         self.store.update(self.ids[row], (state, message), state=state, reason=message,
                           end_time=self.epoch + now, gpus=0, devices=[], handle="", attained=att,
-                          **cols)
+                          preemptions=int(t.preemptions[row]), **cols)
 
     def _node_lost(self, node: int, now: float) -> None:
         for row in self.occ.node_down(node):

@@ -28,6 +28,7 @@ from quanta.service.store import ACTIVE, TERMINAL, JobRecord, Store
 
 API = "/v1"
 ADMIN = "admin"
+PAGE_JOBS = 100         # the page lists the newest jobs
 
 
 @dataclass
@@ -203,7 +204,7 @@ def create_app(store: Store, runtime: Runtime, state_dir: Path) -> FastAPI:
     @app.get("/", response_class=HTMLResponse)
     def page(token: str = "") -> str:
         who = store.user_for(token) if token else None
-        recs = store.jobs(user=None if (who and who[1]) else who[0], states=ACTIVE) if who else []
+        recs = store.jobs(user=None if who[1] else who[0])[-PAGE_JOBS:] if who else []
         return render_page(cluster_view(), recs, who is not None)
 
     return app
@@ -253,7 +254,7 @@ def render_page(cluster: dict, recs: list[JobRecord], authed: bool) -> str:
                    f"<td>{esc(r.queue)}</td><td>{esc(r.state)}</td><td>{r.gpus}</td>"
                    f"<td>{int(r.steps_done)}/{int(r.total_steps)}</td><td>{esc(r.reason)}</td></tr>"
                    for r in recs)
-    queue = (f"<h2>Queue</h2><table><tr><th>JOBID</th><th>NAME</th><th>USER</th><th>QUEUE</th>"
+    queue = (f"<h2>Jobs</h2><table><tr><th>JOBID</th><th>NAME</th><th>USER</th><th>QUEUE</th>"
              f"<th>STATE</th><th>GPUS</th><th>STEPS</th><th>REASON</th></tr>{jobs}</table>"
              if authed else "<p>Add <code>?token=TOKEN</code> to see your jobs.</p>")
     return (f"<!doctype html><html><head><meta charset='utf-8'><meta http-equiv='refresh' "
