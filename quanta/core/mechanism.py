@@ -276,3 +276,30 @@ def _check_exact(snap: Snapshot, occ: Occupancy, gpus: np.ndarray, g: int, t: in
             np.any(snap.cluster.gpu_type_idx[gpus] != t):
         raise PolicyError(f"exact GPUs for job {job_id} are not {g} free GPUs of the target type")
     return gpus
+
+
+def shadow(snap: Snapshot) -> Occupancy:
+    """An occupancy rebuilt from the snapshot (what the drivers' occupancy holds): policies use it
+    to try their decision through the real placement before returning it."""
+    occ = Occupancy(snap.cluster)
+    for node in np.flatnonzero(~snap.node_up).tolist():
+        occ.node_down(node)
+    j = snap.jobs
+    run = np.flatnonzero(j.running)
+    guest = j.is_guest[run] if run.size else run.astype(bool)
+    for i in np.concatenate([run[~guest], run[guest]]).tolist():
+        if j.is_guest[i]:
+            occ.assign_guest(int(j.rows[i]), j.placement[i])
+        else:
+            occ.assign(int(j.rows[i]), j.placement[i], float(j.cpus[i]), float(j.mem_gb[i]))
+    return occ
+
+
+def dry_run(snap: Snapshot, dec: Decision) -> np.ndarray:
+    """Per snapshot row: whether the job would hold GPUs after the mechanism applied `dec`."""
+    trs = apply(snap, dec, shadow(snap))
+    row_of = {int(d): i for i, d in enumerate(snap.jobs.rows.tolist())}
+    held = snap.jobs.running.copy()
+    for tr in trs:
+        held[row_of[tr.row]] = tr.kind is not Kind.PREEMPT
+    return held & (dec.gpus > 0)
