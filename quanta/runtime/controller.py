@@ -184,12 +184,17 @@ class Runtime:
         with self.lock:
             now = self.now()
             self._sync_requests(now)
+            lost, back = self.backend.node_changes()
+            for node in lost:
+                self._node_lost(node, now)
+            for node in back:
+                self.occ.node_up_again(node)
+                self.store.update(None, ("node-up", self.cluster.nodes[node].name))
+                self.events.add("recovery")
             for ex in self.backend.poll():
                 row = self.row_of.get(int(ex.job_id))
                 if row is not None:
                     self._handle_exit(row, ex, now)
-            for node in self.backend.lost_nodes():
-                self._node_lost(node, now)
             self._read_progress(now)
             interval = self.policy.interval
             if interval and (self.next_tick is None or now >= self.next_tick):
@@ -294,8 +299,11 @@ class Runtime:
             self._close(row, "failed", "every checkpoint is corrupt (see quanta logs)", now)
             self.events.add("completion")
             return
-        if why in ("preempt", "hold", "move"):
-            if why == "hold":
+        if why in ("preempt", "hold", "move", "node"):
+            if why == "node":
+                self.store.update(job_id, ("requeued", f"its node was lost at step {int(steps)}"),
+                                  state="pending", reason="NodeFail", steps_done=steps, handle="")
+            elif why == "hold":
                 self.store.update(job_id, ("stopped", "held"), state="pending",
                                   reason="JobHeldUser", steps_done=steps, handle="")
             elif why == "preempt" or row not in self.to_launch:
@@ -340,13 +348,19 @@ class Runtime:
                           preemptions=int(t.preemptions[row]), **cols)
 
     def _node_lost(self, node: int, now: float) -> None:
+        """A node is gone: its jobs lose their GPUs now; their processes' ends follow."""
+        name = self.cluster.nodes[node].name
+        self.store.update(None, ("node-lost", name))
         for row in self.occ.node_down(node):
+            self.occ.release(row)
             self.table.hold(row, now, Kind.PREEMPT.value, -1, np.empty(0, np.int64), 0.0, 0.0)
             self.to_launch.pop(row, None)
             if row in self.procs:
-                self.procs[row].stopping = "preempt"
-            self.store.update(self.ids[row], ("node-lost", f"node {node}"), state="pending",
-                              reason="NodeFail")
+                self.procs[row].stopping = "node"
+                self.backend.stop(str(self.ids[row]))    # ranks on other nodes checkpoint and end
+            else:
+                self.store.update(self.ids[row], ("requeued", f"its node {name} was lost"),
+                                  state="pending", reason="NodeFail", handle="")
         self.events.add("failure")
 
     def _read_progress(self, now: float) -> None:

@@ -27,33 +27,26 @@ class ServiceConfig:
     ray_address: str = ""
 
 
-def make_backend(cfg: ServiceConfig, cluster):
-    if cfg.backend == "local":
-        from quanta.runtime.backends.local import LocalBackend
-        return LocalBackend()
-    if cfg.backend == "ray":
-        from quanta.runtime.backends.ray import RayBackend
-        return RayBackend(cluster, address=cfg.ray_address or None)
-    raise QuantaError(f"unknown backend '{cfg.backend}' (known: {', '.join(BACKENDS)})",
-                      field="backend")
-
-
 def build(cfg: ServiceConfig):
     """(store, runtime, app, admin token path) for a configuration."""
+    policy = make_policy(cfg.policy)
     state = Path(cfg.state_dir)
     state.mkdir(parents=True, exist_ok=True)
-    spec = cfg.cluster
-    if spec == "auto":
-        if cfg.backend == "ray":
-            from quanta.runtime.backends.ray import detect_cluster
-            spec = detect_cluster(cfg.ray_address or None)
-        else:
-            from quanta.runtime.backends.local import detect_cluster
-            spec = detect_cluster()
-    cluster = resolve_cluster(spec)
-    policy = make_policy(cfg.policy)
+    if cfg.backend == "local":
+        from quanta.runtime.backends.local import LocalBackend, detect_cluster
+        backend = LocalBackend()
+        cluster = resolve_cluster(detect_cluster() if cfg.cluster == "auto" else cfg.cluster)
+    elif cfg.backend == "ray":
+        from quanta.runtime.backends.ray import RayBackend
+        backend = RayBackend(cfg.ray_address or None)
+        if cfg.cluster != "auto":
+            raise QuantaError("with the Ray backend the cluster is what the Ray nodes offer "
+                              "(leave --cluster auto)", field="cluster")
+        cluster = backend.cluster
+    else:
+        raise QuantaError(f"unknown backend '{cfg.backend}' (known: {', '.join(BACKENDS)})",
+                          field="backend")
     store = Store(state / "quanta.db")
-    backend = make_backend(cfg, cluster)
     runtime = Runtime(store, backend, cluster, policy, CatalogModel(), state / "jobs", cfg.poll_s)
     token_path = bootstrap_admin(store, state)
     return store, runtime, create_app(store, runtime, state), token_path

@@ -27,9 +27,10 @@ class Launch:
     env: dict[str, str] = field(default_factory=dict)
     grace_s: float = 30.0
 
-    def as_json(self, master_port: int) -> dict:
+    def as_json(self, master_port: int, master_addr: str = "127.0.0.1") -> dict:
         return {"job_id": self.job_id, "command": self.command, "cwd": self.cwd, "env": self.env,
-                "master_port": master_port, "grace_s": self.grace_s, "attempt": self.attempt,
+                "master_addr": master_addr, "master_port": master_port, "grace_s": self.grace_s,
+                "attempt": self.attempt,
                 "ranks": [{"node": r.node, "local_rank": r.local_rank,
                            "cuda_visible_devices": r.cuda_devices} for r in self.ranks]}
 
@@ -56,8 +57,9 @@ class Backend(Protocol):
     def poll(self) -> list[Exit]:
         """Jobs whose processes ended since the last poll."""
 
-    def lost_nodes(self) -> list[int]:
-        """Cluster nodes that disappeared since the last call (their jobs' Exits follow)."""
+    def node_changes(self) -> tuple[list[int], list[int]]:
+        """Cluster nodes lost and nodes back (or replaced) since the last call; the jobs of a lost
+        node end (their Exits follow)."""
 
     def shutdown(self) -> None:
         """Stop watching; running jobs keep running (a restarted scheduler adopts them)."""

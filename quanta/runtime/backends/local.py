@@ -122,8 +122,8 @@ class LocalBackend:
                 done.append(Exit(job_id, code, f"the job's launcher {why} (see launcher.log)"))
         return done
 
-    def lost_nodes(self) -> list[int]:
-        return []
+    def node_changes(self) -> tuple[list[int], list[int]]:
+        return [], []
 
     def shutdown(self) -> None:
         self.procs.clear()
