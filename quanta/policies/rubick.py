@@ -222,6 +222,10 @@ class Round:
         self.free_m -= d[2]
         self.at[i] = o
 
+    def _fits(self, i: int, o: int) -> bool:
+        need = np.array([self.G[i, o], self.C[i, o], self.M[i, o]]) - self.held(i)
+        return bool(np.all(self.short(i, need) <= EPS))
+
     def may_change(self, i: int) -> bool:
         return not (self.frozen[i] and self.was_running[i])
 
@@ -337,8 +341,11 @@ class Round:
             miss = np.flatnonzero((self.at >= 0) & ~placed)
             if miss.size == 0:
                 return dec
-            for i in miss.tolist():       # keeps what it holds, or waits
-                self.at[i] = self.cur[i] if self.at[i] != self.cur[i] else -1
+            for i in miss.tolist():       # keeps what it holds if that still fits, or waits
+                back = int(self.cur[i]) if self.at[i] != self.cur[i] else -1
+                self.move(i, -1)
+                if back >= 0 and self._fits(i, back):
+                    self.move(i, back)
         dec.gpus[~placed] = 0
         dec.gpu_type[~placed] = -1
         dec.cpus[~placed] = 0.0
