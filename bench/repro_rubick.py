@@ -3,6 +3,7 @@ workload (406 jobs of vit, roberta, bert, t5, gpt2, llama7, llama30 over 13.2 h,
 `rubick-base`).
 
     python bench/repro_rubick.py [--seed 0] [--guaranteed 0.48] [--policies rubick,sia,synergy,fifo]
+    python bench/repro_rubick.py --round-time      # rubick's decide time at 64 / 512 / 2,048 GPUs
 
 The Base workload has no guaranteed job (is_sla = 0 everywhere); Rubick's Multi-tenant workload,
 which has 194 of 406, is not bundled and differs from Base in more than the flag. So a fraction
@@ -60,14 +61,54 @@ def sla_met(res) -> tuple[float, float, int]:
     return float(kept.mean()), float(no_slower.mean()), int(g.sum())
 
 
+def round_time(specs, perf, jobs_per_64: int = 32) -> None:
+    """One rubick decide on rubick-64 repeated 1, 8, 32 times, with 32 active jobs per 64 GPUs
+    drawn (seeded) from the workload, half of them running at their request where they fit."""
+    from quanta.core.jobtable import PENDING, JobTable
+    from quanta.core.snapshot import Snapshot
+    from quanta.model.cluster import Cluster
+    from quanta.placement import Occupancy
+    base = resolve_cluster("rubick-64")
+    print("| GPUs | active jobs | running | decide (s), best of 4 |\n|---|---|---|---|")
+    for scale in (1, 8, 32):
+        cluster = Cluster(base.nodes * scale, name=f"rubick-{64 * scale}")
+        rng = np.random.default_rng(scale)
+        n = jobs_per_64 * scale
+        pick = [specs[int(k)].with_(job_id=f"j{i}") for i, k in enumerate(rng.integers(len(specs), size=n))]
+        best = np.inf
+        for _ in range(4):
+            t = JobTable(pick, cluster, perf)
+            occ = Occupancy(cluster)
+            t.state[:] = PENDING
+            for row in rng.permutation(n)[: n // 2].tolist():
+                s, k = pick[row], 0
+                got = occ.place(k, s.num_gpus, s.cpus / s.num_gpus)
+                if got is not None:
+                    occ.assign(row, got[0], s.cpus)
+                    t.apply_transitions(0.0, np.array([row]), np.array([0]), np.array([k]), [got[0]],
+                                        np.array([t.rates[row, k]]), np.array([0.0]), plan=[None],
+                                        cpus=np.array([s.cpus]), mem_gb=np.array([0.0]))
+            snap = Snapshot(3600.0, cluster, perf, t.view(np.arange(n), 3600.0), occ.up_capacity(),
+                            occ.node_free.copy(), occ.node_up.copy(), resources=occ.up_resources())
+            pol = make_policy("rubick")
+            pol.decide(snap)                         # warm: curves are memoised per job kind
+            t0 = time.perf_counter()
+            pol.decide(snap)
+            best = min(best, time.perf_counter() - t0)
+        print(f"| {64 * scale} | {n} | {len(occ.held)} | {best:.3f} |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--guaranteed", type=float, default=194 / 406)
-    ap.add_argument("--policies", default="rubick,sia,synergy,fifo")
+    ap.add_argument("--policies", default="rubick,sia,synergy,synergy:tune=false,fifo")
+    ap.add_argument("--round-time", action="store_true")
     a = ap.parse_args()
     perf = CatalogModel()
     specs = workload(perf, a.seed, a.guaranteed)
+    if a.round_time:
+        return round_time(specs, perf)
     cluster = resolve_cluster("rubick-64")
     print(f"{len(specs)} jobs, {sum(s.guaranteed for s in specs)} guaranteed, seed {a.seed}")
     print("| policy | avg JCT (h) | avg JCT guaranteed / best-effort (h) | makespan (h) | "
