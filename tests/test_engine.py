@@ -184,3 +184,13 @@ def test_jobtable_extend_grows_every_column(perf):
     assert grown.index == full.index and grown.state[:4].tolist() == [PENDING] * 4
     with pytest.raises(ValueError, match="duplicate job id"):
         grown.extend(jobs[:1])
+
+
+def test_first_start_cost_delays_every_job(perf):
+    jobs = random_jobs(20, seed=5, gap=400.0)
+    plain = Simulator(jobs, homogeneous(), make_policy("fifo"), perf, restart=RestartCost(7.0)).run()
+    first = Simulator(jobs, homogeneous(), make_policy("fifo"), perf,
+                      restart=RestartCost(7.0, first_start_s=4.0)).run()
+    never_preempted = plain.table.preemptions == 0
+    assert never_preempted.all() and (first.table.preemptions == 0).all()
+    np.testing.assert_allclose(first.table.end - plain.table.end, 4.0, atol=1e-6)

@@ -81,8 +81,10 @@ class Service:
         ev = self.req("GET", f"/v1/jobs/{job_id}/events").json()
         raise AssertionError(f"job {job_id} never reached the condition: {self.job(job_id)} {ev}")
 
-    def kinds(self, job_id):
-        return [e["kind"] for e in self.req("GET", f"/v1/jobs/{job_id}/events").json()]
+    def kinds(self, job_id, every=False):
+        """The job's life events (every=True: also 'stopping' requests and 'training' starts)."""
+        kinds = [e["kind"] for e in self.req("GET", f"/v1/jobs/{job_id}/events").json()]
+        return kinds if every else [k for k in kinds if k not in ("stopping", "training")]
 
 
 @pytest.fixture
@@ -112,7 +114,7 @@ def test_submit_run_finish_logs_metrics_and_page(service):
     ja = s.wait(a, finished)
     jb = s.wait(b, finished)
     assert ja["steps_done"] == 80 and jb["steps_done"] == 30
-    assert ja["gpu_type"] == "cpu" and ja["start"] >= ja["submit"]
+    assert ja["gpu_type"] == "cpu" and ja["start"] >= ja["submit"] and ja["preemptions"] == 0
     assert s.kinds(a) == ["submit", "start", "finished"]
     log = s.req("GET", f"/v1/jobs/{a}/logs", params={"tail": 1}).text
     assert log.startswith("step 80/80 loss")
@@ -171,6 +173,8 @@ def test_preempted_job_resumes_from_its_checkpoint(service):
     kinds = s.kinds(long)
     assert kinds[:3] == ["submit", "start", "preempted"] and "resume" in kinds
     assert kinds[-1] == "finished" and j["preemptions"] >= 1 and j["steps_done"] == 400
+    every = s.kinds(long, every=True)
+    assert every[2:5] == ["training", "stopping", "preempted"] and every[-2:] == ["training", "finished"]
     events = s.req("GET", f"/v1/jobs/{long}/events").json()
     stopped = int(next(e for e in events if e["kind"] == "preempted")["detail"].split()[-1])
     assert stopped >= 20      # the checkpoint taken when stopped kept the work

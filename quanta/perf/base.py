@@ -54,6 +54,16 @@ def rate_with(perf, job: JobSpec, gpu_type: str, num_gpus: int, num_nodes: int =
     return fn(job, gpu_type, num_gpus, num_nodes, consolidated, plan, cpus, mem_gb)
 
 
+def allocation_rate(perf, job: JobSpec, gpu_type: str, num_gpus: int, num_nodes: int = 1,
+                    consolidated: bool | None = None, partner: JobSpec | None = None,
+                    mode: str = "", plan=None, cpus: float = 0.0, mem_gb: float = 0.0) -> float:
+    """Steps/s of a job on an allocation as a transition gives it: alone (at its plan, CPUs and
+    host memory) or sharing its GPUs with `partner` in `mode`. Both drivers ask this."""
+    if partner is not None:
+        return perf.shared_rate(job, partner, gpu_type, num_gpus, num_nodes, consolidated, mode)
+    return rate_with(perf, job, gpu_type, num_gpus, num_nodes, consolidated, plan, cpus, mem_gb)
+
+
 def best_plan_rate(perf, job: JobSpec, gpu_type: str, num_gpus: int, num_nodes: int = 1,
                    consolidated: bool | None = None, cpus: float = 0.0,
                    mem_gb: float = 0.0) -> tuple[object, float]:

@@ -16,6 +16,8 @@ jobs whose processes are gone (they resume from their last checkpoint).
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import threading
 import time
 from dataclasses import dataclass, field
@@ -29,7 +31,7 @@ from quanta.core.mechanism import Kind, Transition
 from quanta.errors import QuantaError
 from quanta.job import EXIT_CORRUPT, read_json
 from quanta.model.cluster import Cluster
-from quanta.perf.base import PerfModel
+from quanta.perf.base import PerfModel, allocation_rate
 from quanta.perf.online import OnlineModel
 from quanta.placement.occupancy import Occupancy
 from quanta.policies.base import Policy
@@ -44,7 +46,9 @@ MAX_LATENCIES = 10_000
 class _Proc:
     """A job's processes as the runtime knows them."""
     gpus: np.ndarray                  # devices they hold (global GPU ids)
-    stopping: str = ""                # why they were asked to stop: preempt, move, hold, cancel
+    stopping: str = ""                # why they were asked to stop: preempt, move, hold, cancel, node
+    launched_at: float = 0.0          # wall clock of the launch (0: adopted)
+    training: bool = False            # reported progress since the launch
 
 
 @dataclass
@@ -162,11 +166,13 @@ class Runtime:
                                                     grace) and np.all(self.occ.owner[gpus] == -1):
                     t_idx = self.cluster.types.index(rec.gpu_type)
                     self.occ.assign(row, gpus)
-                    rate = self._rate(row, t_idx, len(gpus), self.occ.nodes_of(gpus), -1, "")
+                    nodes = self.occ.nodes_of(gpus)
+                    rate = self._rate(row, Transition(row, Kind.START, t_idx, gpus, nodes,
+                                                      nodes <= self.cluster.min_nodes(t_idx, len(gpus))))
                     self.table.apply_transitions(now, np.array([row]), np.array([KIND_CODES["start"]]),
                                                  np.array([t_idx]), [gpus], np.array([rate]),
                                                  np.array([0.0]))
-                    self.procs[row] = _Proc(gpus)
+                    self.procs[row] = _Proc(gpus, training=True)
                     if rec.cancel or rec.held:
                         self._stop_running(row, "cancel" if rec.cancel else "hold")
                     self.store.update(rec.id, ("adopt", f"pid {rec.handle}"), devices=rec.devices)
@@ -269,12 +275,17 @@ class Runtime:
         self.to_launch.pop(row, None)
         proc = self.procs.get(row)
         if proc is not None:
-            proc.stopping = why
-            self.backend.stop(str(self.ids[row]))
+            self._ask_stop(row, why)
         elif why == "cancel":
             self._close(row, "cancelled", "cancelled by its user", now)
 
     # -- processes ---------------------------------------------------------------------------------
+    def _ask_stop(self, row: int, why: str) -> None:
+        """Ask a job's processes to checkpoint and exit (logged: preempt-to-resume starts here)."""
+        self.procs[row].stopping = why
+        self.backend.stop(str(self.ids[row]))
+        self.store.update(self.ids[row], ("stopping", why))
+
     def _handle_exit(self, row: int, ex: Exit, now: float) -> None:
         t = self.table
         job_id = self.ids[row]
@@ -285,8 +296,6 @@ class Runtime:
         steps = float(prog.get("step", t.prog0[row]))
         why = proc.stopping
         if ex.returncode == 0 and steps >= sub.steps:
-            self._release(row, now)
-            t.finish(row, now)
             self._close(row, "finished", "", now, steps_done=steps)
             self.events.add("completion")
             return
@@ -294,8 +303,6 @@ class Runtime:
             self._close(row, "cancelled", "cancelled by its user", now, steps_done=steps)
             return
         if ex.returncode == EXIT_CORRUPT:
-            self._release(row, now)
-            t.finish(row, now)
             self._close(row, "failed", "every checkpoint is corrupt (see quanta logs)", now)
             self.events.add("completion")
             return
@@ -313,15 +320,14 @@ class Runtime:
             self.events.add("completion")
             return
         # the job's processes ended on their own without finishing: a failure
-        self._release(row, now)
         self.failures[row] += 1
         detail = ex.message or (f"exit code {ex.returncode}" if ex.returncode else
                                 f"exited at step {int(steps)} of {sub.steps}")
         if self.failures[row] > sub.max_failures or ex.returncode == 0:
-            t.finish(row, now)
             self._close(row, "failed", f"{detail}; gave up after {self.failures[row]} failures"
                         if ex.returncode else detail, now, failures=self.failures[row])
         else:
+            self._release(row, now)
             self.store.update(job_id, ("failure", f"{detail}; requeued from its last checkpoint"),
                               state="pending", reason="Requeued", failures=self.failures[row],
                               steps_done=steps, handle="")
@@ -336,8 +342,10 @@ class Runtime:
 
     def _close(self, row: int, state: str, message: str, now: float, **cols) -> None:
         t = self.table
-        if t.state[row] != DONE:
-            self._release(row, now)
+        if t.state[row] != DONE:      # off its GPUs and out of the policy's view (not a preemption)
+            if t.state[row] == RUNNING:
+                self.occ.release(row)
+            self.to_launch.pop(row, None)
             t.finish(row, now)
         t.end[row] = now
         self.held.discard(row)
@@ -356,8 +364,7 @@ class Runtime:
             self.table.hold(row, now, Kind.PREEMPT.value, -1, np.empty(0, np.int64), 0.0, 0.0)
             self.to_launch.pop(row, None)
             if row in self.procs:
-                self.procs[row].stopping = "node"
-                self.backend.stop(str(self.ids[row]))    # ranks on other nodes checkpoint and end
+                self._ask_stop(row, "node")    # ranks on other nodes checkpoint and end
             else:
                 self.store.update(self.ids[row], ("requeued", f"its node {name} was lost"),
                                   state="pending", reason="NodeFail", handle="")
@@ -379,6 +386,11 @@ class Runtime:
             return {}
         step = float(prog.get("step", 0.0))
         rate = float(prog.get("steps_per_s", 0.0))
+        proc = self.procs.get(row)
+        if proc is not None and not proc.training and prog.get("time", 0.0) >= proc.launched_at:
+            proc.training = True     # restored and training: the end of a (re)start
+            self.store.update(self.ids[row], ("training", f"from step {int(step)}"),
+                              at=prog.get("time"))
         t.mark(row, now)
         t.prog0[row] = min(step, t.total[row])
         if rate > 0:
@@ -392,12 +404,11 @@ class Runtime:
                 "attained": float(t.att0[row])}
 
     # -- transitions -------------------------------------------------------------------------------
-    def _rate(self, row: int, gtype: int, count: int, nodes: int, partner: int, mode: str) -> float:
-        spec, name = self.table.specs[row], self.cluster.types[gtype]
-        if partner >= 0:
-            return self.perf.shared_rate(spec, self.table.specs[partner], name, count, nodes,
-                                         None, mode)
-        return self.perf.rate(spec, name, count, nodes)
+    def _rate(self, row: int, tr: Transition) -> float:
+        specs = self.table.specs
+        return allocation_rate(self.perf, specs[row], self.cluster.types[tr.gpu_type], len(tr.gpus),
+                               tr.nodes, tr.consolidated, specs[tr.partner] if tr.partner >= 0
+                               else None, tr.mode, tr.plan, tr.cpus, tr.mem_gb)
 
     def _apply(self, trs: list[Transition], now: float) -> None:
         if not trs:
@@ -405,14 +416,16 @@ class Runtime:
         t = self.table
         rows = np.array([tr.row for tr in trs], dtype=np.int64)
         kind = np.array([KIND_CODES[tr.kind.value] for tr in trs], dtype=np.int64)
-        rate = np.array([self._rate(tr.row, tr.gpu_type, len(tr.gpus), tr.nodes, tr.partner, tr.mode)
-                         if len(tr.gpus) else 0.0 for tr in trs])
+        rate = np.array([self._rate(tr.row, tr) if len(tr.gpus) else 0.0 for tr in trs])
         t.apply_transitions(now, rows, kind, np.array([tr.gpu_type for tr in trs], dtype=np.int64),
                             [tr.gpus for tr in trs], rate, np.zeros(len(trs)),
                             np.array([tr.partner for tr in trs], dtype=np.int64),
                             np.array([SHARE_MODES[tr.mode] for tr in trs], dtype=np.int8),
                             np.array([tr.guest for tr in trs], dtype=bool),
-                            np.array([tr.consolidated for tr in trs], dtype=bool))
+                            np.array([tr.consolidated for tr in trs], dtype=bool),
+                            plan=[tr.plan for tr in trs],
+                            cpus=np.array([tr.cpus for tr in trs], dtype=float),
+                            mem_gb=np.array([tr.mem_gb for tr in trs], dtype=float))
         for tr in trs:
             row = tr.row
             if tr.kind == Kind.RESHARE:
@@ -420,8 +433,7 @@ class Runtime:
             if tr.kind == Kind.PREEMPT:
                 self.to_launch.pop(row, None)
                 if row in self.procs:
-                    self.procs[row].stopping = "preempt"
-                    self.backend.stop(str(self.ids[row]))
+                    self._ask_stop(row, "preempt")
                     self.stats.preemptions += 1
                 else:
                     self.store.update(self.ids[row], state="pending", reason="Preempted",
@@ -429,8 +441,7 @@ class Runtime:
                 continue
             self.to_launch[row] = tr
             if row in self.procs:              # migrate / resize: checkpoint, then relaunch
-                self.procs[row].stopping = "move"
-                self.backend.stop(str(self.ids[row]))
+                self._ask_stop(row, "move")
 
     def _launch_ready(self, now: float) -> None:
         """Launch every started job whose devices are no longer held by stopping processes."""
@@ -463,9 +474,10 @@ class Runtime:
         env.update({"QUANTA_JOB_ID": str(job_id), "QUANTA_JOB_DIR": str(self.workdir(job_id)),
                     "QUANTA_TOTAL_STEPS": str(sub.steps), "QUANTA_GLOBAL_BATCH": str(sub.batch_size),
                     "QUANTA_GPU_TYPE": gtype, "QUANTA_CHECKPOINT_EVERY": str(sub.checkpoint_every)})
-        plan = tr.plan
-        if isinstance(plan, dict) and "accumulation" in plan:
-            env["QUANTA_ACCUMULATION"] = str(int(plan["accumulation"]))
+        if dataclasses.is_dataclass(tr.plan):      # the policy's execution plan, for the job
+            plan = dataclasses.asdict(tr.plan)
+            env["QUANTA_PLAN"] = json.dumps(plan)
+            env["QUANTA_ACCUMULATION"] = str(max(1, int(plan.get("ga_steps", 1))))
         launch = Launch(str(job_id), self.workdir(job_id), list(sub.command), ranks, gtype, attempt,
                         cwd=sub.cwd, env=env, grace_s=sub.grace_s)
         try:
@@ -473,7 +485,7 @@ class Runtime:
         except (OSError, QuantaError) as err:
             self._close(row, "failed", f"could not start: {err}", now)
             return
-        self.procs[row] = _Proc(tr.gpus.copy())
+        self.procs[row] = _Proc(tr.gpus.copy(), launched_at=self.clock())
         self.stats.launches += 1
         first = np.isnan(self.table.first_start[row]) or rec is None or rec.start is None
         cols = dict(state="running", reason="", gpus=len(tr.gpus), gpu_type=gtype,

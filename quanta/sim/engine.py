@@ -19,7 +19,7 @@ from quanta.core.loop import DecisionLoop
 from quanta.core.mechanism import Kind
 from quanta.model.cluster import Cluster
 from quanta.model.job import JobSpec
-from quanta.perf.base import PerfModel, rate_with
+from quanta.perf.base import PerfModel, allocation_rate
 from quanta.placement.occupancy import Occupancy
 from quanta.policies.base import Policy, PolicyError
 from quanta.sim.faults import FailureModel, NodeOutage
@@ -35,6 +35,7 @@ class RestartCost:
 
     default: float = DEFAULT_RESTART_S
     per_type: Mapping[str, float] = field(default_factory=dict)
+    first_start_s: float = 0.0   # seconds a job's first start pays (process start-up, runtime)
 
     def __call__(self, spec: JobSpec) -> float:
         return float(self.per_type.get(spec.job_type, self.default))
@@ -126,7 +127,7 @@ class Simulator:
             raise PolicyError(f"{self.policy.label()} put job {t.specs[rows_l[i]].job_id} on "
                               f"{count[i]} {self.cluster.types[types_l[i]]} GPUs, where it cannot run")
         resumed = (kind != KIND_CODES["start"]) | ~np.isnan(t.first_start[rows])
-        delay = np.where(on & resumed, self.restart_s[rows], 0.0)
+        delay = np.where(on, np.where(resumed, self.restart_s[rows], self.restart.first_start_s), 0.0)
         reshare = kind == KIND_CODES["reshare"]
         if reshare.any():   # a job restoring keeps its remaining restore time; others: none
             delay = np.where(reshare, np.maximum(t.t0[rows] - now, 0.0), delay)
@@ -151,11 +152,9 @@ class Simulator:
 
     def _rate(self, row: int, gtype: int, count: int, nodes: int, cons: bool, partner: int,
               mode: str, plan=None, cpus: float = 0.0, mem_gb: float = 0.0) -> float:
-        spec, name = self.table.specs[row], self.cluster.types[gtype]
-        if partner >= 0:
-            return self.perf.shared_rate(spec, self.table.specs[partner], name, count, nodes, cons,
-                                         mode)
-        return rate_with(self.perf, spec, name, count, nodes, cons, plan, cpus, mem_gb)
+        specs = self.table.specs
+        return allocation_rate(self.perf, specs[row], self.cluster.types[gtype], count, nodes, cons,
+                               specs[partner] if partner >= 0 else None, mode, plan, cpus, mem_gb)
 
     def _unpair(self, row: int, now: float, version: np.ndarray, push) -> None:
         """`row`'s partner left its GPUs: it runs alone there from now on (its owner now)."""
