@@ -99,9 +99,9 @@ def startup_overhead(store: Store) -> float:
     for rec in store.jobs():
         ev = store.events(rec.id)
         for i, e in enumerate(ev):
-            if e["kind"] in ("start", "resume"):
-                back = next((x for x in ev[i + 1:] if x["kind"] == "training"), None)
-                if back:
+            if e["kind"] in ("start", "resume"):   # to training, unless stopped before that
+                back = next((x for x in ev[i + 1:] if x["kind"] in ("training", "stopping")), None)
+                if back and back["kind"] == "training":
                     gaps.append(back["time"] - e["time"])
     return statistics.mean(gaps) if gaps else 0.0
 
@@ -119,13 +119,15 @@ def finish_overhead(store: Store, jobs_dir: Path) -> float:
     return statistics.mean(gaps) if gaps else 0.0
 
 
-def simulate(store: Store, rt: Runtime, cluster, policy: str, startup: float, finish: float):
+def simulate(store: Store, rt: Runtime, cluster, policy: str, startup: float, finish: float,
+             drain: float):
     recs = store.jobs()
     t0 = min(r.submit for r in recs)
     specs = [rt.table.specs[rt.row_of[r.id]].with_(submit_time=r.submit - t0) for r in recs]
-    # every (re)start pays the measured start-up (process, imports, restore); the first start also
-    # the measured finish overhead (every job finishes once; its devices are held meanwhile)
-    restart = RestartCost(default=startup, first_start_s=startup + finish)
+    # a first start pays the measured start-up (process, imports, restore) and the finish overhead
+    # (every job finishes once; its devices are held meanwhile); a restart pays the start-up and
+    # the checkpointing stop that held the devices before it
+    restart = RestartCost(default=startup + drain, first_start_s=startup + finish)
     res = Simulator(specs, cluster, make_policy(policy), rt.perf, restart=restart).run()
     t = res.table
     jct_sim = {int(s.job_id): float(t.end[i] - t.submit[i]) for i, s in enumerate(t.specs)}
@@ -190,7 +192,9 @@ def main() -> None:
             wall = time.time() - wall
             startup = startup_overhead(store)
             finish = finish_overhead(store, state / "jobs")
-            jct_real, jct_sim, res = simulate(store, rt, cluster, args.policy, startup, finish)
+            to_exit, to_train = restart_overheads(store)
+            drain = float(np.mean(to_exit)) if to_exit else 0.0
+            jct_real, jct_sim, res = simulate(store, rt, cluster, args.policy, startup, finish, drain)
             print(f"real run: {args.jobs} jobs under {args.policy} on {args.slots} CPU slots, "
                   f"{wall:.0f} s wall; measured (mean) start-up to training {startup:.2f} s, "
                   f"last step to finished {finish:.2f} s")
@@ -203,7 +207,6 @@ def main() -> None:
             print(f"per-job JCT error: mean {100 * np.mean(errs):.1f}%, max {100 * np.max(errs):.1f}%;"
                   f" average JCT real {np.mean(list(jct_real.values())):.1f} s, simulated "
                   f"{np.mean(list(jct_sim.values())):.1f} s")
-            to_exit, to_train = restart_overheads(store)
             if to_exit:
                 print(f"preemptions: {len(to_exit)}; stop -> checkpointed exit {np.mean(to_exit):.2f} s"
                       f" mean ({np.max(to_exit):.2f} max); stop -> training again "

@@ -1,0 +1,84 @@
+"""The runtime driver in-process, with real worker processes: measured throughput reaches the
+performance model, and a round-based policy decides on its rounds as in the simulator."""
+
+import sys
+import time
+
+import numpy as np
+
+from quanta.model.presets import resolve_cluster
+from quanta.perf.base import Provenance
+from quanta.perf.catalog_model import CatalogModel
+from quanta.policies import make_policy
+from quanta.runtime.backends.local import LocalBackend
+from quanta.runtime.controller import Runtime
+from quanta.runtime.spec import parse_submission
+from quanta.service.store import Store
+
+PY = sys.executable
+
+
+def make(tmp_path, policy, slots=1):
+    store = Store(tmp_path / "q.db")
+    rt = Runtime(store, LocalBackend(), resolve_cluster(f"cpu:1x{slots}"), make_policy(policy),
+                 CatalogModel(), tmp_path / "jobs", poll_s=0.05)
+    rt.recover()
+    return store, rt
+
+
+def add(store, name, steps, sleep):
+    sub = parse_submission({"name": name, "steps": steps, "checkpoint_every": 10, "grace_s": 10,
+                            "command": [PY, "-m", "quanta.examples.train", "--step-sleep", str(sleep)]})
+    return store.add_job("u", sub.name, sub.queue, sub.model_dump(), sub.steps, time.time())
+
+
+def run_for(rt, seconds, until=None):
+    end = time.time() + seconds
+    while time.time() < end and not (until and until()):
+        rt.step()
+        time.sleep(0.05)
+
+
+def stop_all(rt, store):
+    for rec in store.jobs(states=["pending", "running"]):
+        store.request(rec.id, cancel=True)
+    run_for(rt, 30, lambda: not store.jobs(states=["pending", "running"]))
+
+
+def test_measured_throughput_reaches_the_performance_model(tmp_path):
+    store, rt = make(tmp_path, "fifo")
+    job = add(store, "m", 100_000, 0.02)          # ~40 steps/s: measurably not the model's guess
+    row = None
+
+    def measured():
+        nonlocal row
+        row = rt.row_of.get(job)
+        return row is not None and rt.perf.measured(rt.table.specs[row], "cpu", 1, 1) is not None
+    try:
+        run_for(rt, 60, measured)
+        spec = rt.table.specs[row]
+        got = rt.perf.measured(spec, "cpu", 1, 1)
+        assert 10 < got < 60, got
+        assert rt.perf.provenance(spec, "cpu") == Provenance.MEASURED
+        assert rt.perf.rate(spec, "cpu", 1) == got           # the model now answers from it
+        assert abs(rt.table.rate[row] - got) / got < 0.5     # the policy's view: measured rate
+        assert store.job(job).steps_per_s > 0
+    finally:
+        stop_all(rt, store)
+
+
+def test_round_based_policy_decides_on_its_rounds(tmp_path):
+    """gavel-las with 5 s rounds time-shares one slot between two jobs, deciding once a round."""
+    store, rt = make(tmp_path, "gavel-las:interval=5")
+    a, b = add(store, "a", 100_000, 0.01), add(store, "b", 100_000, 0.01)
+    start = rt.now()
+    try:
+        run_for(rt, 24)
+        elapsed = rt.now() - start
+        rounds = int(np.floor(rt.now() / 5)) - int(np.floor(start / 5)) + 1
+        assert 3 <= rt.stats.decisions <= rounds, (rt.stats.decisions, elapsed)
+        kinds = {j: [e["kind"] for e in store.events(j)] for j in (a, b)}
+        assert all("training" in k for k in kinds.values())    # both got the slot
+        assert sum(k.count("preempted") for k in kinds.values()) >= 2   # and took turns
+    finally:
+        stop_all(rt, store)
