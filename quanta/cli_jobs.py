@@ -51,7 +51,8 @@ def register(app: typer.Typer, console) -> None:
         """Run the scheduler service (REST API at /v1, docs at /docs, metrics at /metrics)."""
         import uvicorn
 
-        from quanta.service.server import ServiceConfig, build
+        from quanta.service.server import ServiceConfig, build, check_port
+        check_port(host, port)
         _store, runtime, api, token_path = build(ServiceConfig(state, policy, cluster, backend,
                                                                poll_s, ray_address))
         console.print(f"quanta serve: {runtime.cluster.describe()} under {runtime.policy.label()} "

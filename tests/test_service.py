@@ -331,3 +331,11 @@ def test_job_spec_schema_and_bundled_examples_validate():
     folder = P(__file__).resolve().parents[1] / "quanta" / "examples" / "jobs"
     subs = [load_submission(p) for p in sorted(folder.glob("*.yaml"))]
     assert {s.name for s in subs} >= {"mlp", "cnn", "lm-ddp"}
+
+
+def test_one_service_per_state_folder_and_port(service):
+    s = service()
+    other = cli("serve", "--state", str(s.state), "--port", str(free_port()))
+    assert other.returncode == 2 and "another quanta serve uses this state folder" in other.stderr
+    busy = cli("serve", "--state", str(s.state.parent / "other"), "--port", str(s.port))
+    assert busy.returncode == 2 and f"cannot listen on 127.0.0.1:{s.port}" in busy.stderr

@@ -92,6 +92,7 @@ class Runtime:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.error: str = ""
+        self.state_lock = None                   # the service's lock on its state folder
 
     # -- clock and lifecycle -----------------------------------------------------------------------
     def now(self) -> float:
@@ -408,7 +409,8 @@ class Runtime:
         specs = self.table.specs
         return allocation_rate(self.perf, specs[row], self.cluster.types[tr.gpu_type], len(tr.gpus),
                                tr.nodes, tr.consolidated, specs[tr.partner] if tr.partner >= 0
-                               else None, tr.mode, tr.plan, tr.cpus, tr.mem_gb)
+                               else None, tr.mode, tr.plan, tr.cpus, tr.mem_gb,
+                               parts=tr.parts, fork=tr.fork)
 
     def _apply(self, trs: list[Transition], now: float) -> None:
         if not trs:
@@ -425,7 +427,8 @@ class Runtime:
                             np.array([tr.consolidated for tr in trs], dtype=bool),
                             plan=[tr.plan for tr in trs],
                             cpus=np.array([tr.cpus for tr in trs], dtype=float),
-                            mem_gb=np.array([tr.mem_gb for tr in trs], dtype=float))
+                            mem_gb=np.array([tr.mem_gb for tr in trs], dtype=float),
+                            fork=np.array([tr.fork[0] if tr.fork else 0.0 for tr in trs]))
         for tr in trs:
             row = tr.row
             if tr.kind == Kind.RESHARE:

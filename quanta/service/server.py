@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +34,7 @@ def build(cfg: ServiceConfig):
     policy = make_policy(cfg.policy)
     state = Path(cfg.state_dir)
     state.mkdir(parents=True, exist_ok=True)
+    lock = lock_state(state)
     if cfg.backend == "local":
         from quanta.runtime.backends.local import LocalBackend, detect_cluster
         backend = LocalBackend()
@@ -48,5 +51,34 @@ def build(cfg: ServiceConfig):
                           field="backend")
     store = Store(state / "quanta.db")
     runtime = Runtime(store, backend, cluster, policy, CatalogModel(), state / "jobs", cfg.poll_s)
+    runtime.state_lock = lock          # held for the life of the process
     token_path = bootstrap_admin(store, state)
     return store, runtime, create_app(store, runtime, state), token_path
+
+
+def lock_state(state: Path):
+    """One service per state folder: an exclusive lock, released when the process ends (even by
+    kill -9)."""
+    import fcntl
+    f = open(state / "serve.lock", "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        raise QuantaError(f"another quanta serve uses this state folder (pid {f.read().strip()})",
+                          source=str(state)) from None
+    f.seek(0)
+    f.truncate()
+    f.write(str(os.getpid()))
+    f.flush()
+    return f
+
+
+def check_port(host: str, port: int) -> None:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as err:
+            raise QuantaError(f"cannot listen on {host}:{port} ({err.strerror})",
+                              field="--port") from None
