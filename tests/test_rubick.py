@@ -142,6 +142,33 @@ def test_rubick_asks_only_for_cpus_a_node_can_give_and_its_decision_places():
     assert np.all(dec.cpus[on] / dec.gpus[on] * np.minimum(dec.gpus[on], 4) <= 16 + 1e-9)
 
 
+def test_victim_tables_stay_equal_to_a_fresh_search_as_jobs_move(monkeypatch):
+    """Round.fund reads each job's cheapest shrink from tables kept per shortage pattern and
+    refreshed only for jobs that moved; after every fund they must, once refreshed, equal a search from scratch."""
+    from quanta.policies.rubick import Round
+    c = cluster(nodes=4, cpus=32)
+    specs = trace(24, seed=3)
+    running = {i: (s.num_gpus, "base", 4.0 * s.num_gpus) for i, s in enumerate(specs[:12])
+               if i % 3 != 2}
+    snap = snapshot(specs, c, running=running)
+    checked = []
+    fund = Round.fund
+
+    def checked_fund(self, i, need, limit):
+        ok = fund(self, i, need, limit)
+        for pattern in list(self._shrink):
+            ratio, opt = self.shrink_table(pattern)
+            fresh_r, fresh_o = self._shrink_rows(np.arange(self.n), np.array(pattern))
+            assert np.array_equal(ratio, fresh_r) and np.array_equal(opt, fresh_o)
+            checked.append(pattern)
+        return ok
+
+    monkeypatch.setattr(Round, "fund", checked_fund)
+    dec = make_policy("rubick").decide(snap)
+    assert checked and dec.gpus.sum() <= 32
+    assert dec.cpus.sum() <= 4 * 32 + 1e-9
+
+
 def test_synergy_keeps_gpus_and_plans_and_moves_cpus_to_the_sensitive_job():
     c = cluster(nodes=1, cpus=32)
     specs = [job("c", "cpu", 4, plan="base"), job("f", "flat", 4, False, 1.0, plan="base")]

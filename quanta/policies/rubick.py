@@ -25,7 +25,8 @@ Per round (60 s [C]):
    from victims whose loss per freed unit is lower than the requester's gain per unit, never
    below a guaranteed victim's SLA, never from a job restarted `max_restarts` times or more
    [C: < 5 restarts]. Moves are global over the cluster [U: the artifact works node by node, most
-   free GPUs first]. A job raised this round is not a victim and a victim does not grow again in
+   free GPUs first]. Each job's cheapest shrink is kept in numpy tables, one per
+   pattern of short resources, refreshed only for jobs that moved: a victim is one argmin. A job raised this round is not a victim and a victim does not grow again in
    the same round [U: guarantees the round ends].
 4. A running job is reconfigured only for a relative gain of at least `min_gain` [U: the artifact
    relies on its restart limit alone; a 260 s restart per move is not free].
@@ -194,6 +195,10 @@ class Round:
         self.free_m = snap.resources[1] - float(j.mem_gb[run].sum())
         self.raised = np.zeros(n, dtype=bool)
         self.shrunk = np.zeros(n, dtype=bool)
+        self.R = np.stack([self.G, self.C, self.M], axis=2)   # (job, option, resource)
+        self.finite = np.isfinite(self.V)
+        self.pinned = self.frozen & self.was_running
+        self._shrink: dict = {}
 
     # -- helpers ---------------------------------------------------------------------------------
     def held(self, i: int) -> np.ndarray:
@@ -229,43 +234,70 @@ class Round:
     def may_change(self, i: int) -> bool:
         return not (self.frozen[i] and self.was_running[i])
 
-    def best_shrink(self, i: int, short: np.ndarray, k: int) -> tuple[float, int]:
-        """(loss per freed unit, option) of job i's cheapest way to free some of `short`."""
-        a = self.at[i]
-        if a < 0 or self.raised[i] or not self.may_change(i) or (short[0] > 0 and self.k_of[i] != k):
-            return np.inf, -2
-        held = self.held(i)
-        cand = [(o, np.array([self.G[i, o], self.C[i, o], self.M[i, o]]), self.V[i, o])
-                for o in range(self.V.shape[1]) if np.isfinite(self.V[i, o]) and o != a
-                and self.V[i, o] >= self.floor_v[i]]
-        if self.floor_at[i] < 0:
-            cand.append((-1, np.zeros(3), 0.0))
-        best, key = (np.inf, -2), (np.inf, np.inf)
-        for o, res, v in cand:
-            freed = held - res
-            if not np.any((freed > EPS) & (short > EPS)) or np.any(res > held + EPS):
-                continue
-            size = float(self.cost(freed))
-            ratio = (self.value(i) - v) / size
-            k = (round(ratio, 9), size)        # ties: take the smaller step
-            if k < key:
-                best, key = (ratio, o), k
-        return best
+    def shrink_table(self, pattern: tuple[bool, bool, bool]) -> tuple[np.ndarray, np.ndarray]:
+        """Every job's cheapest way to free some of the resources flagged in `pattern` (GPUs,
+        CPUs, memory short): (loss per freed unit, option; -1 = down to nothing, -2 = none) per job.
+        Kept per pattern and recomputed only for the jobs whose option or `raised` flag changed
+        since (a job's best shrink depends on nothing else)."""
+        t = self._shrink.get(pattern)
+        if t is None:
+            t = self._shrink[pattern] = [np.full(self.n, np.inf), np.full(self.n, -2, dtype=np.int64),
+                                         np.full(self.n, -3, dtype=np.int64), self.raised.copy()]
+        ratio, opt, at_c, raised_c = t
+        rows = np.flatnonzero((self.at != at_c) | (self.raised != raised_c))
+        if rows.size:
+            ratio[rows], opt[rows] = self._shrink_rows(rows, np.array(pattern))
+            at_c[rows], raised_c[rows] = self.at[rows], self.raised[rows]
+        return ratio, opt
+
+    def _shrink_rows(self, rows: np.ndarray, short: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Vectorised over `rows` x options: candidates are the other options at or above the
+        job's SLA floor (and nothing at all when it has no floor) that free some short resource and
+        take none; the best has the lowest loss per freed unit (rounded to 1e-9), then the
+        smaller step, then the lower option index with "nothing" last."""
+        m, O = rows.size, self.V.shape[1]
+        a = self.at[rows]
+        has = a >= 0
+        held = np.where(has[:, None], self.R[rows, np.maximum(a, 0)], 0.0)           # (m, 3)
+        res = np.concatenate([self.R[rows], np.zeros((m, 1, 3))], axis=1)             # (m, O+1, 3)
+        v = np.concatenate([np.where(self.finite[rows], self.V[rows], 0.0), np.zeros((m, 1))], axis=1)
+        cand = np.concatenate([self.finite[rows] & (np.arange(O) != a[:, None])
+                               & (self.V[rows] >= self.floor_v[rows, None]),
+                               (self.floor_at[rows] < 0)[:, None]], axis=1)
+        cand &= (has & ~self.raised[rows] & ~self.pinned[rows])[:, None]
+        freed = held[:, None, :] - res
+        cand &= ((freed > EPS) & short).any(axis=2) & ~(res > held[:, None, :] + EPS).any(axis=2)
+        size = self.cost(np.moveaxis(freed, 2, 0))
+        v0 = np.where(has, self.V[rows, np.maximum(a, 0)], 0.0)
+        ratio = (v0[:, None] - v) / size
+        key = np.where(cand, np.round(ratio, 9), np.inf)
+        tie = cand & (key == key.min(axis=1, keepdims=True))
+        step = np.where(tie, size, np.inf)
+        pick = np.argmax(tie & (step == step.min(axis=1, keepdims=True)), axis=1)
+        found = cand.any(axis=1)
+        out_r = np.where(found, ratio[np.arange(m), pick], np.inf)
+        out_o = np.where(found, np.where(pick == O, -1, pick), -2)
+        return out_r, out_o
 
     def fund(self, i: int, need: np.ndarray, limit: float) -> bool:
-        """Take resources from victims (loss per unit < limit) until `need` fits; undo if not."""
+        """Take resources from victims (loss per unit < limit) until `need` fits; undo if not.
+        Victim: the lowest loss per freed unit over all jobs (ties: the lower row)."""
         undo: list[tuple[int, int]] = []
         k = int(self.k_of[i])
         while np.any((s := self.short(i, need)) > EPS):
-            cands = [(self.best_shrink(v, s, k), v) for v in range(self.n) if v != i]
-            (ratio, o), v = min(cands, key=lambda x: (x[0][0], x[1]), default=((np.inf, -2), -1))
-            if v < 0 or o == -2 or ratio >= limit:
+            ratio, opt = self.shrink_table(tuple((s > EPS).tolist()))
+            r = ratio.copy()
+            r[i] = np.inf
+            if s[0] > 0:
+                r[self.k_of != k] = np.inf
+            v = int(np.argmin(r))
+            if not r[v] < limit:
                 for vv, oo in reversed(undo):
                     self.move(vv, oo)
                     self.shrunk[vv] = False
                 return False
             undo.append((v, int(self.at[v])))
-            self.move(v, o)
+            self.move(v, int(opt[v]))
             self.shrunk[v] = True
         return True
 
