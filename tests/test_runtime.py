@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 
+from quanta.core.jobtable import DONE
 from quanta.model.presets import resolve_cluster
 from quanta.perf.base import Provenance
 from quanta.perf.catalog_model import CatalogModel
@@ -80,5 +81,27 @@ def test_round_based_policy_decides_on_its_rounds(tmp_path):
         kinds = {j: [e["kind"] for e in store.events(j)] for j in (a, b)}
         assert all("training" in k for k in kinds.values())    # both got the slot
         assert sum(k.count("preempted") for k in kinds.values()) >= 2   # and took turns
+    finally:
+        stop_all(rt, store)
+
+
+def test_policy_state_and_rows_survive_a_restart(tmp_path):
+    import pickle
+    store, rt = make(tmp_path, "gavel-las:interval=2")
+    done = add(store, "done", 5, 0.0)
+    run_for(rt, 60, lambda: store.job(done).state == "finished")
+    a, b = add(store, "a", 100_000, 0.01), add(store, "b", 100_000, 0.01)
+    try:
+        run_for(rt, 60, lambda: rt.stats.decisions >= 4 and store.job(a).state == "running")
+        with rt.lock:
+            state, rows = pickle.dumps(rt.loop.state), dict(rt.row_of)
+        rt._stop.set()                     # the old runtime stops deciding; its jobs keep running
+        _, rt2 = make(tmp_path, "gavel-las:interval=2")
+        assert rt2.row_of == rows and pickle.dumps(rt2.loop.state) == state
+        assert rt2.table.state[rows[done]] == DONE and store.job(a).state == "running"
+        assert "adopt" in [e["kind"] for e in store.events(a)]
+        _, rt3 = make(tmp_path, "gavel-ftf")   # another policy starts afresh
+        assert rt3.loop.state == {} or rt3.loop.state is None
+        rt = rt2
     finally:
         stop_all(rt, store)

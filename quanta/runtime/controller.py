@@ -16,8 +16,10 @@ jobs whose processes are gone (they resume from their last checkpoint).
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
+import pickle
 import threading
 import time
 from dataclasses import dataclass, field
@@ -40,6 +42,7 @@ from quanta.runtime.spec import JobSubmission
 from quanta.service.store import ACTIVE, JobRecord, Store
 
 MAX_LATENCIES = 10_000
+POLICY_STATE = "policy_state"    # store meta key: (policy label, Decision.state, wake_at)
 
 
 @dataclass
@@ -150,11 +153,18 @@ class Runtime:
         return self.jobs_dir / str(job_id)
 
     def recover(self) -> None:
-        """Load the store's active jobs; adopt the launchers still running, requeue the rest."""
+        """Load the store's jobs (every one, in id order: the table rows are then the same as before
+        a restart, so the policy's persisted state still refers to the right jobs); adopt the
+        launchers still running, requeue the rest."""
         with self.lock:
             now = self.now()
-            for rec in self.store.jobs(states=ACTIVE):
+            for rec in self.store.jobs():
                 row = self._add(rec)
+                if rec.state not in ACTIVE:
+                    self.table.state[row] = DONE
+                    self.table.end[row] = (rec.end_time or rec.submit) - self.epoch
+                    self.held.discard(row)
+                    continue
                 if rec.cancel:
                     self.cancelling.add(row)
                 if rec.state != "running":
@@ -184,7 +194,23 @@ class Runtime:
                                                 "" if done else "its processes were gone after "
                                                 "a scheduler restart"), now)
             self.store.dirty_jobs()        # everything is loaded
+            self._load_policy_state()
             self.events.add("arrival")
+
+    def _load_policy_state(self) -> None:
+        blob = self.store.meta(POLICY_STATE)
+        if not blob:
+            return
+        try:
+            label, state, wake_at = pickle.loads(base64.b64decode(blob))
+        except Exception:   # noqa: BLE001 - an unreadable state: the policy starts afresh
+            return
+        if label == self.policy.label():      # another policy's state means nothing to this one
+            self.loop.state, self.loop.wake_at = state, wake_at
+
+    def _save_policy_state(self) -> None:
+        data = (self.policy.label(), self.loop.state, self.loop.wake_at)
+        self.store.set_meta(POLICY_STATE, base64.b64encode(pickle.dumps(data)).decode())
 
     # -- one iteration -----------------------------------------------------------------------------
     def step(self) -> None:
@@ -220,6 +246,8 @@ class Runtime:
                 del self.stats.latencies[:-MAX_LATENCIES]
                 self.stats.decisions += 1
                 self._update_reasons(active)
+                if self.loop.state:
+                    self._save_policy_state()
             if decide or not len(active):
                 self.events.clear()
             self._launch_ready(now)
@@ -236,9 +264,10 @@ class Runtime:
         for rec in self.store.dirty_jobs():
             row = self.row_of.get(rec.id)
             if row is None:
+                row = self._add(rec)           # every job gets a row, in id order (see recover)
                 if rec.state not in ACTIVE:
+                    self.table.state[row] = DONE
                     continue
-                row = self._add(rec)
                 self.events.add("arrival")
             if self.table.state[row] == DONE:
                 continue
