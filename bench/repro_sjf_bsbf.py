@@ -12,10 +12,9 @@ load) and 24.
 Job types are drawn from Gavel's catalog (seeded); its measured co-location pairs give the sharing
 slowdowns and the memory fit; 30 s restore per resumption for the preemptive Tiresias.
 
-`sjf-bsbf:accumulate=true` forms memory-short pairs with gradient accumulation. quanta/sim does not
-charge Decision.plans yet, so those runs use PlanChargingSimulator below: a prototype of the engine
-hook (remember each job's plan from its transition; price a job that accumulates, and its partner,
-with the table model's accumulated rates).
+`sjf-bsbf:accumulate=true` forms memory-short pairs with gradient accumulation; the engine charges
+each job's plan (the guest's micro-batch speed / k, the pair slowdown of the micro-batch type for
+both: quanta.perf.base.allocation_rate with both plans).
 """
 
 from __future__ import annotations
@@ -23,10 +22,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from quanta.core.mechanism import Kind
 from quanta.model.presets import resolve_cluster
 from quanta.perf.catalog_model import CatalogModel
-from quanta.perf.table import table_for
 from quanta.policies import make_policy
 from quanta.report.metrics import summary
 from quanta.runner import load_any_trace
@@ -41,47 +38,6 @@ PHILLY = [("philly", "v100:8x8", 1.0), ("philly", "v100:16x8", 1.0)]
 OPENB = [("openb", "openb", 1.0), ("openb", "g2:2x8", 1.0), ("openb", "g2:3x8", 1.0)]
 
 
-class PlanChargingSimulator(Simulator):
-    """PROTOTYPE of an engine hook (not in quanta/sim): charge gradient accumulation.
-
-    A transition that places a job carries its plan; a job whose plan accumulates (ga_steps k > 1)
-    runs at the table model's accumulated rate (micro-batch B/k: measured steps/s / k), and packed
-    beside a partner both take the measured pair slowdown with the micro-batch type. The plan
-    holds until the job is placed again or preempted (a former guest keeps it when its partner
-    ends)."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.micro: dict[int, tuple[int, str]] = {}   # driver row -> (k, micro-batch job type)
-
-    def _apply(self, now, trs, *args, **kwargs):
-        for tr in trs:
-            if tr.kind in (Kind.START, Kind.MIGRATE, Kind.RESIZE, Kind.PREEMPT):
-                k = int(getattr(tr.plan, "ga_steps", 1) or 1)
-                spec = self.table.specs[tr.row]
-                table = table_for(self.perf, spec)
-                steps = dict(table.accumulation_steps(spec.job_type)) if table else {}
-                if k > 1 and k in steps and tr.kind is not Kind.PREEMPT:
-                    self.micro[tr.row] = (k, steps[k])
-                else:
-                    self.micro.pop(tr.row, None)
-        return super()._apply(now, trs, *args, **kwargs)
-
-    def _rate(self, row, gtype, count, nodes, cons, partner, mode, *rest):
-        mine = self.micro.get(row)
-        theirs = self.micro.get(partner) if partner >= 0 else None
-        if mine is None and theirs is None:
-            return super()._rate(row, gtype, count, nodes, cons, partner, mode, *rest)
-        spec, gpu = self.table.specs[row], self.cluster.types[gtype]
-        table = table_for(self.perf, spec)
-        k, my_type = mine if mine else (1, spec.job_type)
-        rate = table.accumulated_rate(spec, k, my_type, gpu, count, nodes, cons)
-        if partner < 0:
-            return rate
-        other = theirs[1] if theirs else self.table.specs[partner].job_type
-        return rate * table.pack_slowdown(my_type, other, gpu)
-
-
 def run(trace: str, cluster: str, policies, seed: int, load_scale: float) -> list[dict]:
     c = resolve_cluster(cluster)
     perf = CatalogModel()
@@ -89,11 +45,9 @@ def run(trace: str, cluster: str, policies, seed: int, load_scale: float) -> lis
     rows = []
     for name in policies:
         t0 = time.perf_counter()
-        sim = PlanChargingSimulator(wl.specs, c, make_policy(name), perf, restart=RestartCost(30.0))
-        res = sim.run()
+        res = Simulator(wl.specs, c, make_policy(name), perf, restart=RestartCost(30.0)).run()
         s = summary(res)
         s["shared_gpu_h"] = float((res.shared[:-1] * (res.times[1:] - res.times[:-1])).sum()) / 3600
-        s["accumulating"] = len(sim.micro)
         s["wall_s"] = time.perf_counter() - t0
         rows.append(s)
     return rows

@@ -89,3 +89,29 @@ def test_hadar_runs_end_to_end_on_a_heterogeneous_cluster(perf):
     assert np.array_equal(t.end, results[1].table.end)          # deterministic
     used = t.types_used
     assert (used & 1).any() and (used & 6).any()                # more than the fastest type used
+
+
+def test_job_that_fits_only_across_two_types_gets_a_mixed_gang_at_the_slowest_workers_rate():
+    """4 workers, 2 V100 + 2 P100 in the cluster: no type alone has room, the gang spans both
+    and every step waits for the P100 workers."""
+    perf = ToyPerf(speed={("x", "p100"): 0.8}, exponent={"x": 1.0})
+    spec = [JobSpec("a", 0.0, 4, "x", total_steps=4 * 3600.0)]
+    cl = two_types("v100", "p100", gpus=2)
+    snap, _ = snapshot(spec, cl, perf)
+    dec = make_policy("hadar").decide(snap)
+    assert dec.gpus[0] == 4 and dec.mixed[0].tolist() == [2, 2]
+    assert make_policy("hadar:mix=false").decide(snap).gpus[0] == 0   # whole-job: never fits
+    res = Simulator(spec, cl, make_policy("hadar"), perf).run()
+    t = res.table
+    assert t.state[0] == DONE and t.types_used[0] == 0b11
+    slow = 4 * 0.8                                   # P100 per-GPU rate x 4 workers
+    assert t.end[0] - t.first_start[0] == pytest.approx(4 * 3600.0 / slow)
+    assert t.preemptions[0] == 0 and t.migrations[0] == 0   # kept round after round
+
+
+def test_mixed_gang_only_when_the_fast_type_lacks_room():
+    perf = ToyPerf(speed={("x", "p100"): 0.5}, exponent={"x": 1.0})
+    spec = [JobSpec("a", 0.0, 2, "x", total_steps=2 * 3600.0)]
+    snap, _ = snapshot(spec, two_types("v100", "p100", gpus=2), perf)
+    dec = make_policy("hadar").decide(snap)
+    assert dec.gpus[0] == 2 and dec.gpu_type[0] == 0 and not dec.mixed

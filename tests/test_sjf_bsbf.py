@@ -6,6 +6,7 @@ import pytest
 from quanta.core.jobtable import DONE
 from quanta.model import JobSpec
 from quanta.policies import make_policy
+from quanta.perf.table import micro_type
 from quanta.policies.sjf_bsbf import pair_times
 from quanta.report.metrics import job_metrics
 from quanta.sim import Simulator
@@ -124,18 +125,37 @@ def test_memory_short_pair_shares_with_accumulation_only_if_the_pair_gains(guest
         assert all(_pair_jct(*_accumulated_pair(perf, snap, k)) >= wait for k in fitting)
 
 
-def test_bsbf_with_accumulation_runs_end_to_end_on_a_plan_charging_engine(perf):
-    """bench/repro_sjf_bsbf.py's prototype engine charges the accumulated rates."""
-    import sys
-    from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-    from repro_sjf_bsbf import PlanChargingSimulator
+def test_bsbf_with_accumulation_runs_end_to_end_and_the_engine_charges_the_micro_batch(perf):
+    """The engine prices an accumulating guest (and its host) from each job's plan: the guest at
+    its micro-batch speed / k, both with the measured pair slowdown of the micro-batch type."""
     rng = np.random.default_rng(5)
     mix = [NOFIT[0], NOFIT[1], "ResNet-50 (batch size 64)", "Transformer (batch size 256)"]
     jobs = [j.with_(job_type=mix[int(rng.integers(len(mix)))]) for j in random_jobs(80, seed=5, gap=20.0, max_gpus=1)]
-    sim = PlanChargingSimulator(jobs, homogeneous(1, 4), make_policy("sjf-bsbf:accumulate=true"), perf,
-                                restart=RestartCost(5.0))
+    sim = Simulator(jobs, homogeneous(1, 4), make_policy("sjf-bsbf:accumulate=true"), perf,
+                    restart=RestartCost(5.0))
+    checked = []
+    apply_ = sim._apply
+
+    def spy(now, trs, *args):
+        out = apply_(now, trs, *args)
+        for tr in trs:
+            k = getattr(tr.plan, "ga_steps", 1)
+            if k > 1 and tr.guest:
+                spec, host = sim.table.specs[tr.row], sim.table.specs[tr.partner]
+                micro = dict(perf.accumulation_steps(spec.job_type))[k]
+                # the host may accumulate too (a former guest keeps its micro-batch)
+                hk, host_micro = micro_type(perf, host, sim.table.plan[tr.partner])
+                want = perf.accumulated_rate(spec, k, micro, "v100", 1) * \
+                    perf.pack_slowdown(micro, host_micro, "v100")
+                assert sim.table.rate[tr.row] == pytest.approx(want) and want > 0
+                assert perf.shared_rate(spec, host, "v100", 1) == 0   # memory-short at B
+                host_want = perf.accumulated_rate(host, hk, host_micro, "v100", 1) * \
+                    perf.pack_slowdown(host_micro, micro, "v100")
+                assert sim.table.rate[tr.partner] == pytest.approx(host_want)
+                checked.append(tr.row)
+        return out
+    sim._apply = spy
     res = sim.run()
     assert (res.table.state == DONE).all() and res.table.preemptions.sum() == 0
-    assert sim.micro                                               # some guests accumulated
     assert job_metrics(res).gpu_seconds.sum() == pytest.approx(timeline_gpu_seconds(res), rel=1e-9)
+    assert checked                                                 # some guests accumulated

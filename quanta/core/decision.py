@@ -21,6 +21,11 @@ class Decision:
     mem_gb: np.ndarray | None = None  # host memory (GB) per snapshot row (None / 0: not asked for)
     consolidate: set[int] = field(default_factory=set)  # rows placed only on the fewest nodes
     defrag: set[int] = field(default_factory=set)  # running rows to move if that spans fewer nodes
+    # row -> GPUs per type index, shape (K,): one job on GPUs of several types (gpus[row] = their
+    # sum, gpu_type[row] one of them). Synchronous workers (the slowest sets the pace) unless forked:
+    mixed: dict[int, np.ndarray] = field(default_factory=dict)
+    # mixed row -> seconds between model averagings: its parts are independent copies (HadarE)
+    fork: dict[int, float] = field(default_factory=dict)
     # guest row -> (host row, "pack" | "slice"): the guest runs on exactly the host's GPUs
     share: dict[int, tuple[int, str]] = field(default_factory=dict)
     wake_at: float | None = None     # ask to be called again at this time (e.g. a threshold)

@@ -76,6 +76,11 @@ class JobTable:
         self.plan = np.full(n, None, dtype=object)
         self.cpus = np.zeros(n)
         self.mem_gb = np.zeros(n)
+        # allocations over several GPU types (task-level heterogeneity, forked copies): GPUs per
+        # type held, and seconds between the copies' model averagings (0: synchronous workers)
+        self.mix: dict[int, np.ndarray] = {}
+        self.fork_s = np.zeros(n)
+        self.mixed_seen = False                          # any job ever held several types
         self.min_rate = np.full(n, np.inf)               # lowest rate it ever ran at (SLA checks)
         self.extras_seen = False                         # any plan or resources ever held
 
@@ -97,9 +102,12 @@ class JobTable:
         self.index.update({s.job_id: n + i for i, s in enumerate(fresh.specs)})
         return np.arange(n, n + len(fresh.specs))
 
-    def never_fits(self) -> np.ndarray:
-        """Jobs no allowed GPU type of the whole cluster could ever hold."""
+    def never_fits(self, across_types: bool = False) -> np.ndarray:
+        """Jobs no allowed GPU type of the whole cluster could ever hold (across_types: for a
+        policy that may mix types, jobs that all allowed types together could not hold)."""
         cap = self.cluster.capacity
+        if across_types:
+            return ~((self.allowed @ cap >= self.req) & (self.req > 0))
         fits = self.allowed & (cap[None, :] >= self.req[:, None]) & (self.req[:, None] > 0)
         return ~fits.any(axis=1)
 
@@ -143,12 +151,16 @@ class JobTable:
                           partner: np.ndarray | None = None, mode: np.ndarray | None = None,
                           guest: np.ndarray | None = None, consolidated: np.ndarray | None = None,
                           count: np.ndarray | None = None, plan: list | None = None,
-                          cpus: np.ndarray | None = None, mem_gb: np.ndarray | None = None) -> None:
+                          cpus: np.ndarray | None = None, mem_gb: np.ndarray | None = None,
+                          fork: np.ndarray | None = None) -> None:
         """Bookkeeping of one decision's transitions at once (rows are distinct).
 
         kind: KIND_CODES values; a job that gets GPUs progresses at `rate` after `delay` seconds;
         partner/mode/guest describe GPU sharing after the transition (default: none);
         plan/cpus/mem_gb the execution plan and resources held afterwards (default: none).
+        GPUs of several types (ordered by type, as the mechanism gives them) are a mixed
+        allocation: `gtype` is one of its types, `mix` keeps GPUs per type and `fork` the seconds
+        between its copies' model averagings (default 0: synchronous workers).
         """
         if count is None:
             count = np.fromiter((len(g) for g in gpus), dtype=np.int64, count=len(gpus))
@@ -203,11 +215,21 @@ class JobTable:
             self.mem_gb[rows] = 0.0
         self.consolidated[rows] = True if consolidated is None else consolidated
         placement = self.placement
+        gti, mix = self.cluster.gpu_type_idx, self.mix
         for r, g, o in zip(rows.tolist(), gpus, on.tolist()):
+            if mix:
+                mix.pop(r, None)
             if o:
                 placement[r] = g
+                if len(g) > 1 and gti.item(g[0]) != gti.item(g[-1]):
+                    held = np.bincount(gti[g], minlength=len(self.cluster.types))
+                    mix[r] = held
+                    self.mixed_seen = True
+                    self.types_used[r] |= int(np.left_shift(1, np.flatnonzero(held)).sum())
             else:
                 placement.pop(r, None)
+        if fork is not None or self.mixed_seen:
+            self.fork_s[rows] = 0.0 if fork is None else np.where(on, fork, 0.0)
 
     def finish_times(self, rows: np.ndarray) -> np.ndarray:
         r = self.rate[rows]
@@ -221,6 +243,8 @@ class JobTable:
         self.gpus[row] = 0
         self.gtype[row] = -1
         self.placement.pop(row, None)
+        self.mix.pop(row, None)
+        self.fork_s[row] = 0.0
         self.partner[row] = -1
         self.share_mode[row] = 0
         self.is_guest[row] = False

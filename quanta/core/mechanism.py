@@ -16,6 +16,7 @@ import numpy as np
 from quanta.core.decision import Decision
 from quanta.core.jobtable import SHARE_MODES
 from quanta.core.snapshot import Snapshot
+from quanta.perf.base import Part, aggregation_seconds, link_gbps
 from quanta.placement.occupancy import Occupancy
 from quanta.policies.base import PolicyError
 
@@ -42,6 +43,8 @@ class Transition(NamedTuple):
     guest: bool = False       # runs on GPUs its partner owns
     cpus: float = 0.0         # CPU threads held afterwards (0: not asked for)
     mem_gb: float = 0.0       # host memory held afterwards (0: not asked for)
+    parts: tuple[Part, ...] | None = None  # GPUs of several types: one Part per type (else None)
+    fork: tuple[float, float] | None = None  # forked copies: (s between averagings, s per averaging)
 
 
 def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
@@ -55,6 +58,7 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
     rows_d = jobs.rows
     sharing = bool(dec.share or occ.guests)
     changed = (tgt_g != jobs.gpus) | (on & (tgt_t != jobs.gtype))
+    mixed = _mixed(snap, dec, on, tgt_t, changed) if dec.mixed or jobs.mixed.any() else {}
     if sharing:
         want_partner, want_guest, mode_of = _sharing(dec, tgt_g, tgt_t, on, rows_d, n)
         cur_partner, cur_guest = jobs.partner, jobs.is_guest
@@ -62,11 +66,11 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
         for g, (h, _m) in dec.share.items():
             if changed[h]:
                 changed[g] = True          # a guest follows its host
-        _validate(snap, tgt_g, tgt_t, on & ~want_guest, changed)
+        _validate(snap, tgt_g, tgt_t, on & ~want_guest, changed, mixed)
     else:
         want_partner = want_guest = None
         mode_of = {}
-        _validate(snap, tgt_g, tgt_t, on, changed)
+        _validate(snap, tgt_g, tgt_t, on, changed, mixed)
     extras = bool(dec.plans) or dec.cpus is not None or dec.mem_gb is not None or jobs.extras_seen
     if extras:
         tgt_plan, tgt_cpu, tgt_mem, regear = _extras(snap, dec, on, changed)
@@ -135,6 +139,15 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
                 continue               # its host could not be placed: the guest waits
             occ.assign_guest(drow, gpus)
             nodes = occ.nodes_of(gpus)
+        elif mixed and r in mixed:
+            got = occ.place_parts(mixed[r])
+            if got is None:
+                continue       # cannot happen after the capacity check; left pending if it does
+            gpus, got_parts = got
+            occ.assign(drow, gpus)
+            placed.add(r)
+            out.append(_mixed_transition(snap, dec, r, drow, t, gpus, got_parts, was))
+            continue
         else:
             gpus = exact.get(r) if exact else None
             own = keep_gpus.get(r) if gpus is None and keep_gpus else None
@@ -160,7 +173,7 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
                               int(want_partner[r]) if sharing else -1, mode_of.get(r, ""), guest,
                               cpu, mem))
     for r in sorted(dec.defrag):
-        if not changed[r] and jobs.running[r] and jobs.partner[r] < 0:
+        if not changed[r] and jobs.running[r] and jobs.partner[r] < 0 and not jobs.mixed[r]:
             moved = _defragment(snap, occ, r)
             if moved is not None:
                 out.append(moved)
@@ -250,19 +263,76 @@ def _sharing(dec: Decision, tgt_g: np.ndarray, tgt_t: np.ndarray, on: np.ndarray
         partner[g], partner[h] = rows_d[h], rows_d[g]
         mode_of[g] = mode_of[h] = mode
     return partner, guest, mode_of
+def _mixed(snap: Snapshot, dec: Decision, on: np.ndarray, tgt_t: np.ndarray,
+           changed: np.ndarray) -> dict[int, np.ndarray]:
+    """Validate the decision's allocations over several GPU types; return GPUs per type of each
+    such row (those with two types or more; one type is an ordinary allocation). Sets tgt_t of
+    a mixed row to its type with the most GPUs, and marks `changed` the rows whose mix, copies or
+    averaging period differ from what they hold (a mixed row that keeps its parts keeps its GPUs)."""
+    jobs = snap.jobs
+    K = len(snap.capacity)
+    out: dict[int, np.ndarray] = {}
+    for r, c in dec.mixed.items():
+        c = np.asarray(c, dtype=np.int64)
+        if c.shape != (K,) or (c < 0).any() or int(c.sum()) != int(dec.gpus[r]) or not on[r]:
+            raise PolicyError(f"mixed allocation of job {jobs.specs[r].job_id} is not GPUs per "
+                              f"type adding up to its {int(dec.gpus[r])} GPUs")
+        if np.count_nonzero(c) < 2:
+            tgt_t[r] = int(np.argmax(c))
+            continue
+        if r in dec.share or r in dec.exact or r in dec.plans or any(
+                r == h for h, _m in dec.share.values()):
+            raise PolicyError("a job on several GPU types cannot share GPUs, take exact GPUs "
+                              "or a plan")
+        if not jobs.allowed[r, c > 0].all():
+            raise PolicyError("decision puts a job on a GPU type it may not use")
+        if r in dec.fork and not dec.fork[r] > 0:
+            raise PolicyError(f"fork period of job {jobs.specs[r].job_id} must be > 0 seconds")
+        out[r] = c
+        tgt_t[r] = int(np.argmax(c))
+    held = jobs.mixed
+    for r in out:
+        changed[r] = not (held[r] and np.array_equal(out[r], jobs.parts[r]) and
+                          dec.fork.get(r, 0.0) == jobs.fork_s[r])
+    for r in np.flatnonzero(held & on).tolist():
+        if r not in out:
+            changed[r] = True          # from several types to one
+    return out
+
+
+def _mixed_transition(snap: Snapshot, dec: Decision, r: int, drow: int, t: int, gpus: np.ndarray,
+                      got: list[tuple[int, int, int]], was: int) -> Transition:
+    cl = snap.cluster
+    parts = tuple(Part(cl.types[k], c, nd, nd <= cl.min_nodes(k, c)) for k, c, nd in got)
+    fork = None
+    if r in dec.fork:
+        agg = aggregation_seconds(snap.perf, snap.jobs.specs[r], len(parts),
+                                  link_gbps(cl, np.unique(cl.gpu_node[gpus])))
+        fork = (float(dec.fork[r]), agg)
+    g = len(gpus)
+    kind = Kind.START if was == 0 else Kind.RESIZE if g != was else Kind.MIGRATE
+    return Transition(drow, kind, t, gpus, sum(p.nodes for p in parts),
+                      all(p.consolidated for p in parts), parts=parts, fork=fork)
+
+
 def _validate(snap: Snapshot, tgt_g: np.ndarray, tgt_t: np.ndarray, on: np.ndarray,
-              changed: np.ndarray) -> None:
+              changed: np.ndarray, mixed: dict[int, np.ndarray] | None = None) -> None:
     """Types may be used by the jobs that move there (the rest hold what was placed before)
-    and no type is over-committed."""
+    and no type is over-committed (a mixed row counts GPUs of each of its types)."""
+    if mixed:
+        on = on.copy()
+        on[list(mixed)] = False          # validated in _mixed, counted below
     new = np.flatnonzero(on & changed)
     one_type = len(snap.capacity) == 1     # active jobs may all use the only type
     if new.size and (tgt_t[new].min() < 0 or
                      not one_type and not snap.jobs.allowed[new, tgt_t[new]].all()):
         raise PolicyError("decision puts a job on a GPU type it may not use")
     tt = tgt_t[on]
-    if tt.size == 0:
+    if tt.size == 0 and not mixed:
         return
     demand = np.bincount(tt, weights=tgt_g[on], minlength=len(snap.capacity))
+    for c in (mixed or {}).values():
+        demand = demand + c
     over = demand > snap.capacity
     if over.any():
         t = int(np.flatnonzero(over)[0])

@@ -159,6 +159,30 @@ class JobsView:
         return self._t.extras_seen
 
     @cached_property
+    def mixed(self) -> np.ndarray:
+        """(n,) bool: the job holds GPUs of several types now."""
+        mix = self._t.mix
+        if not mix:
+            return np.zeros(len(self.rows), dtype=bool)
+        return np.fromiter((r in mix for r in self.rows.tolist()), dtype=bool, count=len(self.rows))
+
+    @cached_property
+    def parts(self) -> np.ndarray:
+        """(n, K) GPUs held per type now (one nonzero column unless the job is mixed)."""
+        out = np.zeros((len(self.rows), len(self._t.cluster.types)), dtype=np.int64)
+        run = np.flatnonzero(self.gpus > 0)
+        out[run, self.gtype[run]] = self.gpus[run]
+        mix = self._t.mix
+        for i in np.flatnonzero(self.mixed).tolist():
+            out[i] = mix[int(self.rows[i])]
+        return out
+
+    @cached_property
+    def fork_s(self) -> np.ndarray:
+        """Seconds between the model averagings of a forked job's copies (0: not forked)."""
+        return self._t.fork_s[self.rows]
+
+    @cached_property
     def placement(self) -> tuple[np.ndarray, ...]:
         """Global GPU ids each job holds (empty while it waits)."""
         held, empty = self._t.placement, np.empty(0, dtype=np.int64)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import Protocol, Sequence
+from typing import NamedTuple, Protocol, Sequence
 
 import numpy as np
 
@@ -56,12 +56,79 @@ def rate_with(perf, job: JobSpec, gpu_type: str, num_gpus: int, num_nodes: int =
 
 def allocation_rate(perf, job: JobSpec, gpu_type: str, num_gpus: int, num_nodes: int = 1,
                     consolidated: bool | None = None, partner: JobSpec | None = None,
-                    mode: str = "", plan=None, cpus: float = 0.0, mem_gb: float = 0.0) -> float:
+                    mode: str = "", plan=None, cpus: float = 0.0, mem_gb: float = 0.0,
+                    partner_plan=None, parts: Sequence[Part] | None = None,
+                    fork: tuple[float, float] | None = None) -> float:
     """Steps/s of a job on an allocation as a transition gives it: alone (at its plan, CPUs and
-    host memory) or sharing its GPUs with `partner` in `mode`. Both drivers ask this."""
+    host memory), sharing its GPUs with `partner` in `mode` (each at its own plan), or on GPUs of
+    several types (`parts`, see mixed_rate). Both drivers ask this."""
+    if parts is not None:
+        return mixed_rate(perf, job, parts, fork)
     if partner is not None:
-        return perf.shared_rate(job, partner, gpu_type, num_gpus, num_nodes, consolidated, mode)
+        if plan is None and partner_plan is None:
+            return perf.shared_rate(job, partner, gpu_type, num_gpus, num_nodes, consolidated, mode)
+        return perf.shared_rate(job, partner, gpu_type, num_gpus, num_nodes, consolidated, mode,
+                                plan=plan, other_plan=partner_plan)
     return rate_with(perf, job, gpu_type, num_gpus, num_nodes, consolidated, plan, cpus, mem_gb)
+
+
+class Part(NamedTuple):
+    """The GPUs of one type in a job's allocation over several types."""
+    gpu_type: str
+    count: int
+    nodes: int
+    consolidated: bool
+
+
+def mixed_rate(perf, job: JobSpec, parts: Sequence[Part], fork: tuple[float, float] | None = None
+               ) -> float:
+    """Steps/s of a job on GPUs of several types.
+
+    Synchronous (fork None; Hadar's task-level heterogeneity): the W workers are one data-parallel
+    gang that synchronises every step, so every step waits for the slowest worker: the job runs
+    as if all W workers were of its slowest type, over all the nodes it spans, i.e.
+        rate = min over parts p of rate(job, type_p, W, nodes, consolidated=False)
+    (= the slowest worker's per-GPU rate x W; different types are on different nodes, so the gang
+    is spread). [U] the Hadar paper states that a job progresses at the rate its slowest task
+    allows; the per-worker rate as 1/W of the all-of-that-type rate is ours.
+
+    Forked (fork = (period_s, aggregation_s); HadarE): each part is an independent copy of the
+    job on its own GPUs (its own data-parallel gang at the global batch); the copies average
+    their models every period_s seconds, which stops them all for aggregation_s seconds
+    (see aggregation_seconds). The work is split by throughput (each copy takes rate_p / sum of
+    the remaining steps, so all copies reach every round's end together), so the job progresses at
+        rate = sum over parts of rate(job, type_p, count_p, nodes_p, consolidated_p)
+               x max(0, 1 - aggregation_s / period_s).   [U: HadarE's mechanics are not public]
+    """
+    if fork is None:
+        w = sum(p.count for p in parts)
+        nodes = sum(p.nodes for p in parts)
+        return min(perf.rate(job, p.gpu_type, w, nodes, False) for p in parts)
+    period, agg = fork
+    total = sum(perf.rate(job, p.gpu_type, p.count, p.nodes, p.consolidated) for p in parts)
+    return total * max(0.0, 1.0 - agg / period) if len(parts) > 1 else total
+
+
+DEFAULT_AGG_BW_GBPS = 1.25   # GB/s between copies when the cluster does not say (10 Gb Ethernet) [U]
+
+
+def link_gbps(cluster, nodes) -> float:
+    """GB/s of the slowest network link among `nodes` (0: some node does not say)."""
+    bw = [cluster.nodes[i].inter_bw_gbps for i in np.asarray(nodes).tolist()]
+    return float(min(bw)) if bw and all(bw) else 0.0
+
+
+def aggregation_seconds(perf, job: JobSpec, copies: int, bw_gbps: float = 0.0) -> float:
+    """Seconds `copies` copies of `job` need to average their models: a ring all-reduce of the
+    model's parameters, each copy sending and receiving 2 (c - 1) / c of the model over the
+    slowest link (bw_gbps GB/s; 0: DEFAULT_AGG_BW_GBPS). Model size from perf.model_bytes(job)
+    (0 / missing: no cost known, 0 s)."""
+    if copies <= 1:
+        return 0.0
+    fn = getattr(perf, "model_bytes", None)
+    size = float(fn(job)) if fn is not None else 0.0
+    bw = (bw_gbps if bw_gbps > 0 else DEFAULT_AGG_BW_GBPS) * 1e9
+    return 2.0 * (copies - 1) / copies * size / bw
 
 
 def best_plan_rate(perf, job: JobSpec, gpu_type: str, num_gpus: int, num_nodes: int = 1,

@@ -60,12 +60,16 @@ class CatalogModel:
                   mem_gb: float = 0.0) -> float:
         """Plan model jobs: at that plan, CPU threads and host memory. Other jobs: their rate
         times Synergy's CPU / memory factor relative to Synergy's GPU-proportional share (an
-        amount left at 0 counts as that share); a plan is ignored."""
+        amount left at 0 counts as that share); a plan is charged for table jobs (gradient accumulation,
+        TableModel.rate_with) and ignored for goodput jobs."""
         model = self.model_for(job)
         if model is self.plan:
             return model.rate_with(job, gpu_type, num_gpus, num_nodes, consolidated, plan, cpus,
                                    mem_gb)
-        base = model.rate(job, gpu_type, num_gpus, num_nodes, consolidated)
+        if model is self.table:
+            base = model.rate_with(job, gpu_type, num_gpus, num_nodes, consolidated, plan)
+        else:
+            base = model.rate(job, gpu_type, num_gpus, num_nodes, consolidated)
         if (not cpus and not mem_gb) or num_gpus <= 0:
             return base
         c = cpus / num_gpus if cpus else PROPORTIONAL[0]
@@ -107,8 +111,15 @@ class CatalogModel:
         return self.model_for(job).provenance(job, gpu_type)
 
     def shared_rate(self, job: JobSpec, other: JobSpec, gpu_type: str, num_gpus: int,
-                    num_nodes: int = 1, consolidated: bool | None = None, mode: str = "pack") -> float:
-        """Pollux/Sia and Rubick jobs never share GPUs (0); table jobs use measured pairs."""
+                    num_nodes: int = 1, consolidated: bool | None = None, mode: str = "pack",
+                    plan=None, other_plan=None) -> float:
+        """Pollux/Sia and Rubick jobs never share GPUs (0); table jobs use measured pairs (at
+        their plans' micro-batches)."""
         if self.model_for(job) is not self.table or self.model_for(other) is not self.table:
             return 0.0
-        return self.table.shared_rate(job, other, gpu_type, num_gpus, num_nodes, consolidated, mode)
+        return self.table.shared_rate(job, other, gpu_type, num_gpus, num_nodes, consolidated, mode,
+                                      plan, other_plan)
+
+    def model_bytes(self, job: JobSpec) -> float:
+        """Bytes of the job's parameters (table jobs: by model family; others: the default)."""
+        return self.table.model_bytes(job)

@@ -19,7 +19,12 @@ pair with the smaller type fits. Its speed in global steps/s is the measured ste
 by k. That counts one optimizer step per micro-batch where accumulation has one per k, so it slightly
 under-states the speed [U: conservative; the optimizer step of these models is a small part of an
 iteration]. Packed beside another job, both sides take the measured pair slowdown of the smaller
-type with the other job.
+type with the other job. The drivers charge it through the job's ExecutionPlan (ga_steps = k): `rate_with`
+and `shared_rate(..., plan, other_plan)` take the micro-batch type that k gives (k = 1 or a k the
+catalog did not measure: the job's own type).
+
+Model sizes (`model_bytes`, for HadarE's model averaging): fp32 parameters of each Gavel family,
+MODEL_PARAMS_M below.
 """
 
 from __future__ import annotations
@@ -39,6 +44,26 @@ SLICE_OVERHEAD = 0.1 / 60  # time-slicing: ~100 ms suspend/resume per 60 s quant
 SCALING_EXPONENT = 0.75       # rate(n) = rate(n0) * (n/n0)**0.75 between measured counts: the
                               # least-squares exponent over Gavel's measured scale factors 2/4/8
 UNCONSOLIDATED_FACTOR = 0.85  # spread penalty when not measured (estimate; Gavel's median is ~0.8)
+
+
+# millions of parameters per Gavel model family (fp32 weights are averaged between HadarE copies).
+# ResNet-18/50 (torchvision), CycleGAN (2 ResNet generators + 2 PatchGAN discriminators): the
+# published counts; the others are [U] estimates of Gavel's configurations (Transformer base on
+# Multi30k, 2-layer LSTM LM on WikiText-2, the ML-20M autoencoder, A3C on Atari Pong).
+MODEL_PARAMS_M = {"ResNet-18": 11.7, "ResNet-50": 25.6, "CycleGAN": 28.3, "Transformer": 65.0,
+                  "LM": 30.0, "Recommendation": 20.0, "A3C": 1.0}
+DEFAULT_PARAMS_M = 25.0   # a job of unknown model [U]
+
+
+def micro_type(table: "TableModel", job: JobSpec, plan) -> tuple[int, str]:
+    """(k, job type of the micro-batch) that `plan` asks of `job`: (1, own type) unless the plan
+    accumulates over a k whose micro-batch the catalog measured."""
+    k = int(getattr(plan, "ga_steps", 1) or 1) if plan is not None else 1
+    if k > 1:
+        steps = dict(table.accumulation_steps(job.job_type))
+        if k in steps:
+            return k, steps[k]
+    return 1, job.job_type
 
 
 class TableModel:
@@ -66,15 +91,33 @@ class TableModel:
                 out[i, k] = self._lookup(job, t, job.num_gpus, False)[0]
         return out
 
+    def rate_with(self, job: JobSpec, gpu_type: str, num_gpus: int, num_nodes: int = 1,
+                  consolidated: bool | None = None, plan=None, cpus: float = 0.0,
+                  mem_gb: float = 0.0) -> float:
+        """Steps/s at a plan: its gradient accumulation (ga_steps) is charged; CPUs and host
+        memory are not modelled here."""
+        k, micro = micro_type(self, job, plan)
+        return self.accumulated_rate(job, k, micro, gpu_type, num_gpus, num_nodes, consolidated)
+
     def shared_rate(self, job: JobSpec, other: JobSpec, gpu_type: str, num_gpus: int,
-                    num_nodes: int = 1, consolidated: bool | None = None, mode: str = "pack") -> float:
+                    num_nodes: int = 1, consolidated: bool | None = None, mode: str = "pack",
+                    plan=None, other_plan=None) -> float:
         """Steps/s of `job` while `other` shares its GPUs: time-sliced (each gets half the time,
         less the switching overhead) or packed (both run at once: the measured co-location
-        slowdown of the pair at one GPU where Gavel measured it, else PACK_FACTOR)."""
-        alone = self.rate(job, gpu_type, num_gpus, num_nodes, consolidated)
+        slowdown of the pair at one GPU where Gavel measured it, else PACK_FACTOR). Each job at
+        its plan: an accumulating one runs (and takes the memory and slowdown of) its micro-batch."""
+        k, mine = micro_type(self, job, plan)
+        alone = self.accumulated_rate(job, k, mine, gpu_type, num_gpus, num_nodes, consolidated)
         if mode == "slice":
             return alone * 0.5 * (1.0 - SLICE_OVERHEAD)
-        return alone * self.pack_slowdown(job.job_type, other.job_type, gpu_type)
+        theirs = micro_type(self, other, other_plan)[1]
+        return alone * self.pack_slowdown(mine, theirs, gpu_type)
+
+    def model_bytes(self, job: JobSpec) -> float:
+        """Bytes of the job's fp32 parameters (MODEL_PARAMS_M by model family)."""
+        from quanta.workloads.catalog import _family_batch   # (lazy: workloads imports perf)
+        family = _family_batch(job.job_type)[0]
+        return 4e6 * MODEL_PARAMS_M.get(family, DEFAULT_PARAMS_M)
 
     def pack_slowdown(self, a: str, b: str, gpu_type: str) -> float:
         """Speed of job type `a` packed with `b`, relative to `a` alone (measured on 1 GPU);

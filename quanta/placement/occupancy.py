@@ -123,9 +123,21 @@ class Occupancy:
             parts.append(first + np.flatnonzero(owner[first:first + size[node]] == FREE)[:k])
         return np.concatenate(parts), len(chosen)
 
+    def place_parts(self, counts: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int, int]]] | None:
+        """A gang over several types: counts[t] free GPUs of each type t, each part placed as
+        `place` would (consolidated within its type), all or nothing. Returns the GPUs ordered by
+        type and (type, GPUs, nodes) per part, or None if some part does not fit."""
+        got: list[tuple[int, np.ndarray, int]] = []
+        for t in np.flatnonzero(counts).tolist():    # a node holds one type: parts never collide
+            p = self.place(t, int(counts[t]))
+            if p is None:
+                return None
+            got.append((t, p[0], p[1]))
+        return np.concatenate([g for _t, g, _n in got]), [(t, len(g), n) for t, g, n in got]
+
     def assign(self, row: int, gpus: np.ndarray, cpus: float = 0.0, mem_gb: float = 0.0) -> None:
-        """Give `gpus` (all of one type) to job `row`, with `cpus` threads and `mem_gb` GB of host
-        memory split over their nodes by GPUs."""
+        """Give `gpus` (of one type, or ordered by type) to job `row`, with `cpus` threads and
+        `mem_gb` GB of host memory split over their nodes by GPUs."""
         if cpus or mem_gb:
             nodes, k = np.unique(self.cluster.gpu_node[gpus], return_counts=True)
             c, m = cpus * k / len(gpus), mem_gb * k / len(gpus)
@@ -199,7 +211,11 @@ class Occupancy:
 
     def _count(self, gpus: np.ndarray, sign: int) -> None:
         c = self.cluster
-        self.busy[c.gpu_type_idx.item(gpus[0])] -= sign * len(gpus)
+        t = c.gpu_type_idx.item(gpus[0])
+        if t == c.gpu_type_idx.item(gpus[-1]):    # one type (a job's GPUs are ordered by type)
+            self.busy[t] -= sign * len(gpus)
+        else:
+            np.subtract.at(self.busy, c.gpu_type_idx[gpus], sign)
         node_free, node_up = self.node_free, self.node_up
         for node in c.gpu_node[gpus].tolist():
             if node_up[node]:

@@ -14,9 +14,8 @@ and fits in GPU memory with it (performance model: measured pair, or the memory 
   With s = the solo slowdown of the longer job after the shorter ends (1 unless it keeps an
   accumulated micro-batch), t_con = (e^_short + e^_short + s (e_long - e^_short / xi_long)) / 2.
 - sjf-ffs: the first running job (arrival order) that fits in memory, no benefit test.
-Gradient accumulation (`accumulate`, off by default: quanta/sim does not charge Decision.plans yet,
-so it would price a memory-short pair as not running at all; bench/repro_sjf_bsbf.py runs it on a
-prototype engine that does): the waiting job may run its global batch B
+Gradient accumulation (`accumulate`, off by default; both drivers charge the plan: the performance
+model's rate_with / shared_rate(..., plan, other_plan)): the waiting job may run its global batch B
 as k micro-batches of B/k (quanta.perf.table: memory and speed of the micro-batch are the measured
 ones of the same model at batch B/k). Only when the pair does not fit at the full batch, every k
 the model knows is tried; those whose pair fits are scored with the slowed rates and the lowest
@@ -24,8 +23,7 @@ t_con is kept, so a memory-short pair is formed only if the accumulated pair sti
 micro-batch after its partner leaves (no restart to switch back), so its solo rate then is the
 accumulated one: the generalised t_con below. The choice travels as Decision.plans[guest] =
 ExecutionPlan(dp=GPUs, ga_steps=k). Only the guest accumulates: the host is running, and changing
-its micro-batch needs a restart (and a plan on the host's RESHARE transition, which the core does
-not carry). [U] selection rule: the paper states the concept, not how b is chosen.
+its micro-batch would restart it. [U] selection rule: the paper states the concept, not how b is chosen.
 `fraction_cap` (off by default): the requests' GPU fractions (JobSpec.gpu_fraction, openb) of a
 pair must add up to at most one GPU, whole-GPU requests counting 1: only fractional pods share, as
 in the openb cluster itself.

@@ -92,7 +92,8 @@ class Simulator:
         # (time, job row, what, GPU type index, GPUs, nodes, sharing mode) per job event, if asked
         self.event_log: list[tuple[float, int, str, int, int, int, str]] | None = \
             [] if record_events else None
-        self.impossible = self.table.never_fits()
+        # a policy that gives one job GPUs of several types says so (`mixes_types`)
+        self.impossible = self.table.never_fits(bool(getattr(policy, "mixes_types", False)))
         self.restart_s = np.array([self.restart(s) for s in self.table.specs], dtype=float)
 
     # -------------------------------------------------------------------------------------------
@@ -100,7 +101,7 @@ class Simulator:
         """Apply one decision's transitions; push their completions; return the change in running."""
         t = self.table
         (rows_l, kinds_l, types_l, gpus_l, nodes_l, cons_l, plans_l, partner_l, mode_l,
-         guest_l, cpus_l, mem_l) = zip(*trs)
+         guest_l, cpus_l, mem_l, parts_l, fork_l) = zip(*trs)
         rows = np.array(rows_l, dtype=np.int64)
         kind = np.array([KIND_OF[k] for k in kinds_l], dtype=np.int64)
         gtype = np.array(types_l, dtype=np.int64)
@@ -117,10 +118,17 @@ class Simulator:
         if extras:                         # a plan or resources of its own: ask the model
             req_ok &= np.array([p is None for p in plans_l]) & (np.array(cpus_l) == 0) & \
                 (np.array(mem_l) == 0)
+        mixed = parts_l.count(None) < len(trs)
+        if mixed:                          # GPUs of several types: ask the model
+            req_ok &= np.array([p is None for p in parts_l])
         rate = np.where(req_ok, t.rates[rows, np.maximum(gtype, 0)], 0.0)
+        plan_now = dict(zip(rows_l, plans_l)) if shared and extras else None
         for i in np.flatnonzero(on & ~req_ok).tolist():   # other sizes, spread or shared: ask
+            p = partner_l[i]
+            pplan = plan_now.get(p, t.plan[p]) if plan_now is not None and p >= 0 else None
             rate[i] = self._rate(rows_l[i], types_l[i], count.item(i), nodes_l[i], cons_l[i],
-                                 partner_l[i], mode_l[i], plans_l[i], cpus_l[i], mem_l[i])
+                                 p, mode_l[i], plans_l[i], cpus_l[i], mem_l[i], pplan,
+                                 parts_l[i], fork_l[i])
         bad = on & (rate <= 0)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
@@ -133,6 +141,8 @@ class Simulator:
             delay = np.where(reshare, np.maximum(t.t0[rows] - now, 0.0), delay)
         more = {"plan": list(plans_l), "cpus": np.array(cpus_l, dtype=float),
                 "mem_gb": np.array(mem_l, dtype=float)} if extras else {}
+        if mixed:
+            more["fork"] = np.array([f[0] if f else 0.0 for f in fork_l])
         if shared:
             mode = np.array([SHARE_MODES[m] for m in mode_l], dtype=np.int8)
             t.apply_transitions(now, rows, kind, gtype, list(gpus_l), rate, delay, partner, mode,
@@ -151,10 +161,12 @@ class Simulator:
         return int(np.sum(kind == KIND_CODES["start"]) - np.sum(kind == KIND_CODES["preempt"]))
 
     def _rate(self, row: int, gtype: int, count: int, nodes: int, cons: bool, partner: int,
-              mode: str, plan=None, cpus: float = 0.0, mem_gb: float = 0.0) -> float:
+              mode: str, plan=None, cpus: float = 0.0, mem_gb: float = 0.0, partner_plan=None,
+              parts=None, fork=None) -> float:
         specs = self.table.specs
         return allocation_rate(self.perf, specs[row], self.cluster.types[gtype], count, nodes, cons,
-                               specs[partner] if partner >= 0 else None, mode, plan, cpus, mem_gb)
+                               specs[partner] if partner >= 0 else None, mode, plan, cpus, mem_gb,
+                               partner_plan, parts, fork)
 
     def _unpair(self, row: int, now: float, version: np.ndarray, push) -> None:
         """`row`'s partner left its GPUs: it runs alone there from now on (its owner now)."""

@@ -1,0 +1,107 @@
+"""HadarE: forked copies on idle GPU types together finish a job's work sooner; copies are
+consolidated back to one when a waiting job needs their GPUs."""
+
+import numpy as np
+import pytest
+
+from quanta.core.jobtable import DONE, PENDING, JobTable
+from quanta.core.mechanism import Kind, apply
+from quanta.core.snapshot import Snapshot
+from quanta.model import Cluster, JobSpec, NodeSpec
+from quanta.perf.base import Part, aggregation_seconds, mixed_rate
+from quanta.placement.occupancy import Occupancy
+from quanta.policies import make_policy
+from quanta.policies.hadare import work_split
+from quanta.sim import Simulator
+from quanta.sim.engine import RestartCost
+
+from conftest import ToyPerf
+
+R = 360.0
+RN = "ResNet-50 (batch size 64)"
+
+
+def cluster():
+    return Cluster((NodeSpec("v0", "v100", 2, inter_bw_gbps=1.0),
+                    NodeSpec("p0", "p100", 2, inter_bw_gbps=1.0)))
+
+
+def toy():
+    perf = ToyPerf(speed={(RN, "p100"): 0.6}, exponent={RN: 1.0})
+    perf.model_bytes = lambda job: 100e6
+    return perf
+
+
+def test_work_split_follows_throughput_and_covers_the_work():
+    split = work_split(900.0, np.array([2.0, 1.0]))
+    assert split.tolist() == pytest.approx([600.0, 300.0])
+    assert split[0] / 2.0 == pytest.approx(split[1] / 1.0)     # copies finish together
+
+
+def test_copies_on_idle_types_together_finish_the_jobs_work_sooner_than_one_copy():
+    perf = toy()
+    spec = [JobSpec("a", 0.0, 2, RN, total_steps=2 * 20 * R)]
+    hadar = Simulator(spec, cluster(), make_policy("hadar"), perf, restart=RestartCost(30.0)).run()
+    pol = make_policy("hadare")
+    res = Simulator(spec, cluster(), pol, perf, restart=RestartCost(30.0), record_events=True).run()
+    t = res.table
+    assert t.state[0] == DONE and t.prog0[0] == pytest.approx(spec[0].total_steps)
+    assert t.types_used[0] == 0b11                              # copies on both types
+    agg = aggregation_seconds(perf, spec[0], 2, 1.0)
+    forked = mixed_rate(perf, spec[0], (Part("v100", 2, 1, True), Part("p100", 2, 1, True)),
+                        (R, agg))
+    assert forked == pytest.approx((2.0 + 1.2) * (1 - agg / R))
+    # the cluster is idle: the job starts forked at the first round (V100 copy + P100 copy)
+    starts = [e for e in res.event_log if e[2] in ("start", "migrate", "resize")]
+    assert len(starts) == 1 and starts[0][4] == 4
+    assert t.end[0] == pytest.approx(t.first_start[0] + spec[0].total_steps / forked)
+    assert t.end[0] < hadar.table.end[0]                        # sooner than one copy
+    assert res.busy.max(axis=0).tolist() == [2, 2]
+
+
+def _forked_snapshot(specs, perf, now):
+    """Job 0 holds a forked pair of copies (2 V100 + 2 P100, averaged every round)."""
+    cl = cluster()
+    t = JobTable(specs, cl, perf)
+    occ = Occupancy(cl)
+    t.state[:] = PENDING
+    gpus, _ = occ.place_parts(np.array([2, 2]))
+    occ.assign(0, gpus)
+    t.apply_transitions(0.0, np.array([0]), np.array([0]), np.array([0]), [gpus],
+                        np.array([3.0]), np.array([0.0]), fork=np.array([R]))
+    rows = np.arange(len(specs))
+    return Snapshot(now, cl, perf, t.view(rows, now), occ.up_capacity(), occ.node_free.copy(),
+                    occ.node_up.copy()), occ
+
+
+def test_fork_is_kept_while_gpus_are_idle_and_consolidated_when_a_job_waits():
+    perf = toy()
+    long = JobSpec("a", 0.0, 2, RN, total_steps=2 * 100 * R)
+    snap, occ = _forked_snapshot([long], perf, R)
+    assert snap.jobs.mixed[0] and snap.jobs.fork_s[0] == R
+    dec = make_policy("hadare").decide(snap)
+    assert dec.mixed[0].tolist() == [2, 2] and dec.fork[0] == R
+    assert apply(snap, dec, occ) == []                          # kept: no restart
+    # a second job arrives and may use the P100s: the fork gives them back
+    short = JobSpec("b", R, 2, RN, total_steps=2 * 5 * R)
+    snap, occ = _forked_snapshot([long, short], perf, R)
+    dec = make_policy("hadare").decide(snap)
+    assert 0 not in dec.mixed and dec.gpus[0] == 2 and dec.gpu_type[0] == 0   # one copy, V100
+    assert dec.gpus[1] == 2 and dec.gpu_type[1] == 1
+    trs = {tr.row: tr for tr in apply(snap, dec, occ)}
+    assert trs[0].kind is Kind.RESIZE and trs[0].parts is None and trs[1].kind is Kind.START
+
+
+def test_hadare_runs_end_to_end_and_raises_utilisation_on_an_idle_tail(perf):
+    from quanta.report.metrics import summary
+    cl = Cluster(tuple(NodeSpec(f"{t}{i}", t, 4) for t in ("v100", "p100", "k80") for i in range(2)))
+    from quanta.workloads.catalog import drawable_types
+    types = drawable_types()
+    rng = np.random.default_rng(4)
+    jobs = [JobSpec(f"j{i}", 0.0, int(rng.choice([1, 2, 4])), types[int(rng.integers(len(types)))],
+                    total_steps=float(rng.integers(2000, 60000))) for i in range(12)]
+    runs = [Simulator(jobs, cl, make_policy(p), perf).run() for p in ("hadar", "hadare", "hadare")]
+    assert all((r.table.state == DONE).all() for r in runs)
+    assert np.array_equal(runs[1].table.end, runs[2].table.end)          # deterministic
+    assert runs[1].table.fork_s.sum() == 0                               # finished: cleared
+    assert summary(runs[1])["gpu_util"] > summary(runs[0])["gpu_util"]
