@@ -46,12 +46,12 @@ def random_split(s):
 def held_out(s, mask):
     fit, test = s.subset(mask), s.subset(~mask)
     params = fit_throughput(fit.num_nodes, fit.num_replicas, fit.local_bsz,
-                            fit.step_time, fit.sync_time)
+                            fit.step_time, fit.sync_time, fit.per_node)
     return len(fit), (rel_err(params, test) if len(test) else np.array([]))
 
 
 def rel_err(params, s):
-    pred = iteration_time(params, s.num_nodes, s.num_replicas, s.local_bsz)
+    pred = iteration_time(params, s.num_nodes, s.num_replicas, s.local_bsz, 0, s.per_node)
     return np.abs(pred / s.step_time - 1.0)
 
 

@@ -55,13 +55,34 @@ def test_fit_reproduces_profiled_step_times(catalog):
     # Held-in: cifar10 on T4 (the Pollux testbed), 1,512 measured configurations up to 16 nodes.
     s = load_samples("cifar10", "t4")
     err = _rel_err(catalog["cifar10"].profile("t4").params, s)
-    assert err.mean() < 0.10                       # measured: 7.9%
-    assert np.percentile(err, 90) < 0.20           # measured: 15.9%
-    assert err[s.num_replicas == 1].max() < 0.10   # 1-GPU points: 6.9% at worst
+    assert err.mean() < 0.10                       # measured: 6.8%
+    assert np.percentile(err, 90) < 0.20           # measured: 15.7%
+    # 1-GPU points: 29% at worst (batch 32), 6.9% with Pollux's objective: the robust fit of one
+    # RMS trades these small-batch points for the many multi-GPU ones (goodput_fit.py)
+    assert err[s.num_replicas == 1].max() < 0.30
     # Every (app, type) fit: mean error below 35% (worst: imagenet on V100, 34%; median ~8%).
     means = [_rel_err(m.profile(t).params, load_samples(app, t)).mean()
              for app, m in catalog.models.items() for t in m.profiles]
     assert max(means) < 0.35 and np.median(means) < 0.11
+
+
+def test_busiest_node_term_follows_azure_placements(catalog):
+    """On Azure V100 nodes a multi-node job syncs at the pace of its busiest node. bert, first
+    local batch, measured: 1+8 GPUs 0.92 s vs 8+8 0.97 s and 4+4 0.57 s (predicted 0.91 / 0.95 /
+    0.55). 2 x 1 GPU (0.21 s) beats 1 node x 2 GPUs (0.26 s) there, which the prior
+    alpha_n >= 1.1 alpha_r does not let the model follow."""
+    s = load_samples("bert", "v100")
+    p = catalog["bert"].profile("v100").params
+    assert p.beta_p > p.beta_n > 0
+    m = float(s.local_bsz.min())
+    t = iteration_time(p, 2, np.array([9, 16, 8]), m, 0, np.array([8, 8, 4]))
+    assert t[0] > 1.3 * t[2] and t[0] > 0.85 * t[1]
+    # multi-node error: 4.7% with the busiest node known, 7.3% with it taken as ceil(K / N)
+    multi = s.num_nodes > 1
+    err = np.abs(iteration_time(p, s.num_nodes, s.num_replicas, s.local_bsz, 0, s.per_node)
+                 / s.step_time - 1)[multi].mean()
+    err_blind = _rel_err(_fit(s), s)[multi].mean()
+    assert err < 0.8 * err_blind
 
 
 def test_prior_alpha_n_holds_everywhere(catalog):
@@ -70,7 +91,7 @@ def test_prior_alpha_n_holds_everywhere(catalog):
             pr = p.params
             assert pr.alpha_n >= PRIOR_NODE_OVER_REPLICA * pr.alpha_r * (1 - 1e-12)
             assert 1.0 <= pr.gamma <= 10.0
-            assert min(pr.as_tuple()) > 0
+            assert min(pr.as_tuple()[:-1]) > 0 and pr.beta_p >= 0   # beta_p may be 0
 
 
 def test_pinning_without_multi_node_samples():
@@ -99,7 +120,8 @@ def test_pinning_other_rules():
 def test_fit_is_deterministic():
     s = load_samples("yolov3", "rtx")
     assert _fit(s) == _fit(s)
-    assert build_app_model("yolov3", types=["rtx"]).profile("rtx").params == _fit(s)
+    assert build_app_model("yolov3", types=["rtx"]).profile("rtx").params == fit_throughput(
+        s.num_nodes, s.num_replicas, s.local_bsz, s.step_time, s.sync_time, s.per_node)
 
 
 def test_efficiency_shape(catalog):
@@ -180,7 +202,11 @@ def test_goodput_perf_known_apps(catalog):
     assert r1 == pytest.approx(m.best_config("v100", 1, 1).goodput / m.init_batch)
     # One GPU at M0: plain steps/s of the M0 batch.
     assert r1 == pytest.approx(1.0 / iteration_time(m.profile("v100").params, 1, 1, 200))
-    assert perf.rate(job, "v100", 8, 2) <= perf.rate(job, "v100", 8, 1)
+    # imagenet runs 4+4 GPUs faster than 8 on one node, as measured (mean step time over the local
+    # batches: V100 0.20 vs 0.29 s at batch 20, A100 0.340 vs 0.352 s); the busiest-node term
+    # follows it
+    assert perf.rate(job, "v100", 8, 2) > perf.rate(job, "v100", 8, 1)
+    assert perf.rate(job, "a100", 8, 2) > perf.rate(job, "a100", 8, 1)
     assert perf.rate(job, "v100", 8, 1, consolidated=False) == perf.rate(job, "v100", 8, 2)
     assert perf.provenance(job, "a100") is Provenance.FITTED
     assert perf.shared_rate(job, JobSpec("k", 0.0, 1, "cifar10"), "v100", 1) == 0.0

@@ -242,7 +242,7 @@ def build_app_model(app: str, types: Sequence[str] | None = None,
     for t in wanted:
         smp = load_samples(app, t, data_dir)
         params = fit_throughput(smp.num_nodes, smp.num_replicas, smp.local_bsz,
-                                smp.step_time, smp.sync_time)
+                                smp.step_time, smp.sync_time, smp.per_node)
         max_local = MAX_LOCAL_OVERRIDE.get((app, t), int(smp.local_bsz.max()))
         profiles[t] = AppProfile(app, t, params, m0, max_batch, int(smp.local_bsz.min()),
                                  max_local, Provenance.FITTED,

@@ -37,13 +37,16 @@ MAX_LOCAL_OVERRIDE = {("deepspeech2", "rtx"): 57}
 
 @dataclass(frozen=True)
 class Samples:
-    """Measured (num_nodes, num_replicas, local_bsz) -> (step_time, sync_time), one row each."""
+    """Measured (num_nodes, num_replicas, local_bsz) -> (step_time, sync_time), one row each;
+    `per_node` = GPUs on the busiest node (placements: the largest digit; scalability rows, which
+    give no placement: ceil(replicas / nodes))."""
     num_nodes: np.ndarray
     num_replicas: np.ndarray
     local_bsz: np.ndarray
     step_time: np.ndarray
     sync_time: np.ndarray
     from_placements: np.ndarray   # bool: row from placements-*.csv (else scalability-*.csv)
+    per_node: np.ndarray
 
     def __len__(self) -> int:
         return len(self.step_time)
@@ -78,17 +81,20 @@ def load_samples(app: str, gpu: str, data_dir: Path = SIA_POLLUX_DIR) -> Samples
     for r in _read_csv(path):
         digits = str(r["placement"]).split(".")[0]
         key = (len(digits), sum(int(d) for d in digits), float(r["local_bsz"]))
-        rows.append((*key, float(r["step_time"]), float(r["sync_time"]), True))
+        rows.append((*key, float(r["step_time"]), float(r["sync_time"]), True,
+                     max(int(d) for d in digits)))
         seen.add(key)
     scal = data_dir / app / f"scalability-{cluster}.csv"
     if scal.exists():
         for r in _read_csv(scal):
             key = (int(float(r["num_nodes"])), int(float(r["num_replicas"])), float(r["local_bsz"]))
             if key not in seen:
-                rows.append((*key, float(r["step_time"]), float(r["sync_time"]), False))
+                rows.append((*key, float(r["step_time"]), float(r["sync_time"]), False,
+                             -(-key[1] // key[0])))
     cols = list(zip(*rows))
     return Samples(np.array(cols[0], float), np.array(cols[1], float), np.array(cols[2], float),
-                   np.array(cols[3], float), np.array(cols[4], float), np.array(cols[5], bool))
+                   np.array(cols[3], float), np.array(cols[4], float), np.array(cols[5], bool),
+                   np.array(cols[6], float))
 
 
 def validation_batches(app: str, data_dir: Path = SIA_POLLUX_DIR) -> list[int]:
