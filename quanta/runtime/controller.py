@@ -58,9 +58,6 @@ class _Proc:
 class RuntimeStats:
     decisions: int = 0
     latencies: list[float] = field(default_factory=list)   # seconds per decision (policy + mechanism)
-    preemptions: int = 0
-    launches: int = 0
-    admission_waits: list[float] = field(default_factory=list)
 
 
 class Runtime:
@@ -129,25 +126,33 @@ class Runtime:
             self._poke.clear()
 
     # -- rows ------------------------------------------------------------------------------------
-    def _add(self, rec: JobRecord) -> int:
-        sub = JobSubmission.model_validate(rec.spec)
-        spec = sub.to_spec(str(rec.id), rec.submit, rec.user)
-        row = int(self.table.extend([spec])[0])
-        self.ids.append(rec.id)
-        self.row_of[rec.id] = row
-        self.subs[row] = sub
-        self.failures[row] = rec.failures
-        t = self.table
-        t.state[row] = PENDING
-        t.prog0[row] = rec.steps_done
-        t.att0[row] = rec.attained
-        t.t0[row] = t.ta[row] = self.now()
-        t.preemptions[row] = rec.preemptions
-        if rec.start is not None:
-            t.first_start[row] = rec.start - self.epoch
-        if rec.held:
-            self.held.add(row)
-        return row
+    def _add(self, recs: list[JobRecord]) -> list[int]:
+        """Give jobs table rows (one JobTable.extend for all: restarts load every job at once)."""
+        if not recs:
+            return []
+        subs = [JobSubmission.model_validate(rec.spec) for rec in recs]
+        rows = self.table.extend([sub.to_spec(str(rec.id), rec.submit, rec.user)
+                                  for sub, rec in zip(subs, recs)]).tolist()
+        t, now = self.table, self.now()
+        for row, rec, sub in zip(rows, recs, subs):
+            self.ids.append(rec.id)
+            self.row_of[rec.id] = row
+            self.subs[row] = sub
+            self.failures[row] = rec.failures
+            if rec.state not in ACTIVE:
+                t.state[row] = DONE
+                t.end[row] = (rec.end_time or rec.submit) - self.epoch
+                continue
+            t.state[row] = PENDING
+            t.prog0[row] = rec.steps_done
+            t.att0[row] = rec.attained
+            t.t0[row] = t.ta[row] = now
+            t.preemptions[row] = rec.preemptions
+            if rec.start is not None:
+                t.first_start[row] = rec.start - self.epoch
+            if rec.held:
+                self.held.add(row)
+        return rows
 
     def workdir(self, job_id: int) -> Path:
         return self.jobs_dir / str(job_id)
@@ -158,12 +163,9 @@ class Runtime:
         launchers still running, requeue the rest."""
         with self.lock:
             now = self.now()
-            for rec in self.store.jobs():
-                row = self._add(rec)
+            recs = self.store.jobs()
+            for rec, row in zip(recs, self._add(recs)):
                 if rec.state not in ACTIVE:
-                    self.table.state[row] = DONE
-                    self.table.end[row] = (rec.end_time or rec.submit) - self.epoch
-                    self.held.discard(row)
                     continue
                 if rec.cancel:
                     self.cancelling.add(row)
@@ -261,14 +263,16 @@ class Runtime:
 
     # -- requests from the API ---------------------------------------------------------------------
     def _sync_requests(self, now: float) -> None:
-        for rec in self.store.dirty_jobs():
-            row = self.row_of.get(rec.id)
-            if row is None:
-                row = self._add(rec)           # every job gets a row, in id order (see recover)
-                if rec.state not in ACTIVE:
-                    self.table.state[row] = DONE
-                    continue
+        dirty = self.store.dirty_jobs()
+        new = [rec for rec in dirty if rec.id not in self.row_of]
+        for rec in new:                        # every job gets a row, in id order (see recover)
+            if rec.state in ACTIVE:
                 self.events.add("arrival")
+                if rec.held:
+                    self.store.update(rec.id, reason="JobHeldUser")
+        self._add(new)
+        for rec in dirty:
+            row = self.row_of[rec.id]
             if self.table.state[row] == DONE:
                 continue
             if rec.cancel:
@@ -466,7 +470,6 @@ class Runtime:
                 self.to_launch.pop(row, None)
                 if row in self.procs:
                     self._ask_stop(row, "preempt")
-                    self.stats.preemptions += 1
                 else:
                     self.store.update(self.ids[row], state="pending", reason="Preempted",
                                       gpus=0, devices=[])
@@ -518,7 +521,6 @@ class Runtime:
             self._close(row, "failed", f"could not start: {err}", now)
             return
         self.procs[row] = _Proc(tr.gpus.copy(), launched_at=self.clock())
-        self.stats.launches += 1
         first = np.isnan(self.table.first_start[row]) or rec is None or rec.start is None
         cols = dict(state="running", reason="", gpus=len(tr.gpus), gpu_type=gtype,
                     devices=tr.gpus.tolist(), nodes=",".join(self.cluster.nodes[n].name for n in
@@ -526,7 +528,6 @@ class Runtime:
                     handle=handle, attempt=attempt)
         if rec is not None and rec.start is None:
             cols["start"] = self.epoch + now
-            self.stats.admission_waits.append(now - (rec.submit - self.epoch))
         self.store.update(job_id, ("start" if first else "resume",
                                    f"{len(tr.gpus)} x {gtype} on {cols['nodes']}"), **cols)
 
