@@ -152,7 +152,7 @@ class JobTable:
                           guest: np.ndarray | None = None, consolidated: np.ndarray | None = None,
                           count: np.ndarray | None = None, plan: list | None = None,
                           cpus: np.ndarray | None = None, mem_gb: np.ndarray | None = None,
-                          fork: np.ndarray | None = None) -> None:
+                          fork: np.ndarray | None = None, mixed: bool = True) -> None:
         """Bookkeeping of one decision's transitions at once (rows are distinct).
 
         kind: KIND_CODES values; a job that gets GPUs progresses at `rate` after `delay` seconds;
@@ -160,7 +160,8 @@ class JobTable:
         plan/cpus/mem_gb the execution plan and resources held afterwards (default: none).
         GPUs of several types (ordered by type, as the mechanism gives them) are a mixed
         allocation: `gtype` is one of its types, `mix` keeps GPUs per type and `fork` the seconds
-        between its copies' model averagings (default 0: synchronous workers).
+        between its copies' model averagings (default 0: synchronous workers). `mixed=False`
+        promises that no transition spans several types (the simulator knows; skips the check).
         """
         if count is None:
             count = np.fromiter((len(g) for g in gpus), dtype=np.int64, count=len(gpus))
@@ -214,8 +215,17 @@ class JobTable:
             self.cpus[rows] = 0.0
             self.mem_gb[rows] = 0.0
         self.consolidated[rows] = True if consolidated is None else consolidated
+        if fork is not None or self.mixed_seen:
+            self.fork_s[rows] = 0.0 if fork is None else np.where(on, fork, 0.0)
         placement = self.placement
         gti, mix = self.cluster.gpu_type_idx, self.mix
+        if not (mixed or mix):             # the common case: one type per job, none mixed before
+            for r, g, o in zip(rows.tolist(), gpus, on.tolist()):
+                if o:
+                    placement[r] = g
+                else:
+                    placement.pop(r, None)
+            return
         for r, g, o in zip(rows.tolist(), gpus, on.tolist()):
             if mix:
                 mix.pop(r, None)
@@ -228,8 +238,6 @@ class JobTable:
                     self.types_used[r] |= int(np.left_shift(1, np.flatnonzero(held)).sum())
             else:
                 placement.pop(r, None)
-        if fork is not None or self.mixed_seen:
-            self.fork_s[rows] = 0.0 if fork is None else np.where(on, fork, 0.0)
 
     def finish_times(self, rows: np.ndarray) -> np.ndarray:
         r = self.rate[rows]

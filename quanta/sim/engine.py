@@ -143,6 +143,7 @@ class Simulator:
                 "mem_gb": np.array(mem_l, dtype=float)} if extras else {}
         if mixed:
             more["fork"] = np.array([f[0] if f else 0.0 for f in fork_l])
+        more["mixed"] = mixed
         if shared:
             mode = np.array([SHARE_MODES[m] for m in mode_l], dtype=np.int8)
             t.apply_transitions(now, rows, kind, gtype, list(gpus_l), rate, delay, partner, mode,
