@@ -67,7 +67,44 @@ def test_heldout_3d_llama7_within_tolerance(models):
 def test_validation_points_overall(models):
     err = _errors(validation_samples(), models)
     assert len(err) == 99 and np.all(np.isfinite(err))
-    assert err.mean() < 0.15
+    # issue-7 aim: mean within 10% (9.9% with the NIC-share, offload-recompute overlap, pooled
+    # k_swap and 3D-breakdown changes; 10.6% before); the median point within 4%
+    assert err.mean() < 0.10
+    assert np.median(err) < 0.04
+
+
+def test_nic_share_of_concurrent_groups():
+    from quanta.perf.plan import _nic_share
+    # pure DP over two full nodes: one group holds every GPU of each node -> the whole NIC
+    assert _nic_share((8, 8), 16, 1, 16) == 1.0
+    # 3D 1-8-8 over 8 nodes: 8 DP groups (stride 8), each with 1 of a node's 8 GPUs -> 1/8
+    assert _nic_share((8,) * 8, 8, 8, 64) == pytest.approx(1 / 8)
+    # PP groups of 2 with stride 8 over (8, 8): 1 of 8 GPUs per node
+    assert _nic_share((8, 8), 2, 8, 16) == pytest.approx(1 / 8)
+    # groups inside one node do not use the NIC
+    assert _nic_share((8, 8), 8, 1, 16) == 1.0
+
+
+def test_offload_recompute_overlaps_host_copy(models):
+    # with checkpointing the recompute overlaps the offload copy: offload+gc costs at most one
+    # extra forward over offload, and no less than offload alone
+    from quanta.perf.plan import Resources
+    for fam in ("bert", "t5", "gpt2"):
+        m = models[fam]
+        for g in (1, 2, 4, 8):
+            a, b = m.iteration_ms([parse_plan("zero-offload", g), parse_plan("zero-offload+gc", g)],
+                                  Resources(g))
+            assert a <= b <= a + float(m.spec.forward_ms(g)) + 1e-6
+
+
+def test_offload_fixed_cost_pooled_where_unidentified(models):
+    # gpt2's profile has ZeRO-Offload at one GPU count only: its k_swap per Mi-param is the median
+    # of the families whose profiles identify it (vit, roberta, bert, t5)
+    from quanta.perf.plan_fit import offload_identified
+    ident = [f for f in FAMILIES if profile_samples(f) and offload_identified(profile_samples(f))]
+    assert set(ident) == {"vit", "roberta", "bert", "t5"}
+    per = np.median([models[f].params[6] / models[f].spec.p_mib for f in ident])
+    assert models["gpt2"].params[6] / models["gpt2"].spec.p_mib == pytest.approx(per)
 
 
 def _plan_strings():

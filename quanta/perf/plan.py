@@ -18,7 +18,12 @@ with alpha_f = 2 under gradient checkpointing (the forward is recomputed in the 
     s = B/dp samples per replica, F = fwd1 * s / B / tp
     T_iter = F + ((V_dp/B_dp)**g + (k_bwd F)**g)**(1/g) + k_opt P/(tp pp) + k_const + T_tp + T_pp
     V_dp = 8 P/(tp pp) (dp-1)/dp,  T_tp = 32 s seqhid L (tp-1)/tp / B_tp,  T_pp = 4 s seqhid/tp (pp-1) / B_pp
-B is the model's effective NVLink bus bandwidth when the group sits in one node, else the network.
+B is the model's effective NVLink bus bandwidth when the group sits in one node, else the network
+times the group's share of each node's NICs (`_nic_share`: all groups of one dimension communicate at
+once, so a group holding g of a node's n GPUs gets g/n of that node's NIC bandwidth).
+ZeRO-Offload with checkpointing: the recompute ((alpha_f - 1) F) runs while the gradients are copied
+to the host on a side stream, so the two combine by the same overlap form,
+((k_off + off)**g + ((alpha_f - 1) F)**g)**(1/g), instead of adding (no change without checkpointing).
 
 Bandwidths: the per-model effective NVLink and PCIe bandwidths are the artifact's measured constants
 (`env_B_nvlink`, `env_B_pcie` in model_specs_simulator.csv: 30-160 GB/s all-reduce bus bandwidth,
@@ -202,6 +207,23 @@ def _group_in_node(nodes: Sequence[int], size: int, stride: int, total: int) -> 
     return bool(np.all(owner[ranks] == owner[base]))
 
 
+def _nic_share(nodes: Sequence[int], size: int, stride: int, total: int) -> float:
+    """Share of a node's NIC bandwidth one group of `size` ranks `stride` apart gets when every
+    group of that kind communicates at once (the groups of a 3D plan's DP, TP or PP dimension run
+    their collectives in the same phase): a node's NICs are split over its GPUs, so a group holding
+    g of a node's n GPUs gets g / n of them; the group's ring is as fast as its worst node."""
+    k = len(nodes)
+    owner = np.repeat(np.arange(k), nodes)[:total]
+    ranks = np.arange(total)
+    base = ranks - (ranks // stride % size) * stride      # first member of each rank's group
+    pairs, counts = np.unique(base * k + owner, return_counts=True)   # (group, node) -> ranks
+    group, node = pairs // k, pairs % k
+    spans = np.bincount(group, minlength=total)[group] > 1
+    if not spans.any():
+        return 1.0
+    return float(np.min(counts[spans] / np.asarray(nodes)[node[spans]]))
+
+
 @lru_cache(maxsize=4096)
 def features(spec: ModelSpec, plan: ExecutionPlan, nodes: tuple[int, ...], threads: float,
              nvlink_scale: float = 1.0, network: float = NIC_GBPS) -> tuple[float, ...]:
@@ -221,9 +243,9 @@ def features(spec: ModelSpec, plan: ExecutionPlan, nodes: tuple[int, ...], threa
     pp, tp, dp = plan.pp, plan.tp, plan.dp
     s = spec.batch / dp
     F = spec.fwd1_ms * s / spec.batch / tp
-    tp_bw = bnv if _group_in_node(nodes, tp, 1, d) else bnet
-    dp_bw = bnv if _group_in_node(nodes, dp, tp, d) else bnet
-    pp_bw = bnv if _group_in_node(nodes, pp, tp * dp, d) else bnet
+    tp_bw = bnv if _group_in_node(nodes, tp, 1, d) else bnet * _nic_share(nodes, tp, 1, d)
+    dp_bw = bnv if _group_in_node(nodes, dp, tp, d) else bnet * _nic_share(nodes, dp, tp, d)
+    pp_bw = bnv if _group_in_node(nodes, pp, tp * dp, d) else bnet * _nic_share(nodes, pp, tp * dp, d)
     comm = 8.0 * p / (tp * pp) * (dp - 1) / dp / dp_bw
     t_tp = 32.0 * s * spec.seqhid * spec.layers * (tp - 1) / tp / MIB / tp_bw
     t_pp = 4.0 * s * spec.seqhid / tp * (pp - 1) / MIB / pp_bw
@@ -245,10 +267,14 @@ def predict_components(params: Sequence[float], X: np.ndarray):
     transfer) for DP plans; everything but the optimizer for 3D plans (their forward is not split)."""
     k_bwd, k_sync, k_opt, k_os, k_const, k_off, k_swap = params
     is3d, F, alpha, comm, extra, offl, off, opt_u, os_u = X.T
-    sync = _overlap(comm, k_bwd * F, k_sync) + extra + offl * (k_off + off)
+    core = _overlap(comm, k_bwd * F, k_sync) + extra
+    rec, xfer = (alpha - 1.0) * F, offl * (k_off + off)
+    # ZeRO-Offload copies gradients to the host on a side stream while the backward runs; the
+    # checkpointing recompute is GPU work that proceeds during that copy: same overlap form
+    rec_xfer = np.where(offl > 0, _overlap(rec, xfer, k_sync), rec + xfer)
     opt = np.where(offl > 0, k_os * os_u + k_swap, k_opt * opt_u)
-    it = alpha * F + sync + opt + k_const
-    sync_part = np.where(is3d > 0, alpha * F + sync, (alpha - 1.0) * F + sync)
+    it = F + core + rec_xfer + opt + k_const
+    sync_part = np.where(is3d > 0, F + core + rec_xfer, core + rec_xfer)
     return sync_part, opt, it
 
 
