@@ -58,7 +58,7 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
     rows_d = jobs.rows
     sharing = bool(dec.share or occ.guests)
     changed = (tgt_g != jobs.gpus) | (on & (tgt_t != jobs.gtype))
-    mixed = _mixed(snap, dec, on, tgt_t, changed) if dec.mixed or jobs.mixed.any() else {}
+    mixed = _mixed(snap, dec, on, tgt_t, changed) if dec.mixed or jobs.any_mixed else {}
     if sharing:
         want_partner, want_guest, mode_of = _sharing(dec, tgt_g, tgt_t, on, rows_d, n)
         cur_partner, cur_guest = jobs.partner, jobs.is_guest
@@ -76,8 +76,7 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
         tgt_plan, tgt_cpu, tgt_mem, regear = _extras(snap, dec, on, changed)
         changed |= regear
     else:
-        tgt_plan = tgt_cpu = tgt_mem = None
-        regear = np.zeros(n, dtype=bool)
+        tgt_plan = tgt_cpu = tgt_mem = regear = None
     for r in dec.exact:
         held = occ.held.get(int(rows_d[r]))
         if held is None or not np.array_equal(np.sort(held), np.sort(dec.exact[r])):
@@ -95,7 +94,8 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
         return []
     running = jobs.running[rows].tolist()
     drows = rows_d[rows].tolist()
-    keep_gpus = {r: occ.held[int(rows_d[r])] for r in np.flatnonzero(regear).tolist()}
+    keep_gpus = {} if regear is None else \
+        {r: occ.held[int(rows_d[r])] for r in np.flatnonzero(regear).tolist()}
     guests_now = jobs.is_guest[rows].tolist() if occ.guests else [False] * len(drows)
     for d, run, gst in zip(drows, running, guests_now):       # guests first, then owners
         if run and gst:

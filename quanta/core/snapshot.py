@@ -158,6 +158,11 @@ class JobsView:
         """Whether any job of the run ever held a plan or CPU / memory resources."""
         return self._t.extras_seen
 
+    @property
+    def any_mixed(self) -> bool:
+        """Some job of the run holds GPUs of several types now (cheap: no column built)."""
+        return bool(self._t.mix)
+
     @cached_property
     def mixed(self) -> np.ndarray:
         """(n,) bool: the job holds GPUs of several types now."""

@@ -114,7 +114,7 @@ class Simulator:
             partner = np.array(partner_l, dtype=np.int64)
             req_ok &= partner < 0
         extras = t.extras_seen or max(cpus_l) > 0 or max(mem_l) > 0 or \
-            any(p is not None for p in plans_l)
+            plans_l.count(None) < len(trs)
         if extras:                         # a plan or resources of its own: ask the model
             req_ok &= np.array([p is None for p in plans_l]) & (np.array(cpus_l) == 0) & \
                 (np.array(mem_l) == 0)
