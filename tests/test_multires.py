@@ -48,7 +48,7 @@ class Scripted(Policy):
         return make(snap)
 
 
-def target(g, plan=None, cpus=None, mem=None):
+def target(g, plan=None, cpus=None, mem=None, net=None):
     def make(snap):
         n = len(snap.jobs)
         d = Decision(np.full(n, g, dtype=np.int64), np.zeros(n, dtype=np.int64))
@@ -58,6 +58,8 @@ def target(g, plan=None, cpus=None, mem=None):
             d.cpus = np.full(n, float(cpus))
         if mem is not None:
             d.mem_gb = np.full(n, float(mem))
+        if net is not None:
+            d.net_gbps = np.full(n, float(net))
         return d
     return make
 
@@ -65,7 +67,12 @@ def target(g, plan=None, cpus=None, mem=None):
 def snap_of(table, occ, rows, now=0.0):
     from quanta.core.snapshot import Snapshot
     return Snapshot(now, table.cluster, table.perf, table.view(rows, now), occ.up_capacity(),
-                    occ.node_free.copy(), occ.node_up.copy(), resources=occ.up_resources())
+                    occ.node_free.copy(), occ.node_up.copy(), resources=occ.up_resources(),
+                    network=occ.up_network())
+
+
+def net_cluster(nodes=2, gpus=8, bw=50.0) -> Cluster:
+    return Cluster(tuple(NodeSpec(f"n{i}", "a800", gpus, inter_bw_gbps=bw) for i in range(nodes)))
 
 
 def test_plan_sets_the_rate_and_a_plan_change_is_a_reconfiguration_on_the_same_gpus():
@@ -122,24 +129,32 @@ def test_placement_skips_nodes_without_enough_cpus_or_memory():
         occ.assign(102, np.arange(8, 10), mem_gb=20.0)
 
 
-def test_overcommitting_cpus_or_memory_is_a_policy_error_and_a_fragmented_job_waits():
-    c = cpu_cluster(nodes=2, gpus=8, cpus=16, mem=100.0)
+@pytest.mark.parametrize("res", ["cpus", "net_gbps"])
+def test_overcommitting_a_node_resource_is_a_policy_error_and_a_fragmented_job_waits(res):
+    if res == "cpus":
+        c = cpu_cluster(nodes=2, gpus=8, cpus=16, mem=100.0)
+        over = [("CPU threads", {"cpus": 11}), ("host memory", {"mem": 70})]
+        ask, left, free = [10.0, 10.0, 12.0], [6.0, 6.0], "cpu_free"
+    else:
+        c = net_cluster(nodes=2, gpus=8, bw=50.0)
+        over = [("node network", {"net": 34})]
+        ask, left, free = [30.0, 30.0, 40.0], [20.0, 20.0], "net_free"
     jobs = [JobSpec(f"j{i}", 0.0, 2, "x", total_steps=100.0) for i in range(3)]
     t = JobTable(jobs, c, ToyPerf())
     t.state[:] = PENDING
     occ = Occupancy(c)
     rows = np.arange(3)
-    with pytest.raises(PolicyError, match="CPU threads"):
-        apply(snap_of(t, occ, rows), target(2, cpus=11)(snap_of(t, occ, rows)), occ)
-    with pytest.raises(PolicyError, match="host memory"):
-        apply(snap_of(t, occ, rows), target(2, mem=70)(snap_of(t, occ, rows)), occ)
-    # 10 + 10 + 12 CPUs fit the 32 in all, but no node keeps 12 for the third job: it waits
+    for match, kw in over:
+        with pytest.raises(PolicyError, match=match):
+            apply(snap_of(t, occ, rows), target(2, **kw)(snap_of(t, occ, rows)), occ)
+    # the first two fit, and all three in total, but no node keeps the third one's share: it waits
     snap = snap_of(t, occ, rows)
     dec = target(1)(snap)
-    dec.cpus = np.array([10.0, 10.0, 12.0])
+    setattr(dec, res, np.array(ask))
     trs = apply(snap, dec, occ)
-    assert [(tr.row, tr.kind, tr.cpus) for tr in trs] == [(0, Kind.START, 10.0), (1, Kind.START, 10.0)]
-    assert occ.cpu_free.tolist() == [6.0, 6.0]
+    assert [(tr.row, tr.kind, getattr(tr, res)) for tr in trs] == \
+        [(0, Kind.START, ask[0]), (1, Kind.START, ask[1])]
+    assert getattr(occ, free).tolist() == left
 
 
 def test_jobs_asking_nothing_are_placed_exactly_as_before():
@@ -171,3 +186,62 @@ def test_decision_loop_snapshot_carries_resources_up():
     occ.node_down(1)
     DecisionLoop(Look(), t, occ).step(0.0, np.arange(1))
     assert seen["res"] == (16.0, 100.0)
+
+
+def test_placement_skips_nodes_without_enough_network_bandwidth_and_release_frees_it():
+    c = net_cluster(nodes=3, gpus=8, bw=50.0)
+    occ = Occupancy(c)
+    occ.assign(100, np.arange(0, 2), net_gbps=45.0)    # node 0: 6 GPUs free, 5 GB/s free
+    occ.assign(101, np.arange(8, 10), net_gbps=30.0)   # node 1: 6 GPUs free, 20 GB/s free
+    gpus, nodes = occ.place(0, 2, net_per_gpu=5.0)      # 10 GB/s: node 0 lacks it
+    assert nodes == 1 and set(c.gpu_node[gpus].tolist()) == {1}
+    gpus, nodes = occ.place(0, 4, net_per_gpu=10.0)     # 40 GB/s: only node 2 has it
+    assert nodes == 1 and set(c.gpu_node[gpus].tolist()) == {2}
+    six, k = occ.place(0, 6, net_per_gpu=10.0)         # room 5 on node 2, 2 on node 1: split
+    assert k == 2 and set(c.gpu_node[six].tolist()) == {1, 2}
+    assert occ.place(0, 8, net_per_gpu=10.0) is None    # rooms 0 + 2 + 5 < 8
+    assert not occ.fits(np.arange(2, 4), 0.0, 0.0, 10.0) and occ.fits(np.arange(2, 4), 0.0, 0.0, 5.0)
+    with pytest.raises(RuntimeError, match="network"):
+        occ.assign(102, np.arange(2, 4), net_gbps=10.0)
+    occ.release(100)
+    assert occ.net_free.tolist() == [50.0, 20.0, 50.0]
+    assert occ.fits(np.arange(0, 8), 0.0, 0.0, 50.0)
+    # a job split over two nodes holds its bandwidth by GPUs; a failed node's job gives it back
+    occ.assign(103, np.concatenate([np.arange(0, 6), np.arange(16, 18)]), net_gbps=40.0)
+    assert occ.net_free.tolist() == [20.0, 20.0, 40.0]
+    assert occ.up_network() == 150.0
+    for row in occ.node_down(2):
+        occ.release(row)
+    assert occ.net_free.tolist() == [50.0, 20.0, 50.0] and occ.up_network() == 100.0
+    # nodes whose spec gives no bandwidth have no limit
+    free = Occupancy(cpu_cluster())
+    assert free.place(0, 8, net_per_gpu=1e6) is not None and free.up_network() == np.inf
+
+
+def test_a_multi_node_plan_job_granted_less_network_runs_slower_and_the_simulator_charges_it():
+    from quanta.perf.plan import PlanPerf
+    perf = PlanPerf()
+    job = JobSpec("a", 0.0, 16, "gpt2", total_steps=1e6)
+    full = perf.rate(job, "a800", 16, 2, True)
+    assert perf.rate_with(job, "a800", 16, 2, True, None, 0.0, 0.0, net_gbps=100.0) == full
+    slow = perf.rate_with(job, "a800", 16, 2, True, None, 0.0, 0.0, net_gbps=8.0)
+    assert 0 < slow < full
+    # one node does not use the network: the reservation changes nothing there
+    eight = JobSpec("b", 0.0, 8, "gpt2", total_steps=1.0)
+    assert perf.rate_with(eight, "a800", 8, 1, True, None, 0.0, 0.0, net_gbps=1.0) == \
+        perf.rate(eight, "a800", 8, 1, True)
+    pol = Scripted(target(16, net=100), target(16, net=8))
+    pol.interval = 50.0
+    sim = Simulator([job], net_cluster(nodes=2, gpus=8, bw=50.0), pol, perf,
+                    restart=RestartCost(10.0), until=170.0, record_events=True)
+    res = sim.run()
+    t = res.table
+    # the change of bandwidth on the same GPUs is a reconfiguration, charged at the slower rate
+    assert t.net_gbps[0] == 8.0 and t.reconfigs[0] == 1 and t.migrations[0] == 0
+    assert t.rate[0] == pytest.approx(slow)
+    assert [e[2] for e in res.event_log if e[1] == 0] == ["submit", "start", "reconfigure"]
+    assert sim.occ.net_free.tolist() == [46.0, 46.0]
+    # started at 50 at the full rate; from 100 a 10 s restore, then the slower rate until 170
+    assert t.progress(np.array([0]), 170.0)[0] == pytest.approx(full * 50 + slow * 60)
+    t.extend([JobSpec("late", 0.0, 1, "x", total_steps=1.0)])
+    assert t.net_gbps.tolist() == [8.0, 0.0]

@@ -19,6 +19,9 @@ class Decision:
     plans: dict[int, Any] = field(default_factory=dict)         # row -> execution plan
     cpus: np.ndarray | None = None    # CPU threads per snapshot row (None / 0: not asked for)
     mem_gb: np.ndarray | None = None  # host memory (GB) per snapshot row (None / 0: not asked for)
+    # node network bandwidth (GB/s) per snapshot row, split over its nodes by GPUs (None / 0: not
+    # asked for)
+    net_gbps: np.ndarray | None = None
     consolidate: set[int] = field(default_factory=set)  # rows placed only on the fewest nodes
     defrag: set[int] = field(default_factory=set)  # running rows to move if that spans fewer nodes
     # row -> GPUs per type index, shape (K,): one job on GPUs of several types (gpus[row] = their

@@ -76,6 +76,7 @@ class JobTable:
         self.plan = np.full(n, None, dtype=object)
         self.cpus = np.zeros(n)
         self.mem_gb = np.zeros(n)
+        self.net_gbps = np.zeros(n)                      # node network GB/s held
         # allocations over several GPU types (task-level heterogeneity, forked copies): GPUs per
         # type held, and seconds between the copies' model averagings (0: synchronous workers)
         self.mix: dict[int, np.ndarray] = {}
@@ -152,12 +153,13 @@ class JobTable:
                           guest: np.ndarray | None = None, consolidated: np.ndarray | None = None,
                           count: np.ndarray | None = None, plan: list | None = None,
                           cpus: np.ndarray | None = None, mem_gb: np.ndarray | None = None,
-                          fork: np.ndarray | None = None, mixed: bool = True) -> None:
+                          fork: np.ndarray | None = None, mixed: bool = True,
+                          net_gbps: np.ndarray | None = None) -> None:
         """Bookkeeping of one decision's transitions at once (rows are distinct).
 
         kind: KIND_CODES values; a job that gets GPUs progresses at `rate` after `delay` seconds;
         partner/mode/guest describe GPU sharing after the transition (default: none);
-        plan/cpus/mem_gb the execution plan and resources held afterwards (default: none).
+        plan/cpus/mem_gb/net_gbps the execution plan and resources held afterwards (default: none).
         GPUs of several types (ordered by type, as the mechanism gives them) are a mixed
         allocation: `gtype` is one of its types, `mix` keeps GPUs per type and `fork` the seconds
         between its copies' model averagings (default 0: synchronous workers). `mixed=False`
@@ -201,7 +203,7 @@ class JobTable:
             self.partner[rows] = -1
             self.share_mode[rows] = 0
             self.is_guest[rows] = False
-        if plan is not None or cpus is not None or mem_gb is not None:
+        if plan is not None or cpus is not None or mem_gb is not None or net_gbps is not None:
             self.extras_seen = True
             self.plan[rows] = None
             if plan is not None:
@@ -210,10 +212,12 @@ class JobTable:
                         self.plan[r] = p
             self.cpus[rows] = 0.0 if cpus is None else np.where(on, cpus, 0.0)
             self.mem_gb[rows] = 0.0 if mem_gb is None else np.where(on, mem_gb, 0.0)
+            self.net_gbps[rows] = 0.0 if net_gbps is None else np.where(on, net_gbps, 0.0)
         elif self.extras_seen:
             self.plan[rows] = None
             self.cpus[rows] = 0.0
             self.mem_gb[rows] = 0.0
+            self.net_gbps[rows] = 0.0
         self.consolidated[rows] = True if consolidated is None else consolidated
         if fork is not None or self.mixed_seen:
             self.fork_s[rows] = 0.0 if fork is None else np.where(on, fork, 0.0)
@@ -259,5 +263,6 @@ class JobTable:
         self.plan[row] = None
         self.cpus[row] = 0.0
         self.mem_gb[row] = 0.0
+        self.net_gbps[row] = 0.0
         self.state[row] = DONE
         self.end[row] = now

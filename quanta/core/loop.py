@@ -29,7 +29,7 @@ class DecisionLoop:
         snap = Snapshot(now=now, cluster=t.cluster, perf=t.perf, jobs=t.view(active, now),
                         capacity=self.occ.up_capacity(), node_free=self.occ.node_free.copy(),
                         node_up=self.occ.node_up.copy(), state=self.state, events=events,
-                        resources=self.occ.up_resources())
+                        resources=self.occ.up_resources(), network=self.occ.up_network())
         start = time.perf_counter()
         dec = self.policy.decide(snap)
         self.decide_seconds += time.perf_counter() - start

@@ -27,7 +27,7 @@ class Kind(str, Enum):
     MIGRATE = "migrate"    # same GPU count, other GPUs (or other type)
     RESIZE = "resize"      # other GPU count
     RESHARE = "reshare"    # same GPUs; the job sharing them changed (no restart)
-    RECONFIGURE = "reconfigure"  # same GPUs; other execution plan or CPU / memory (restart)
+    RECONFIGURE = "reconfigure"  # same GPUs; other execution plan or CPU / memory / network (restart)
 
 
 class Transition(NamedTuple):
@@ -45,6 +45,7 @@ class Transition(NamedTuple):
     mem_gb: float = 0.0       # host memory held afterwards (0: not asked for)
     parts: tuple[Part, ...] | None = None  # GPUs of several types: one Part per type (else None)
     fork: tuple[float, float] | None = None  # forked copies: (s between averagings, s per averaging)
+    net_gbps: float = 0.0     # node network GB/s held afterwards (0: not asked for)
 
 
 def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
@@ -71,12 +72,13 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
         want_partner = want_guest = None
         mode_of = {}
         _validate(snap, tgt_g, tgt_t, on, changed, mixed)
-    extras = bool(dec.plans) or dec.cpus is not None or dec.mem_gb is not None or jobs.extras_seen
+    extras = bool(dec.plans) or dec.cpus is not None or dec.mem_gb is not None or \
+        dec.net_gbps is not None or jobs.extras_seen
     if extras:
-        tgt_plan, tgt_cpu, tgt_mem, regear = _extras(snap, dec, on, changed)
+        tgt_plan, tgt_cpu, tgt_mem, tgt_net, regear = _extras(snap, dec, on, changed)
         changed |= regear
     else:
-        tgt_plan = tgt_cpu = tgt_mem = regear = None
+        tgt_plan = tgt_cpu = tgt_mem = tgt_net = regear = None
     for r in dec.exact:
         held = occ.held.get(int(rows_d[r]))
         if held is None or not np.array_equal(np.sort(held), np.sort(dec.exact[r])):
@@ -131,6 +133,7 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
         guest = sharing and bool(want_guest[r])
         cpu = float(tgt_cpu[r]) if extras else 0.0
         mem = float(tgt_mem[r]) if extras else 0.0
+        net = float(tgt_net[r]) if extras else 0.0
         kind = None
         if guest:
             host = int(want_partner[r])
@@ -154,16 +157,16 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
             if gpus is not None:
                 gpus = _check_exact(snap, occ, np.asarray(gpus, dtype=np.int64), g, t, jobs.specs[r].job_id)
                 nodes = occ.nodes_of(gpus)
-            elif own is not None and occ.fits(own, cpu, mem):
+            elif own is not None and occ.fits(own, cpu, mem, net):
                 gpus, nodes, kind = own, occ.nodes_of(own), Kind.RECONFIGURE
             else:
-                got = occ.place(t, g, cpu / g, mem / g) if extras else occ.place(t, g)
+                got = occ.place(t, g, cpu / g, mem / g, net / g) if extras else occ.place(t, g)
                 if got is None:
                     continue   # cannot happen after the capacity check; left pending if it does
                 gpus, nodes = got
                 if r in dec.consolidate and nodes > cluster.min_nodes(t, g):
                     continue   # the policy wants it consolidated or not at all: it waits
-            occ.assign(drow, gpus, cpu, mem)
+            occ.assign(drow, gpus, cpu, mem, net)
         placed.add(r)
         if kind is None:
             kind = Kind.START if was == 0 else Kind.RESIZE if g != was else Kind.MIGRATE
@@ -171,7 +174,7 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
         out.append(Transition(drow, kind, t, gpus, nodes, consolidated,
                               tgt_plan[r] if extras else None,
                               int(want_partner[r]) if sharing else -1, mode_of.get(r, ""), guest,
-                              cpu, mem))
+                              cpu, mem, net_gbps=net))
     for r in sorted(dec.defrag):
         if not changed[r] and jobs.running[r] and jobs.partner[r] < 0 and not jobs.mixed[r]:
             moved = _defragment(snap, occ, r)
@@ -188,15 +191,17 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
                               bool(jobs.consolidated[r]), tgt_plan[r] if extras else None,
                               int(want_partner[r]), mode_of.get(r, ""), bool(want_guest[r]),
                               float(tgt_cpu[r]) if extras else 0.0,
-                              float(tgt_mem[r]) if extras else 0.0))
+                              float(tgt_mem[r]) if extras else 0.0,
+                              net_gbps=float(tgt_net[r]) if extras else 0.0))
     return out
 
 
 def _extras(snap: Snapshot, dec: Decision, on: np.ndarray, changed: np.ndarray
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Target plan, CPU threads and host memory per row, and the rows that keep their GPUs but
-    change plan or resources (reconfigured by checkpoint-restart). Over-committing the CPUs or
-    memory of the nodes that are up is a PolicyError."""
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Target plan, CPU threads, host memory and network bandwidth per row, and the rows that
+    keep their GPUs but change plan or resources (reconfigured by checkpoint-restart).
+    Over-committing the CPUs, memory or network bandwidth of the nodes that are up is a
+    PolicyError."""
     jobs = snap.jobs
     n = len(jobs)
     plan = np.full(n, None, dtype=object)
@@ -211,14 +216,25 @@ def _extras(snap: Snapshot, dec: Decision, on: np.ndarray, changed: np.ndarray
     if (cpu < 0).any() or (mem < 0).any():
         raise PolicyError("decision asks for negative CPUs or memory")
     cap_cpu, cap_mem = snap.resources
-    for name, want, cap in (("CPU threads", cpu, cap_cpu), ("GB of host memory", mem, cap_mem)):
+    checks = [("CPU threads", cpu, cap_cpu), ("GB of host memory", mem, cap_mem)]
+    if dec.net_gbps is None:
+        net = zero
+    else:
+        net = np.where(on, np.asarray(dec.net_gbps, dtype=float), 0.0)
+        if net.shape != (n,):
+            raise PolicyError(f"decision has network targets of shape {net.shape} for {n} jobs")
+        if (net < 0).any():
+            raise PolicyError("decision asks for negative network bandwidth")
+        checks.append(("GB/s of node network", net, snap.network))
+    for name, want, cap in checks:
         total = float(want.sum())
         if total > cap + 1e-6:
             raise PolicyError(f"decision asks for {total:g} {name}; {cap:g} are up")
     same_plan = np.fromiter((a == b for a, b in zip(plan.tolist(), jobs.plan.tolist())),
                             dtype=bool, count=n)
-    regear = on & ~changed & (~same_plan | (cpu != jobs.cpus) | (mem != jobs.mem_gb))
-    return plan, cpu, mem, regear
+    regear = on & ~changed & (~same_plan | (cpu != jobs.cpus) | (mem != jobs.mem_gb) |
+                              (net != jobs.net_gbps))
+    return plan, cpu, mem, net, regear
 
 
 def _defragment(snap: Snapshot, occ: Occupancy, r: int) -> Transition | None:
@@ -229,16 +245,16 @@ def _defragment(snap: Snapshot, occ: Occupancy, r: int) -> Transition | None:
     before = occ.nodes_of(old)
     if before <= 1:
         return None
-    cpu, mem = float(jobs.cpus[r]), float(jobs.mem_gb[r])
+    cpu, mem, net = float(jobs.cpus[r]), float(jobs.mem_gb[r]), float(jobs.net_gbps[r])
     occ.release(d)
-    got = occ.place(t, len(old), cpu / len(old), mem / len(old))
+    got = occ.place(t, len(old), cpu / len(old), mem / len(old), net / len(old))
     if got is None or got[1] >= before:
-        occ.assign(d, old, cpu, mem)
+        occ.assign(d, old, cpu, mem, net)
         return None
     gpus, nodes = got
-    occ.assign(d, gpus, cpu, mem)
+    occ.assign(d, gpus, cpu, mem, net)
     return Transition(d, Kind.MIGRATE, t, gpus, nodes, nodes <= snap.cluster.min_nodes(t, len(gpus)),
-                      jobs.plan[r], cpus=cpu, mem_gb=mem)
+                      jobs.plan[r], cpus=cpu, mem_gb=mem, net_gbps=net)
 
 
 def _sharing(dec: Decision, tgt_g: np.ndarray, tgt_t: np.ndarray, on: np.ndarray,
@@ -361,7 +377,8 @@ def shadow(snap: Snapshot) -> Occupancy:
         if j.is_guest[i]:
             occ.assign_guest(int(j.rows[i]), j.placement[i])
         else:
-            occ.assign(int(j.rows[i]), j.placement[i], float(j.cpus[i]), float(j.mem_gb[i]))
+            occ.assign(int(j.rows[i]), j.placement[i], float(j.cpus[i]), float(j.mem_gb[i]),
+                       float(j.net_gbps[i]))
     return occ
 
 

@@ -153,6 +153,11 @@ class JobsView:
         """Host memory (GB) held now (0: not asked for, not modelled)."""
         return self._t.mem_gb[self.rows]
 
+    @cached_property
+    def net_gbps(self) -> np.ndarray:
+        """Node network bandwidth (GB/s) held now (0: not asked for, not modelled)."""
+        return self._t.net_gbps[self.rows]
+
     @property
     def extras_seen(self) -> bool:
         """Whether any job of the run ever held a plan or CPU / memory resources."""
@@ -225,3 +230,4 @@ class Snapshot:
     state: dict[str, Any] = field(default_factory=dict)   # the policy's own state, from last time
     events: tuple[str, ...] = ()                           # what triggered this decision
     resources: tuple[float, float] = (np.inf, np.inf)  # CPU threads, host GB on up nodes (inf: no limit)
+    network: float = np.inf   # node network GB/s on up nodes (inf: no limit)

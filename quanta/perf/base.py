@@ -37,20 +37,25 @@ class PerfModel(Protocol):
 
 
 # Optional, for models that know execution plans and CPU / host-memory sensitivity:
-#   rate_with(job, gpu_type, num_gpus, num_nodes, consolidated, plan, cpus, mem_gb) -> steps/s
-#       at that plan (None: the job's own plan) with `cpus` CPU threads and `mem_gb` GB of host
-#       memory in all (0: not modelled, the job's request); 0 where the plan cannot run there;
+#   rate_with(job, gpu_type, num_gpus, num_nodes, consolidated, plan, cpus, mem_gb[, net_gbps=])
+#       -> steps/s at that plan (None: the job's own plan) with `cpus` CPU threads and `mem_gb` GB
+#       of host memory in all (0: not modelled, the job's request); 0 where the plan cannot run
+#       there; `net_gbps` (keyword, passed only when nonzero): GB/s of node network the job holds
+#       in all, split over its nodes by GPUs (models that do not model the network ignore it);
 #   best_plan_rate(job, gpu_type, num_gpus, num_nodes, consolidated, cpus, mem_gb)
 #       -> (best plan, steps/s);
 #   host_memory_gb(job, plan) -> host memory the plan needs (offloaded optimizer states).
 # The helpers below fall back to `rate` for models without them.
 def rate_with(perf, job: JobSpec, gpu_type: str, num_gpus: int, num_nodes: int = 1,
               consolidated: bool | None = None, plan=None, cpus: float = 0.0,
-              mem_gb: float = 0.0) -> float:
-    """Steps/s at an execution plan and CPU / host-memory allocation (see above)."""
+              mem_gb: float = 0.0, net_gbps: float = 0.0) -> float:
+    """Steps/s at an execution plan and CPU / host-memory / network allocation (see above)."""
     fn = getattr(perf, "rate_with", None)
-    if fn is None or (plan is None and not cpus and not mem_gb):
+    if fn is None or (plan is None and not cpus and not mem_gb and not net_gbps):
         return perf.rate(job, gpu_type, num_gpus, num_nodes, consolidated)
+    if net_gbps:
+        return fn(job, gpu_type, num_gpus, num_nodes, consolidated, plan, cpus, mem_gb,
+                  net_gbps=net_gbps)
     return fn(job, gpu_type, num_gpus, num_nodes, consolidated, plan, cpus, mem_gb)
 
 
@@ -58,9 +63,9 @@ def allocation_rate(perf, job: JobSpec, gpu_type: str, num_gpus: int, num_nodes:
                     consolidated: bool | None = None, partner: JobSpec | None = None,
                     mode: str = "", plan=None, cpus: float = 0.0, mem_gb: float = 0.0,
                     partner_plan=None, parts: Sequence[Part] | None = None,
-                    fork: tuple[float, float] | None = None) -> float:
-    """Steps/s of a job on an allocation as a transition gives it: alone (at its plan, CPUs and
-    host memory), sharing its GPUs with `partner` in `mode` (each at its own plan), or on GPUs of
+                    fork: tuple[float, float] | None = None, net_gbps: float = 0.0) -> float:
+    """Steps/s of a job on an allocation as a transition gives it: alone (at its plan, CPUs,
+    host memory and network bandwidth), sharing its GPUs with `partner` in `mode` (each at its own plan), or on GPUs of
     several types (`parts`, see mixed_rate). Both drivers ask this."""
     if parts is not None:
         return mixed_rate(perf, job, parts, fork)
@@ -69,7 +74,8 @@ def allocation_rate(perf, job: JobSpec, gpu_type: str, num_gpus: int, num_nodes:
             return perf.shared_rate(job, partner, gpu_type, num_gpus, num_nodes, consolidated, mode)
         return perf.shared_rate(job, partner, gpu_type, num_gpus, num_nodes, consolidated, mode,
                                 plan=plan, other_plan=partner_plan)
-    return rate_with(perf, job, gpu_type, num_gpus, num_nodes, consolidated, plan, cpus, mem_gb)
+    return rate_with(perf, job, gpu_type, num_gpus, num_nodes, consolidated, plan, cpus, mem_gb,
+                     net_gbps)
 
 
 class Part(NamedTuple):

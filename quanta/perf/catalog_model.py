@@ -57,13 +57,17 @@ class CatalogModel:
 
     def rate_with(self, job: JobSpec, gpu_type: str, num_gpus: int, num_nodes: int = 1,
                   consolidated: bool | None = None, plan=None, cpus: float = 0.0,
-                  mem_gb: float = 0.0) -> float:
+                  mem_gb: float = 0.0, net_gbps: float = 0.0) -> float:
         """Plan model jobs: at that plan, CPU threads and host memory. Other jobs: their rate
         times Synergy's CPU / memory factor relative to Synergy's GPU-proportional share (an
         amount left at 0 counts as that share); a plan is charged for table jobs (gradient accumulation,
-        TableModel.rate_with) and ignored for goodput jobs."""
+        TableModel.rate_with) and ignored for goodput jobs. Network bandwidth (`net_gbps`) only
+        for plan model jobs (PlanPerf.rate_with); the other models ignore it."""
         model = self.model_for(job)
         if model is self.plan:
+            if net_gbps:
+                return model.rate_with(job, gpu_type, num_gpus, num_nodes, consolidated, plan,
+                                       cpus, mem_gb, net_gbps)
             return model.rate_with(job, gpu_type, num_gpus, num_nodes, consolidated, plan, cpus,
                                    mem_gb)
         if model is self.table:

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import numpy as np
@@ -171,6 +171,7 @@ class Resources:
     host_mem_gb: float = HOST_MEM_GB     # per node
     nvlink_gbps: float = 400.0           # nominal; scales the model's effective NVLink bandwidth
     network_gbps: float = NIC_GBPS       # per NIC
+    net_cap_gbps: float = 0.0            # network GB/s a node grants the job (its least); 0 = no cap
 
     def nodes(self) -> tuple[int, ...]:
         return self.placement or consolidated(self.gpus)
@@ -226,11 +227,15 @@ def _nic_share(nodes: Sequence[int], size: int, stride: int, total: int) -> floa
 
 @lru_cache(maxsize=4096)
 def features(spec: ModelSpec, plan: ExecutionPlan, nodes: tuple[int, ...], threads: float,
-             nvlink_scale: float = 1.0, network: float = NIC_GBPS) -> tuple[float, ...]:
-    """(is3d, F, alpha_f, comm, extra, offl, off, opt_units, os_units) for the vectorised model."""
+             nvlink_scale: float = 1.0, network: float = NIC_GBPS,
+             net_cap: float = 0.0) -> tuple[float, ...]:
+    """(is3d, F, alpha_f, comm, extra, offl, off, opt_units, os_units) for the vectorised model.
+    `net_cap` > 0: the node network bandwidth the job's groups see is at most that (GB/s)."""
     p = spec.p_mib
     bnv = spec.b_nvlink * nvlink_scale
     bnet = min(bnv, _net_bw(nodes, network))
+    if net_cap > 0:
+        bnet = min(bnet, net_cap)
     d = plan.num_gpus
     if not plan.is_3d:
         F = float(spec.forward_ms(d))
@@ -342,7 +347,8 @@ class PlanModel:
     def iteration_ms(self, plans: Sequence[ExecutionPlan], res: Resources) -> np.ndarray:
         nodes, th = res.nodes(), res.threads_per_gpu()
         scale = res.nvlink_gbps / 400.0
-        X = np.array([features(self.spec, p, nodes, th, scale, res.network_gbps) for p in plans])
+        X = np.array([features(self.spec, p, nodes, th, scale, res.network_gbps, res.net_cap_gbps)
+                      for p in plans])
         out = np.full(len(plans), np.inf)
         for flag, prm in ((0.0, self.params), (1.0, self.params_3d)):
             m = X[:, 0] == flag
@@ -443,12 +449,21 @@ class PlanPerf:
 
     def rate_with(self, job: JobSpec, gpu_type: str, num_gpus: int, num_nodes: int = 1,
                   consolidated: bool | None = None, plan: ExecutionPlan | str | None = None,
-                  cpus: float = 0.0, mem_gb: float = 0.0) -> float:
+                  cpus: float = 0.0, mem_gb: float = 0.0, net_gbps: float = 0.0) -> float:
         """Steps/s at `plan` (None: job.plan when it fits, else the best plan) with `cpus` CPU
         threads and `mem_gb` GB of host memory in all (0: the job's request / a whole node's
-        memory). 0.0 when the plan does not fit the allocation."""
+        memory). 0.0 when the plan does not fit the allocation.
+
+        `net_gbps` (0: not reserved, the nodes' whole NICs): GB/s of node network the job holds
+        in all, split over its nodes by GPUs as the occupancy splits it. A job on several nodes
+        then gets net_gbps * g_i / n on node i (g_i of its n GPUs there); its inter-node groups
+        see min(NIC bandwidth, least such node share) as the network bandwidth, before the
+        per-group NIC split (`_nic_share`) of 3D plans, since a ring is as fast as its slowest
+        node. A job on one node does not use the network: unchanged."""
         key = (job.job_type, job.plan, job.num_gpus, job.cpus, gpu_type, num_gpus, num_nodes,
-               consolidated, plan, cpus, mem_gb)
+               consolidated, plan, cpus, mem_gb) if not net_gbps else \
+            (job.job_type, job.plan, job.num_gpus, job.cpus, gpu_type, num_gpus, num_nodes,
+             consolidated, plan, cpus, mem_gb, net_gbps)
         hit = self._cache.get(key)
         if hit is None:
             fam = self.family(job.job_type)
@@ -458,7 +473,8 @@ class PlanPerf:
                 hit = 0.0
             else:
                 model = self.models[fam]
-                res = self._resources(job, num_gpus, num_nodes, consolidated, cpus, mem_gb)
+                res = self._resources(job, num_gpus, num_nodes, consolidated, cpus, mem_gb,
+                                      net_gbps)
                 hit = self._plan_rate(model, job, res, plan) * _speed_ratio(gpu_type)
             self._cache[key] = hit
         return hit
@@ -495,14 +511,17 @@ class PlanPerf:
 
     @staticmethod
     def _resources(job: JobSpec, n: int, k: int, cons: bool | None, cpus: float,
-                   mem_gb: float) -> Resources:
+                   mem_gb: float, net_gbps: float = 0.0) -> Resources:
         packed = consolidated(n)
         nodes = packed if (cons or k <= len(packed)) else spread(n, k)
         if not cpus:
             per_gpu = job.cpus / job.num_gpus if job.cpus and job.num_gpus else DEFAULT_THREADS_PER_GPU
             cpus = round(per_gpu * n) or n
-        return Resources(n, nodes, cpu_threads=cpus,
-                         host_mem_gb=mem_gb / len(nodes) if mem_gb else HOST_MEM_GB)
+        res = Resources(n, nodes, cpu_threads=cpus,
+                        host_mem_gb=mem_gb / len(nodes) if mem_gb else HOST_MEM_GB)
+        if net_gbps and len(nodes) > 1:      # the least node share of the reserved bandwidth
+            res = replace(res, net_cap_gbps=net_gbps * min(nodes) / n)
+        return res
 
     @staticmethod
     def _plan_rate(model: PlanModel, job: JobSpec, res: Resources,

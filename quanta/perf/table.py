@@ -93,9 +93,9 @@ class TableModel:
 
     def rate_with(self, job: JobSpec, gpu_type: str, num_gpus: int, num_nodes: int = 1,
                   consolidated: bool | None = None, plan=None, cpus: float = 0.0,
-                  mem_gb: float = 0.0) -> float:
-        """Steps/s at a plan: its gradient accumulation (ga_steps) is charged; CPUs and host
-        memory are not modelled here."""
+                  mem_gb: float = 0.0, net_gbps: float = 0.0) -> float:
+        """Steps/s at a plan: its gradient accumulation (ga_steps) is charged; CPUs, host
+        memory and network bandwidth are not modelled here."""
         k, micro = micro_type(self, job, plan)
         return self.accumulated_rate(job, k, micro, gpu_type, num_gpus, num_nodes, consolidated)
 

@@ -5,10 +5,10 @@ node if one has room (best fit: the fullest node that still fits); otherwise who
 first, largest first, and the remainder on the tightest-fitting other node, so the job spans as
 few nodes as the free GPUs allow.
 
-CPU threads and host memory: a job may hold some with its GPUs (`assign(row, gpus, cpus, mem_gb)`),
-split over its nodes in proportion to its GPUs there; `place(type, n, cpus_per_gpu, mem_per_gpu)`
-then only uses nodes with room for that share. A node whose spec gives no CPUs / memory (0) has no
-limit. Jobs that hold none take the GPU-only paths unchanged.
+CPU threads, host memory and node network bandwidth: a job may hold some with its GPUs
+(`assign(row, gpus, cpus, mem_gb, net_gbps)`), split over its nodes in proportion to its GPUs
+there; `place(type, n, cpus_per_gpu, mem_per_gpu, net_per_gpu)` then only uses nodes with room
+for that share. A node whose spec gives no CPUs / memory / network bandwidth (0) has no limit. Jobs that hold none take the GPU-only paths unchanged.
 
 Sharing: a GPU holds at most two jobs, its owner and a guest that runs on exactly the owner's
 GPUs (packed or time-sliced). A guest adds no busy GPU. When an owner leaves, its guest becomes
@@ -41,15 +41,20 @@ class Occupancy:
         self.guests: set[int] = set()
         self.held: dict[int, np.ndarray] = {}                      # job row -> GPU ids
         self._up_capacity: np.ndarray | None = None
-        # CPU threads and host memory per node (inf where the node spec does not give them)
+        # CPU threads, host memory and network GB/s per node (inf where the node spec lacks them)
         cpus = np.array([n.cpus for n in cluster.nodes], dtype=float)
         mem = np.array([n.mem_gb for n in cluster.nodes], dtype=float)
+        net = np.array([n.inter_bw_gbps for n in cluster.nodes], dtype=float)
         self.node_cpus = np.where(cpus > 0, cpus, np.inf)
         self.node_mem = np.where(mem > 0, mem, np.inf)
+        self.node_net = np.where(net > 0, net, np.inf)
         self.cpu_free = self.node_cpus.copy()
         self.mem_free = self.node_mem.copy()
-        self.res: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # row -> nodes, cpus, mem
+        self.net_free = self.node_net.copy()
+        # row -> nodes, cpus, mem, network GB/s held there
+        self.res: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
         self._up_res: tuple[float, float] | None = None
+        self._up_net: float | None = None
 
     # -- capacity --------------------------------------------------------------------------------
     def up_capacity(self) -> np.ndarray:
@@ -67,32 +72,45 @@ class Occupancy:
             self._up_res = (float(self.node_cpus[up].sum()), float(self.node_mem[up].sum()))
         return self._up_res
 
-    def room(self, nodes: np.ndarray | slice, cpus_per_gpu: float, mem_per_gpu: float) -> np.ndarray:
-        """GPUs each node could still give a job needing this much CPU and memory per GPU."""
+    def up_network(self) -> float:
+        """Node network bandwidth (GB/s) on nodes that are up (inf where not modelled)."""
+        if self._up_net is None:
+            self._up_net = float(self.node_net[self.node_up].sum())
+        return self._up_net
+
+    def room(self, nodes: np.ndarray | slice, cpus_per_gpu: float, mem_per_gpu: float,
+             net_per_gpu: float = 0.0) -> np.ndarray:
+        """GPUs each node could still give a job needing this much CPU, memory and network
+        bandwidth per GPU."""
         free = self.node_free[nodes]
         if cpus_per_gpu > 0:
             free = np.minimum(free, np.floor(self.cpu_free[nodes] / cpus_per_gpu + 1e-9))
         if mem_per_gpu > 0:
             free = np.minimum(free, np.floor(self.mem_free[nodes] / mem_per_gpu + 1e-9))
+        if net_per_gpu > 0:
+            free = np.minimum(free, np.floor(self.net_free[nodes] / net_per_gpu + 1e-9))
         return free.astype(np.int64) if free.dtype != np.int64 else free
 
-    def fits(self, gpus: np.ndarray, cpus: float, mem_gb: float) -> bool:
-        """Whether these free GPUs' nodes have room for `cpus` and `mem_gb` (split by GPUs)."""
+    def fits(self, gpus: np.ndarray, cpus: float, mem_gb: float, net_gbps: float = 0.0) -> bool:
+        """Whether these free GPUs' nodes have room for `cpus`, `mem_gb` and `net_gbps` (split
+        by GPUs)."""
         if (self.owner[gpus] != FREE).any():
             return False
         nodes, k = np.unique(self.cluster.gpu_node[gpus], return_counts=True)
         share = k / len(gpus)
         return bool(np.all(self.cpu_free[nodes] + 1e-9 >= cpus * share) and
-                    np.all(self.mem_free[nodes] + 1e-9 >= mem_gb * share))
+                    np.all(self.mem_free[nodes] + 1e-9 >= mem_gb * share) and
+                    np.all(self.net_free[nodes] + 1e-9 >= net_gbps * share))
 
     # -- placing ---------------------------------------------------------------------------------
     def place(self, type_idx: int, n: int, cpus_per_gpu: float = 0.0,
-              mem_per_gpu: float = 0.0) -> tuple[np.ndarray, int] | None:
+              mem_per_gpu: float = 0.0, net_per_gpu: float = 0.0) -> tuple[np.ndarray, int] | None:
         """n free GPUs of one type and the number of nodes they span, or None if too few are free
-        (on nodes with room for `cpus_per_gpu` CPU threads and `mem_per_gpu` GB per GPU)."""
+        (on nodes with room for `cpus_per_gpu` CPU threads, `mem_per_gpu` GB and `net_per_gpu`
+        GB/s of network bandwidth per GPU)."""
         nodes = self.type_nodes[type_idx]
-        if cpus_per_gpu or mem_per_gpu:
-            free = self.room(self._type_slice[type_idx], cpus_per_gpu, mem_per_gpu)
+        if cpus_per_gpu or mem_per_gpu or net_per_gpu:
+            free = self.room(self._type_slice[type_idx], cpus_per_gpu, mem_per_gpu, net_per_gpu)
         else:
             free = self.node_free[self._type_slice[type_idx]]
         if n <= 0:
@@ -135,17 +153,21 @@ class Occupancy:
             got.append((t, p[0], p[1]))
         return np.concatenate([g for _t, g, _n in got]), [(t, len(g), n) for t, g, n in got]
 
-    def assign(self, row: int, gpus: np.ndarray, cpus: float = 0.0, mem_gb: float = 0.0) -> None:
-        """Give `gpus` (of one type, or ordered by type) to job `row`, with `cpus` threads and
-        `mem_gb` GB of host memory split over their nodes by GPUs."""
-        if cpus or mem_gb:
+    def assign(self, row: int, gpus: np.ndarray, cpus: float = 0.0, mem_gb: float = 0.0,
+               net_gbps: float = 0.0) -> None:
+        """Give `gpus` (of one type, or ordered by type) to job `row`, with `cpus` threads,
+        `mem_gb` GB of host memory and `net_gbps` GB/s of node network split over their nodes
+        by GPUs."""
+        if cpus or mem_gb or net_gbps:
             nodes, k = np.unique(self.cluster.gpu_node[gpus], return_counts=True)
-            c, m = cpus * k / len(gpus), mem_gb * k / len(gpus)
-            if np.any(self.cpu_free[nodes] + 1e-9 < c) or np.any(self.mem_free[nodes] + 1e-9 < m):
-                raise RuntimeError(f"nodes {nodes} lack the CPUs or memory for job {row}")
+            c, m, b = cpus * k / len(gpus), mem_gb * k / len(gpus), net_gbps * k / len(gpus)
+            if np.any(self.cpu_free[nodes] + 1e-9 < c) or np.any(self.mem_free[nodes] + 1e-9 < m) \
+                    or np.any(self.net_free[nodes] + 1e-9 < b):
+                raise RuntimeError(f"nodes {nodes} lack the CPUs, memory or network for job {row}")
             self.cpu_free[nodes] -= c
             self.mem_free[nodes] -= m
-            self.res[row] = (nodes, c, m)
+            self.net_free[nodes] -= b
+            self.res[row] = (nodes, c, m, b)
         if len(gpus) == 1:                       # scalar fast path: most jobs hold one GPU
             g = int(gpus[0])
             if self.owner.item(g) != FREE:
@@ -178,9 +200,10 @@ class Occupancy:
         if self.res:
             got = self.res.pop(row, None)
             if got is not None:
-                nodes, c, m = got
+                nodes, c, m, b = got
                 self.cpu_free[nodes] += c
                 self.mem_free[nodes] += m
+                self.net_free[nodes] += b
         if row in self.guests:
             self.guests.discard(row)
             self.guest[gpus] = FREE
@@ -241,6 +264,7 @@ class Occupancy:
         self.node_free[node] = 0
         self._up_capacity = None
         self._up_res = None
+        self._up_net = None
         return victims
 
     def node_up_again(self, node: int) -> None:
@@ -249,4 +273,5 @@ class Occupancy:
         self.node_up[node] = True
         self._up_capacity = None
         self._up_res = None
+        self._up_net = None
         self.node_free[node] = int(np.sum(self.owner[first:first + size] == FREE))

@@ -101,7 +101,7 @@ class Simulator:
         """Apply one decision's transitions; push their completions; return the change in running."""
         t = self.table
         (rows_l, kinds_l, types_l, gpus_l, nodes_l, cons_l, plans_l, partner_l, mode_l,
-         guest_l, cpus_l, mem_l, parts_l, fork_l) = zip(*trs)
+         guest_l, cpus_l, mem_l, parts_l, fork_l, net_l) = zip(*trs)
         rows = np.array(rows_l, dtype=np.int64)
         kind = np.array([KIND_OF[k] for k in kinds_l], dtype=np.int64)
         gtype = np.array(types_l, dtype=np.int64)
@@ -113,11 +113,11 @@ class Simulator:
         if shared:
             partner = np.array(partner_l, dtype=np.int64)
             req_ok &= partner < 0
-        extras = t.extras_seen or max(cpus_l) > 0 or max(mem_l) > 0 or \
+        extras = t.extras_seen or max(cpus_l) > 0 or max(mem_l) > 0 or max(net_l) > 0 or \
             plans_l.count(None) < len(trs)
         if extras:                         # a plan or resources of its own: ask the model
             req_ok &= np.array([p is None for p in plans_l]) & (np.array(cpus_l) == 0) & \
-                (np.array(mem_l) == 0)
+                (np.array(mem_l) == 0) & (np.array(net_l) == 0)
         mixed = parts_l.count(None) < len(trs)
         if mixed:                          # GPUs of several types: ask the model
             req_ok &= np.array([p is None for p in parts_l])
@@ -128,7 +128,7 @@ class Simulator:
             pplan = plan_now.get(p, t.plan[p]) if plan_now is not None and p >= 0 else None
             rate[i] = self._rate(rows_l[i], types_l[i], count.item(i), nodes_l[i], cons_l[i],
                                  p, mode_l[i], plans_l[i], cpus_l[i], mem_l[i], pplan,
-                                 parts_l[i], fork_l[i])
+                                 parts_l[i], fork_l[i], net_l[i])
         bad = on & (rate <= 0)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
@@ -140,7 +140,8 @@ class Simulator:
         if reshare.any():   # a job restoring keeps its remaining restore time; others: none
             delay = np.where(reshare, np.maximum(t.t0[rows] - now, 0.0), delay)
         more = {"plan": list(plans_l), "cpus": np.array(cpus_l, dtype=float),
-                "mem_gb": np.array(mem_l, dtype=float)} if extras else {}
+                "mem_gb": np.array(mem_l, dtype=float),
+                "net_gbps": np.array(net_l, dtype=float)} if extras else {}
         if mixed:
             more["fork"] = np.array([f[0] if f else 0.0 for f in fork_l])
         more["mixed"] = mixed
@@ -163,11 +164,11 @@ class Simulator:
 
     def _rate(self, row: int, gtype: int, count: int, nodes: int, cons: bool, partner: int,
               mode: str, plan=None, cpus: float = 0.0, mem_gb: float = 0.0, partner_plan=None,
-              parts=None, fork=None) -> float:
+              parts=None, fork=None, net_gbps: float = 0.0) -> float:
         specs = self.table.specs
         return allocation_rate(self.perf, specs[row], self.cluster.types[gtype], count, nodes, cons,
                                specs[partner] if partner >= 0 else None, mode, plan, cpus, mem_gb,
-                               partner_plan, parts, fork)
+                               partner_plan, parts, fork, net_gbps)
 
     def _unpair(self, row: int, now: float, version: np.ndarray, push) -> None:
         """`row`'s partner left its GPUs: it runs alone there from now on (its owner now)."""
@@ -175,9 +176,11 @@ class Simulator:
         gpus = t.placement[row]
         g, cons = int(t.gtype[row]), bool(t.consolidated[row])
         plan, cpus, mem = t.plan[row], float(t.cpus[row]), float(t.mem_gb[row])
-        rate = self._rate(row, g, len(gpus), self.occ.nodes_of(gpus), cons, -1, "", plan, cpus, mem)
-        more = {"plan": [plan], "cpus": np.array([cpus]), "mem_gb": np.array([mem])} \
-            if t.extras_seen else {}
+        net = float(t.net_gbps[row])
+        rate = self._rate(row, g, len(gpus), self.occ.nodes_of(gpus), cons, -1, "", plan, cpus, mem,
+                          net_gbps=net)
+        more = {"plan": [plan], "cpus": np.array([cpus]), "mem_gb": np.array([mem]),
+                "net_gbps": np.array([net])} if t.extras_seen else {}
         t.apply_transitions(now, np.array([row]), np.array([KIND_CODES["reshare"]]), np.array([g]),
                             [gpus], np.array([rate]), np.array([max(t.t0[row] - now, 0.0)]),
                             consolidated=np.array([cons]), **more)
