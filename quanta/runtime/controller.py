@@ -443,7 +443,7 @@ class Runtime:
         return allocation_rate(self.perf, specs[row], self.cluster.types[tr.gpu_type], len(tr.gpus),
                                tr.nodes, tr.consolidated, specs[tr.partner] if tr.partner >= 0
                                else None, tr.mode, tr.plan, tr.cpus, tr.mem_gb,
-                               parts=tr.parts, fork=tr.fork)
+                               parts=tr.parts, fork=tr.fork, net_gbps=tr.net_gbps)
 
     def _apply(self, trs: list[Transition], now: float) -> None:
         if not trs:
@@ -461,6 +461,7 @@ class Runtime:
                             plan=[tr.plan for tr in trs],
                             cpus=np.array([tr.cpus for tr in trs], dtype=float),
                             mem_gb=np.array([tr.mem_gb for tr in trs], dtype=float),
+                            net_gbps=np.array([tr.net_gbps for tr in trs], dtype=float),
                             fork=np.array([tr.fork[0] if tr.fork else 0.0 for tr in trs]))
         for tr in trs:
             row = tr.row
