@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from quanta.errors import QuantaError
+from quanta.specfile import read_yaml, validated
 from quanta.model.cluster import Cluster, NodeSpec
 from quanta.model.gpu import gpu_type
 from quanta.paths import TRACES_DIR
@@ -102,18 +102,7 @@ class _ClusterFile(BaseModel):
 
 
 def load_cluster_file(path: Path) -> Cluster:
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        line = getattr(getattr(e, "problem_mark", None), "line", None)
-        raise QuantaError("not valid YAML", source=str(path),
-                          line=None if line is None else line + 1) from None
-    try:
-        spec = _ClusterFile.model_validate(data)
-    except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(x) for x in err["loc"])
-        raise QuantaError(err["msg"], source=str(path), field=where) from None
+    spec = validated(_ClusterFile, read_yaml(path), str(path))
     nodes: list[NodeSpec] = []
     for gi, g in enumerate(spec.nodes):
         try:

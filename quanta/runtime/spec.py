@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from quanta.errors import QuantaError
 from quanta.model.job import JobSpec
+from quanta.specfile import read_yaml, validated
 
 
 class JobSubmission(BaseModel):
@@ -56,34 +56,16 @@ class JobSubmission(BaseModel):
                        min_gpus=self.min_gpus, max_gpus=self.max_gpus)
 
 
-def first_error(err: ValidationError, source: str = "") -> QuantaError:
-    """One line naming the field at fault."""
-    e = err.errors()[0]
-    field = ".".join(str(p) for p in e["loc"]) or None
-    return QuantaError(e["msg"], source=source or None, field=field)
-
-
 def parse_submission(data: object, source: str = "") -> JobSubmission:
     if not isinstance(data, dict):
         raise QuantaError("a job spec is a mapping of fields (name, command, steps, ...)",
                           source=source or None)
-    try:
-        return JobSubmission.model_validate(data)
-    except ValidationError as err:
-        raise first_error(err, source) from None
+    return validated(JobSubmission, data, source)
 
 
 def load_submission(path: Path) -> JobSubmission:
     """A job spec from a YAML file; relative `cwd` is taken from the file's folder."""
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as err:
-        raise QuantaError(f"cannot read job spec: {err.strerror}", source=str(path)) from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        raise QuantaError(f"not valid YAML ({getattr(err, 'problem', err)})", source=str(path),
-                          line=mark.line + 1 if mark else None) from None
-    sub = parse_submission(data, str(path))
+    sub = parse_submission(read_yaml(path), str(path))
     cwd = Path(sub.cwd) if sub.cwd else path.parent
     return sub.model_copy(update={"cwd": str((path.parent / cwd).resolve())})
