@@ -302,11 +302,7 @@ class Runtime:
     def _stop_running(self, row: int, why: str) -> None:
         """Take the job off its GPUs now (in the scheduler's books) and ask its processes to stop."""
         now = self.now()
-        t = self.table
-        if t.state[row] == RUNNING:
-            self.occ.release(row)
-            t.hold(row, now, Kind.PREEMPT.value, -1, np.empty(0, np.int64), 0.0, 0.0)
-        self.to_launch.pop(row, None)
+        self._release(row, now)
         proc = self.procs.get(row)
         if proc is not None:
             self._ask_stop(row, why)
@@ -367,19 +363,19 @@ class Runtime:
                               steps_done=steps, handle="")
         self.events.add("failure")
 
-    def _release(self, row: int, now: float) -> None:
-        """Take a job off its GPUs in the scheduler's books (its processes are gone)."""
+    def _release(self, row: int, now: float, preempted: bool = True) -> None:
+        """Take a job off its GPUs in the scheduler's books (and off its pending launch); counted
+        as a preemption unless it is ending."""
         if self.table.state[row] == RUNNING:
             self.occ.release(row)
-            self.table.hold(row, now, Kind.PREEMPT.value, -1, np.empty(0, np.int64), 0.0, 0.0)
+            if preempted:
+                self.table.hold(row, now, Kind.PREEMPT.value, -1, np.empty(0, np.int64), 0.0, 0.0)
         self.to_launch.pop(row, None)
 
     def _close(self, row: int, state: str, message: str, now: float, **cols) -> None:
         t = self.table
-        if t.state[row] != DONE:      # off its GPUs and out of the policy's view (not a preemption)
-            if t.state[row] == RUNNING:
-                self.occ.release(row)
-            self.to_launch.pop(row, None)
+        if t.state[row] != DONE:      # off its GPUs and out of the policy's view
+            self._release(row, now, preempted=False)
             t.finish(row, now)
         t.end[row] = now
         self.held.discard(row)
@@ -394,9 +390,7 @@ class Runtime:
         name = self.cluster.nodes[node].name
         self.store.update(None, ("node-lost", name))
         for row in self.occ.node_down(node):
-            self.occ.release(row)
-            self.table.hold(row, now, Kind.PREEMPT.value, -1, np.empty(0, np.int64), 0.0, 0.0)
-            self.to_launch.pop(row, None)
+            self._release(row, now)
             if row in self.procs:
                 self._ask_stop(row, "node")    # ranks on other nodes checkpoint and end
             else:
