@@ -48,8 +48,11 @@ def test_pollux_jobs_get_their_work_from_the_validation_profile():
     trace = load_trace("sia-philly-1")
     wl = build_workload(trace, m, seed=0)
     cifar = next(s for s in wl.specs if s.job_type == "cifar10")
-    rows = list(csv.DictReader(open(PROFILES_DIR / "sia_pollux" / "cifar10" / "validation-128.csv")))
-    assert cifar.total_steps == pytest.approx(float(rows[-1]["progress"]))   # ~100 epochs of M0
+    # Sia's end of training: the last epoch boundary common to every validation run (the least
+    # progress any run reports there; applications.py get_progress)
+    last = min(float(list(csv.DictReader(open(f)))[-1]["progress"])
+               for f in (PROFILES_DIR / "sia_pollux" / "cifar10").glob("validation-*.csv"))
+    assert cifar.total_steps == pytest.approx(last)   # ~100 epochs of M0
     assert cifar.duration_s == 0.0
     assert any("work to the target metric" in n for n in wl.notes)
     assert m.work_steps(JobSpec("x", 0, 1, "ResNet-18 (batch size 32)")) is None

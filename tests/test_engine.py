@@ -194,3 +194,65 @@ def test_first_start_cost_delays_every_job(perf):
     never_preempted = plain.table.preemptions == 0
     assert never_preempted.all() and (first.table.preemptions == 0).all()
     np.testing.assert_allclose(first.table.end - plain.table.end, 4.0, atol=1e-6)
+
+
+class PhasedPerf:
+    """Toy model whose rate changes as a job trains: phase k (of 3, equal thirds of the work)
+    runs at (k + 1) steps/s per GPU ** 0.5; records the phases it was asked about."""
+
+    def __init__(self):
+        self.asked = set()
+
+    def rate(self, job, gpu_type, num_gpus, num_nodes=1, consolidated=None):
+        self.asked.add(job.phase)
+        return (job.phase + 1) * num_gpus ** 0.5
+
+    def rate_matrix(self, jobs, types):
+        return np.array([[self.rate(j, t, j.num_gpus) for t in types] for j in jobs])
+
+    def phase_fractions(self, job):
+        return np.array([1 / 3, 2 / 3, 1.0])
+
+    def provenance(self, job, gpu_type):
+        return "fitted"
+
+    def shared_rate(self, *args, **kwargs):
+        return 0.0
+
+
+def test_jobs_are_re_rated_at_each_training_phase():
+    """A job whose rate changes with progress (a goodput job's epochs) finishes exactly when the
+    piecewise rates say, in every phase of its run, also across a preemption."""
+    perf = PhasedPerf()
+    job = JobSpec("a", 0.0, 1, "x", total_steps=300.0)
+    res = Simulator([job], homogeneous(1, 1), make_policy("fifo"), perf,
+                    restart=RestartCost(0.0)).run()
+    # 100 steps at 1/s, 100 at 2/s, 100 at 3/s
+    assert res.table.end[0] == pytest.approx(100 + 50 + 100 / 3)
+    assert perf.asked == {0, 1, 2} and res.table.specs[0].phase == 2
+    # LAS with two jobs time-shares one GPU: every job still runs its phases at their own rates
+    jobs = [JobSpec("a", 0.0, 1, "x", total_steps=300.0), JobSpec("b", 10.0, 1, "x", total_steps=30.0)]
+    res = Simulator(jobs, homogeneous(1, 1), make_policy("las"), PhasedPerf(),
+                    restart=RestartCost(0.0)).run()
+    # b (10 steps each at 1, 2, 3/s) preempts a at t=10 and runs alone for 18.33 s; then a
+    # resumes in its first phase with 90 steps to go
+    b_end = 10.0 + 10 + 5 + 10 / 3
+    assert res.table.end[1] == pytest.approx(b_end)
+    assert res.table.end[0] == pytest.approx(b_end + (100 - 10) + 50 + 100 / 3)
+
+
+def test_goodput_jobs_speed_up_as_their_gradient_noise_grows():
+    """deepspeech2 on 4 RTX 2080Tis re-tuning its batch (Sia, Pollux): at epoch 0 barely faster than
+    on 1 GPU, by mid-training ~4x (the gradient noise scale grows), and the simulator charges it."""
+    from quanta.perf.base import ADAPTIVE_BATCH
+    from quanta.perf.goodput import GoodputPerf
+    g = GoodputPerf()
+    early = JobSpec("d", 0.0, 1, "deepspeech2", batch_size=20)
+    late = early.with_(phase=40)
+    ratio = [g.rate_with(s, "rtx", 4, 1, True, ADAPTIVE_BATCH) / g.rate_with(s, "rtx", 1, 1, True, ADAPTIVE_BATCH)
+             for s in (early, late)]
+    assert ratio[0] < 1.2 and ratio[1] > 3.0
+    # at its own batch (no re-tuning) more GPUs only split the same batch: no statistical gain
+    assert g.rate(late, "rtx", 4) == g.rate(early, "rtx", 4)
+    fr = g.phase_fractions(early)
+    assert len(fr) == 80 and fr[-1] == 1.0 and np.all(np.diff(fr) > 0)

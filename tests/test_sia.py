@@ -39,11 +39,36 @@ def test_never_scales_more_than_twice_what_it_ran_with():
     perf = LinearPerf({("x", "v100"): 1.0})
     specs = [JobSpec("x", 0.0, 1, "x", total_steps=1e6)]
     dec = make_policy("sia").decide(snap_of(specs, c, perf))
-    assert dec.gpus[0] == 2                                   # fresh: 1 GPU profiled -> at most 2
+    assert dec.gpus[0] == 1            # never ran: nothing known of it, Sia admits it at 1 GPU
     snap = snap_of(specs, c, perf, running={0: (0, 2)}, state={"seen": {}})
     dec = make_policy("sia").decide(snap)
     assert dec.gpus[0] == 4                                   # ran with 2 -> at most 4
     assert make_policy("sia:adaptive=false").decide(snap).gpus[0] == 1   # rigid: its request
+
+
+def test_twice_cap_is_shared_across_gpu_types():
+    """Sia's paper runs (--share_max_replicas): 2x the largest count on any type; per type with
+    share_max=false."""
+    c = Cluster((NodeSpec("a", "a100", 8), NodeSpec("t", "t4", 8)))
+    perf = LinearPerf({("x", "a100"): 1.0, ("x", "t4"): 3.0})     # T4 faster: Sia moves it there
+    specs = [JobSpec("x", 0.0, 1, "x", total_steps=1e6)]
+    snap = snap_of(specs, c, perf, running={0: (0, 4)}, state={"seen": {}})
+    dec = make_policy("sia").decide(snap)
+    assert c.types[dec.gpu_type[0]] == "t4" and dec.gpus[0] == 8   # ran 4 on A100 -> 8 on T4
+    per_type = make_policy("sia:share_max=false").decide(
+        snap_of(specs, c, perf, running={0: (0, 4)}, state={"seen": {}}))
+    # per type: 8 A100s (2x its 4 there) beat 1 T4 (never ran there)
+    assert c.types[per_type.gpu_type[0]] == "a100" and per_type.gpus[0] == 8
+
+
+def test_adaptive_jobs_get_the_adaptive_batch_plan():
+    from quanta.perf.base import ADAPTIVE_BATCH
+    c = Cluster((NodeSpec("n", "v100", 8),))
+    perf = LinearPerf({("x", "v100"): 1.0})
+    specs = [JobSpec("x", 0.0, 1, "x", total_steps=1e6)]
+    dec = make_policy("sia").decide(snap_of(specs, c, perf))
+    assert dec.plans == {0: ADAPTIVE_BATCH}
+    assert make_policy("sia:adaptive=false").decide(snap_of(specs, c, perf)).plans == {}
 
 
 def test_every_job_is_admitted_when_capacity_allows_and_no_gpu_idles():
@@ -51,9 +76,12 @@ def test_every_job_is_admitted_when_capacity_allows_and_no_gpu_idles():
     specs = [JobSpec(f"j{i}", 0.0, 1, "x", total_steps=1e6) for i in range(4)]
     roomy = Cluster((NodeSpec("n", "v100", 8),))
     dec = make_policy("sia").decide(snap_of(specs, roomy, perf))
-    assert list(dec.gpus) == [2, 2, 2, 2]      # everyone admitted (lambda_n), each at its 2x cap
+    assert list(dec.gpus) == [1, 1, 1, 1]      # everyone admitted (lambda_n), new jobs at 1 GPU
+    ran = {"seen": {(r, -1): 1 for r in range(4)}}    # each has run on 1 GPU: may grow to 2
+    dec = make_policy("sia").decide(snap_of(specs, roomy, perf, state=dict(ran)))
+    assert list(dec.gpus) == [2, 2, 2, 2]
     tight = Cluster((NodeSpec("n", "v100", 4),))
-    dec = make_policy("sia").decide(snap_of(specs, tight, perf))
+    dec = make_policy("sia").decide(snap_of(specs, tight, perf, state={"seen": dict(ran["seen"])}))
     # with p = -0.5 a second GPU lowers a job's term (1 -> 0.73) more than admitting another job
     # saves (lambda_n - 1 = 0.1): Sia grows two jobs rather than admitting four
     assert dec.gpus.sum() == 4 and sorted(dec.gpus) == [0, 0, 2, 2]

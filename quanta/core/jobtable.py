@@ -84,6 +84,20 @@ class JobTable:
         self.mixed_seen = False                          # any job ever held several types
         self.min_rate = np.full(n, np.inf)               # lowest rate it ever ran at (SLA checks)
         self.extras_seen = False                         # any plan or resources ever held
+        # training phases (epochs) of jobs whose rates change as they train
+        # (PerfModel.phase_fractions): ends of each phase in steps, and the progress at which the
+        # current phase ends (inf: no phases, or the last one)
+        self.phase_ends: dict[int, np.ndarray] = {}
+        self.next_phase_at = np.full(n, np.inf)
+        fn = getattr(perf, "phase_fractions", None)
+        if fn is not None:
+            for i, spec in enumerate(self.specs):
+                f = fn(spec)
+                if f is not None and len(f) > 1 and self.total[i] > 0:
+                    ends = np.asarray(f, dtype=float) * self.total[i]
+                    self.phase_ends[i] = ends
+                    k = min(int(spec.phase), len(ends) - 1)
+                    self.next_phase_at[i] = ends[k] if k < len(ends) - 1 else np.inf
 
     def __len__(self) -> int:
         return len(self.specs)
@@ -101,6 +115,7 @@ class JobTable:
                 setattr(self, name, np.concatenate([col, getattr(fresh, name)]))
         self.specs.extend(fresh.specs)
         self.index.update({s.job_id: n + i for i, s in enumerate(fresh.specs)})
+        self.phase_ends.update({n + i: e for i, e in fresh.phase_ends.items()})
         return np.arange(n, n + len(fresh.specs))
 
     def never_fits(self, across_types: bool = False) -> np.ndarray:
@@ -247,6 +262,35 @@ class JobTable:
         r = self.rate[rows]
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(r > 0, self.t0[rows] + (self.total[rows] - self.prog0[rows]) / r, np.inf)
+
+    def phase_times(self, rows: np.ndarray) -> np.ndarray:
+        """When each job's progress reaches the end of its current phase at its current rate
+        (inf: no phase end ahead, or not progressing)."""
+        r = self.rate[rows]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(r > 0, self.t0[rows] + (self.next_phase_at[rows] - self.prog0[rows]) / r,
+                            np.inf)
+
+    def set_phase(self, row: int, progress: float | None = None) -> bool:
+        """Move the job to the phase its progress (default: its progress so far, prog0) is in, or
+        past the phase whose end it has reached: its spec says the new phase and its rates at the
+        requested count are the model's for it. Returns whether the phase changed. The caller
+        re-rates the job's current allocation."""
+        ends = self.phase_ends.get(row)
+        if ends is None:
+            return False
+        p = float(self.prog0[row] if progress is None else progress)
+        old = int(self.specs[row].phase)
+        new = int(np.searchsorted(ends, p, side="right"))
+        if self.next_phase_at[row] < np.inf and p >= self.next_phase_at[row] * (1 - 1e-12):
+            new = max(new, old + 1)        # reached the end of its phase (up to rounding)
+        new = min(new, len(ends) - 1)
+        self.next_phase_at[row] = ends[new] if new < len(ends) - 1 else np.inf
+        if new == old:
+            return False
+        spec = self.specs[row] = self.specs[row].with_(phase=new)
+        self.rates[row] = self.perf.rate_matrix([spec], self.cluster.types)[0] * self.allowed[row]
+        return True
 
     def finish(self, row: int, now: float) -> None:
         self.mark(row, now)

@@ -39,6 +39,9 @@ class JobSpec:
     type_drawn: bool = False           # job_type was drawn from the catalog, not given by the trace
     reference_gpu: str = REFERENCE_GPU
     source_line: int = 0               # line of the trace file this job came from (for errors)
+    # training phase the job is in now (its epoch, for performance models whose rates change as
+    # training advances: PerfModel.phase_fractions); set by the drivers' job tables, 0 in a trace
+    phase: int = 0
 
     @property
     def elastic(self) -> bool:

@@ -36,6 +36,16 @@ class PerfModel(Protocol):
         """How sure the model is about `job` on `gpu_type`."""
 
 
+# A plan meaning "re-tune the job's batch size and gradient accumulation for every allocation"
+# (Pollux's agent; Sia's adaptive jobs). Policies that co-adapt batch sizes (sia, pollux) give it
+# to every job they run; without it a job trains at its own global batch (JobSpec.batch_size).
+ADAPTIVE_BATCH = "adaptive-batch"
+
+# Optional, for models whose rates change as training advances:
+#   phase_fractions(job) -> ascending fractions of the job's work at which its rate changes (the
+#       ends of its phases, e.g. epochs; the last is 1.0), or None. The drivers keep each job's
+#       current phase in JobSpec.phase and re-rate the job when its progress crosses an end.
+
 # Optional, for models that know execution plans and CPU / host-memory sensitivity:
 #   rate_with(job, gpu_type, num_gpus, num_nodes, consolidated, plan, cpus, mem_gb[, net_gbps=])
 #       -> steps/s at that plan (None: the job's own plan) with `cpus` CPU threads and `mem_gb` GB

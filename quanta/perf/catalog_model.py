@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from quanta.model.job import JobSpec
-from quanta.perf.base import Provenance
+from quanta.perf.base import ADAPTIVE_BATCH, Provenance
 from quanta.perf.goodput_data import APPS as GOODPUT_APPS
 from quanta.perf.plan import APP_TO_FAMILY
 from quanta.perf.synergy import PROPORTIONAL, cpu_mem_factor
@@ -61,19 +61,19 @@ class CatalogModel:
         """Plan model jobs: at that plan, CPU threads and host memory. Other jobs: their rate
         times Synergy's CPU / memory factor relative to Synergy's GPU-proportional share (an
         amount left at 0 counts as that share); a plan is charged for table jobs (gradient accumulation,
-        TableModel.rate_with) and ignored for goodput jobs. Network bandwidth (`net_gbps`) only
+        TableModel.rate_with); for goodput jobs the plan ADAPTIVE_BATCH re-tunes the batch size
+        (GoodputPerf.rate_with). Network bandwidth (`net_gbps`) only
         for plan model jobs (PlanPerf.rate_with); the other models ignore it."""
         model = self.model_for(job)
-        if model is self.plan:
+        if plan == ADAPTIVE_BATCH and model is not self._goodput:
+            plan = None                    # only goodput jobs re-tune their batch size
+        if model is self._plan:
             if net_gbps:
                 return model.rate_with(job, gpu_type, num_gpus, num_nodes, consolidated, plan,
                                        cpus, mem_gb, net_gbps)
             return model.rate_with(job, gpu_type, num_gpus, num_nodes, consolidated, plan, cpus,
                                    mem_gb)
-        if model is self.table:
-            base = model.rate_with(job, gpu_type, num_gpus, num_nodes, consolidated, plan)
-        else:
-            base = model.rate(job, gpu_type, num_gpus, num_nodes, consolidated)
+        base = model.rate_with(job, gpu_type, num_gpus, num_nodes, consolidated, plan)
         if (not cpus and not mem_gb) or num_gpus <= 0:
             return base
         c = cpus / num_gpus if cpus else PROPORTIONAL[0]
@@ -83,7 +83,7 @@ class CatalogModel:
     def best_plan_rate(self, job: JobSpec, gpu_type: str, num_gpus: int, num_nodes: int = 1,
                        consolidated: bool | None = None, cpus: float = 0.0, mem_gb: float = 0.0):
         model = self.model_for(job)
-        if model is self.plan:
+        if model is self._plan:
             return model.best_plan_rate(job, gpu_type, num_gpus, num_nodes, consolidated, cpus,
                                         mem_gb)
         return None, self.rate_with(job, gpu_type, num_gpus, num_nodes, consolidated, None, cpus,
@@ -91,7 +91,7 @@ class CatalogModel:
 
     def host_memory_gb(self, job: JobSpec, plan) -> float:
         model = self.model_for(job)
-        return model.host_memory_gb(job, plan) if model is self.plan else 0.0
+        return model.host_memory_gb(job, plan) if model is self._plan else 0.0
 
     def rate_matrix(self, jobs: Sequence[JobSpec], types: Sequence[str]) -> np.ndarray:
         out = np.zeros((len(jobs), len(types)))
@@ -109,7 +109,13 @@ class CatalogModel:
         """A job's work from the catalog where the catalog knows it (Pollux/Sia applications:
         steps of the initial batch to the target metric); None otherwise."""
         model = self.model_for(job)
-        return model.work_steps(job) if model is self.goodput else None
+        return model.work_steps(job) if model is self._goodput else None
+
+    def phase_fractions(self, job: JobSpec):
+        """Where a goodput job's rate changes (its epochs' ends, as fractions of its work); None
+        for the other models' jobs, whose rates do not depend on progress."""
+        model = self.model_for(job)
+        return model.phase_fractions(job) if model is self._goodput else None
 
     def provenance(self, job: JobSpec, gpu_type: str) -> Provenance:
         return self.model_for(job).provenance(job, gpu_type)

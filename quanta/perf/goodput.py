@@ -6,13 +6,15 @@
   profiled type scaled by the ratio of 1-GPU ("atomic") throughputs (largest local batch / its
   step time) -> provenance "bootstrapped" (Sia).
 - EFFICIENCY(M) = gain / r with r = M / M0, gain = (var + sqr) / (var / r + sqr), where sqr/var
-  are the gradient statistics of the application's M0 validation run at the given progress
-  (fraction of training done). It is 1 at M = M0 and falls as M grows.
+  are the gradient statistics of the current epoch at batch M (interpolated between the
+  application's validation runs, as Sia's simulator does). It is 1 at M = M0 and falls as M grows.
+  The statistics change from epoch to epoch, so a job's goodput does too (`GoodputPerf`).
 - `best_config` re-picks (atomic local batch m, accumulation steps s) for an allocation as the
   Pollux agent does: 50 global batches on a geometric grid from max(M0, K * min_local) to the max
   batch, s = ceil(local / m_max) - 1 (at least 1 on a single GPU beyond M0), m = ceil(local/(s+1)).
   When K * min_local exceeds the max batch the grid is that one batch (the job cannot shrink its
-  per-GPU batch further); the answer is then its goodput, never a silent 0.
+  per-GPU batch further); the answer is then its goodput, never a silent 0. `fixed_config`
+  splits the user's own batch instead (jobs whose scheduler does not tune batch sizes).
 
 `GoodputPerf` exposes this as a PerfModel; see its docstring for the unit of `rate`.
 """
@@ -30,7 +32,7 @@ import numpy as np
 from quanta.errors import QuantaError
 from quanta.model.gpu import gpu_type as gpu_spec
 from quanta.model.job import JobSpec
-from quanta.perf.base import Provenance
+from quanta.perf.base import ADAPTIVE_BATCH, Provenance
 from quanta.perf.goodput_data import (APPS, GPUS_PER_NODE, MAX_LOCAL_OVERRIDE, SIA_POLLUX_DIR,
                                       canonical_type, load_samples, load_validation,
                                       profiled_types, seed_atomic, validation_batches)
@@ -56,11 +58,24 @@ def efficiency(noise_sqr, noise_var, init_batch, global_batch):
 
 @dataclass(frozen=True)
 class GradientNoise:
-    """Gradient statistics per epoch; `ends[i]` = fraction of training done at the end of
-    epoch i. Stats of epoch i hold for progress in [ends[i-1], ends[i])."""
+    """Gradient statistics per epoch and per validated global batch size.
+
+    `batches[b]` are the global batches the application has a validation run at (ascending; the
+    first is M0); `sqr[b, e]`, `var[b, e]` that run's statistics during epoch e. `ends[e]` is the
+    fraction of training done at the end of epoch e, from the epoch boundaries common to every run
+    (the least progress any run reports at that epoch, in M0 steps, over the same at the last
+    epoch). Statistics of epoch e hold for progress in [ends[e-1], ends[e]). At a batch between two
+    validated ones they are interpolated linearly, as Sia's simulator does
+    (applications.py get_grad_stats; clipped to the validated range)."""
     ends: np.ndarray
     sqr: np.ndarray
     var: np.ndarray
+    batches: np.ndarray = field(default_factory=lambda: np.ones(1))
+
+    def __post_init__(self) -> None:
+        if np.ndim(self.sqr) == 1:      # one run (M0) only
+            object.__setattr__(self, "sqr", np.asarray(self.sqr, float)[None, :])
+            object.__setattr__(self, "var", np.asarray(self.var, float)[None, :])
 
     @classmethod
     def from_validation(cls, progress, grad_sqr, grad_var) -> "GradientNoise":
@@ -68,10 +83,42 @@ class GradientNoise:
         return cls(progress / progress[-1], np.asarray(grad_sqr, float),
                    np.asarray(grad_var, float))
 
-    def at(self, progress):
+    @classmethod
+    def from_runs(cls, runs: dict[int, dict[str, np.ndarray]]) -> tuple["GradientNoise", float]:
+        """From validation runs {global batch: {progress, grad_sqr, grad_var}}; returns the noise
+        and the work to the end of the last common epoch (M0 steps)."""
+        batches = np.array(sorted(runs), dtype=float)
+        epochs = min(len(r["progress"]) for r in runs.values())
+        prog = np.array([runs[b]["progress"][:epochs] for b in sorted(runs)])
+        ends = prog.min(axis=0)
+        sqr = np.array([runs[b]["grad_sqr"][:epochs] for b in sorted(runs)], dtype=float)
+        var = np.array([runs[b]["grad_var"][:epochs] for b in sorted(runs)], dtype=float)
+        return cls(ends / ends[-1], sqr, var, batches), float(ends[-1])
+
+    @property
+    def epochs(self) -> int:
+        return len(self.ends)
+
+    def epoch_of(self, progress):
+        """Epoch index at `progress` (fraction of training done)."""
+        return np.clip(np.searchsorted(self.ends, progress, side="right"), 0, len(self.ends) - 1)
+
+    def at_epoch(self, epoch, batch=None):
+        """(sqr, var) during `epoch` at global batch `batch` (None: the first run's, M0)."""
+        e = np.asarray(epoch)
+        if batch is None or len(self.batches) == 1:
+            return self.sqr[0, e], self.var[0, e]
+        bs = self.batches
+        b = np.clip(np.asarray(batch, dtype=float), bs[0], bs[-1])
+        j = np.clip(np.searchsorted(bs, b, side="right") - 1, 0, len(bs) - 2)
+        w = (b - bs[j]) / (bs[j + 1] - bs[j])
+        sqr = (1.0 - w) * self.sqr[j, e] + w * self.sqr[j + 1, e]
+        var = (1.0 - w) * self.var[j, e] + w * self.var[j + 1, e]
+        return sqr, var
+
+    def at(self, progress, batch=None):
         """(sqr, var) at `progress` (fraction of training done, scalar or array)."""
-        i = np.clip(np.searchsorted(self.ends, progress, side="right"), 0, len(self.ends) - 1)
-        return self.sqr[i], self.var[i]
+        return self.at_epoch(self.epoch_of(progress), batch)
 
     def noise_scale(self, progress=0.0):
         sqr, var = self.at(progress)
@@ -115,7 +162,8 @@ class GoodputModel:
     noise: GradientNoise
     profiles: dict[str, AppProfile]
     seed: dict[str, tuple[float, float]] = field(default_factory=dict)
-    work: float = 0.0   # steps of the initial batch M0 to the target metric (validation profile)
+    work: float = 0.0   # M0 steps to the end of training: the last epoch boundary common to every
+                        # validation run (Sia's completion: applications.py get_progress)
     _boot: dict[str, AppProfile] = field(default_factory=dict, repr=False)
 
     # -- per-type profile ------------------------------------------------------------------
@@ -169,14 +217,18 @@ class GoodputModel:
     def throughput(self, gpu_type, num_nodes, num_replicas, local_bsz, accum=0):
         return self.profile(gpu_type).throughput(num_nodes, num_replicas, local_bsz, accum)
 
-    def efficiency(self, global_batch, progress=0.0):
-        sqr, var = self.noise.at(progress)
+    def efficiency(self, global_batch, progress=0.0, epoch=None):
+        """Statistical efficiency of `global_batch` at `progress` (or during `epoch`), from the
+        gradient statistics of that batch (interpolated between validation runs)."""
+        e = self.noise.epoch_of(progress) if epoch is None else epoch
+        sqr, var = self.noise.at_epoch(e, global_batch)
         return efficiency(sqr, var, self.init_batch, global_batch)
 
-    def goodput(self, gpu_type, num_nodes, num_replicas, local_bsz, accum=0, progress=0.0):
+    def goodput(self, gpu_type, num_nodes, num_replicas, local_bsz, accum=0, progress=0.0,
+                epoch=None):
         m = np.asarray(num_replicas, float) * np.asarray(local_bsz, float) * (np.asarray(accum) + 1)
         return (self.throughput(gpu_type, num_nodes, num_replicas, local_bsz, accum)
-                * self.efficiency(m, progress))
+                * self.efficiency(m, progress, epoch))
 
     def candidates(self, gpu_type: str, num_replicas: int):
         """The Pollux grid for K replicas: (atomic m, s, global batch) arrays."""
@@ -194,18 +246,40 @@ class GoodputModel:
         return m, s, k * m * (s + 1)
 
     def best_config(self, gpu_type: str, num_nodes: int, num_replicas: int,
-                    progress: float = 0.0, noise: tuple[float, float] | None = None) -> BestConfig:
-        """Goodput-maximising (m, s) on K = num_replicas GPUs over num_nodes nodes. `noise`
-        overrides the (sqr, var) gradient statistics (default: the profile's at `progress`)."""
+                    progress: float = 0.0, noise: tuple[float, float] | None = None,
+                    epoch: int | None = None) -> BestConfig:
+        """Goodput-maximising (m, s) on K = num_replicas GPUs over num_nodes nodes, at `progress`
+        (or during `epoch`), each candidate batch at its own gradient statistics. `noise`
+        overrides the (sqr, var) statistics for every candidate."""
         if num_replicas < 1:
             raise ValueError("best_config needs at least one replica")
         p = self.profile(gpu_type)
         m, s, batch = self.candidates(gpu_type, num_replicas)
-        sqr, var = noise if noise is not None else self.noise.at(progress)
+        if noise is not None:
+            sqr, var = noise
+        else:
+            sqr, var = self.noise.at_epoch(self.noise.epoch_of(progress) if epoch is None
+                                           else epoch, batch)
         good = (p.throughput(num_nodes, num_replicas, m, s)
                 * efficiency(sqr, var, p.init_batch, batch))
         i = int(np.argmax(good))
         return BestConfig(int(m[i]), int(s[i]), float(good[i]))
+
+    def fixed_config(self, gpu_type: str, num_nodes: int, num_replicas: int, batch: int,
+                     progress: float = 0.0, epoch: int | None = None) -> BestConfig:
+        """(m, s) and goodput of the user's own global batch on K replicas, not re-tuned (the
+        split Sia's simulator gives a job whose batch-size tuning is off, job.py
+        update_local_bsz): local = ceil(batch / K); s = ceil(local / max atomic batch) - 1, at
+        least 1 on one GPU beyond M0; m = ceil(local / (s + 1)), at most max batch / (K (s + 1))."""
+        p = self.profile(gpu_type)
+        k = int(num_replicas)
+        local = ceil(batch / k - _EPS)
+        s = ceil(local / p.max_local - _EPS) - 1
+        if k == 1 and batch > p.init_batch:
+            s = max(1, s)
+        m = max(1, min(ceil(local / (s + 1) - _EPS), int(p.max_batch / (k * (s + 1)))))
+        good = float(self.goodput(gpu_type, num_nodes, k, m, s, progress, epoch))
+        return BestConfig(m, s, good)
 
 
 @dataclass
@@ -235,8 +309,7 @@ def build_app_model(app: str, types: Sequence[str] | None = None,
     """Fit `app` on its placement profiles (all profiled types, or only `types`)."""
     batches = validation_batches(app, data_dir)
     m0, max_batch = batches[0], batches[-1]
-    v = load_validation(app, m0, data_dir)
-    noise = GradientNoise.from_validation(v["progress"], v["grad_sqr"], v["grad_var"])
+    noise, work = GradientNoise.from_runs({b: load_validation(app, b, data_dir) for b in batches})
     wanted = profiled_types(app, data_dir) if types is None else [canonical_type(t) for t in types]
     profiles = {}
     for t in wanted:
@@ -248,8 +321,7 @@ def build_app_model(app: str, types: Sequence[str] | None = None,
                                  max_local, Provenance.FITTED,
                                  f"fitted on {len(smp)} samples of sia_pollux/{app} ({t})",
                                  GPUS_PER_NODE.get(t, 8), int(smp.num_replicas.max()))
-    return GoodputModel(app, m0, max_batch, noise, profiles, seed_atomic(app, data_dir),
-                        work=float(v["progress"][-1]))
+    return GoodputModel(app, m0, max_batch, noise, profiles, seed_atomic(app, data_dir), work=work)
 
 
 @lru_cache(maxsize=1)
@@ -269,11 +341,17 @@ class GoodputPerf:
     """PerfModel over the goodput catalog, for jobs whose `job_type` is a Pollux/Sia application.
 
     Unit of `rate`: steps of the job's initial global batch M0 per second of *useful* progress,
-    i.e. goodput(best batch configuration for the allocation, at progress 0) / M0. On one GPU at
-    M0 this is the plain steps/s; a larger allocation counts its bigger batches only as far as
-    they help statistically. Early in training the gradient noise is small, so at progress 0 big
-    allocations gain little (Pollux's own view); `progress` (fraction of training done) picks
-    another point of the noise curve for every answer.
+    i.e. goodput / M0 (Sia's simulator counts progress the same way: gain / iteration time). On
+    one GPU at M0 this is the plain steps/s; a larger batch counts only as far as it helps
+    statistically.
+    - Progress: statistical efficiency uses the gradient statistics of the epoch the job is in
+      (`JobSpec.phase`, kept by the drivers; `phase_fractions` gives the epoch ends) at the global
+      batch in use, so a job is re-rated as it trains (early epochs have little gradient noise, so
+      big batches help little; later ones more).
+    - Batch size: by default a job trains at its own global batch (`JobSpec.batch_size`, else M0)
+      split over its GPUs (`fixed_config`); with the plan ADAPTIVE_BATCH (policies that co-adapt
+      batch sizes: sia, pollux) the batch and accumulation are re-tuned for each allocation
+      (`best_config`), as Pollux's agent does.
     Jobs of other types go to `fallback` (default: TableModel()).
     `shared_rate` is 0.0 whenever a Pollux/Sia job is involved: Pollux and Sia never share a GPU
     between jobs, so such a job makes no progress on a shared GPU (other pairs: fallback).
@@ -285,10 +363,8 @@ class GoodputPerf:
     reported as ESTIMATED. Answers are cached: a repeated query is a dict lookup.
     """
 
-    def __init__(self, catalog: GoodputCatalog | None = None, fallback=None,
-                 progress: float = 0.0):
+    def __init__(self, catalog: GoodputCatalog | None = None, fallback=None):
         self.catalog = catalog if catalog is not None else load_goodput_catalog()
-        self.progress = float(progress)
         if fallback is None:
             from quanta.perf.table import TableModel
             fallback = TableModel()
@@ -304,17 +380,30 @@ class GoodputPerf:
 
     def rate(self, job: JobSpec, gpu_type: str, num_gpus: int, num_nodes: int = 1,
              consolidated: bool | None = None) -> float:
+        """At the job's own batch (see the class docstring)."""
+        return self.rate_with(job, gpu_type, num_gpus, num_nodes, consolidated)
+
+    def rate_with(self, job: JobSpec, gpu_type: str, num_gpus: int, num_nodes: int = 1,
+                  consolidated: bool | None = None, plan=None, cpus: float = 0.0,
+                  mem_gb: float = 0.0, net_gbps: float = 0.0) -> float:
+        """At the job's own batch, or re-tuned for the allocation with plan ADAPTIVE_BATCH. CPU
+        threads, host memory and network are not modelled here."""
         app = self._app(job)
         if app is None:
-            return self.fallback.rate(job, gpu_type, num_gpus, num_nodes, consolidated)
+            fb = getattr(self.fallback, "rate_with", None)
+            if fb is None or plan is None or plan == ADAPTIVE_BATCH:
+                return self.fallback.rate(job, gpu_type, num_gpus, num_nodes, consolidated)
+            return fb(job, gpu_type, num_gpus, num_nodes, consolidated, plan)
         multi = num_nodes > 1 or consolidated is False
-        key = (app, gpu_type, num_gpus, multi)
+        batch = 0 if plan == ADAPTIVE_BATCH else (job.batch_size or self.catalog[app].init_batch)
+        key = (app, gpu_type, num_gpus, multi, job.phase, batch)
         hit = self._cache.get(key)
         if hit is None:
-            hit = self._cache[key] = self._rate(app, gpu_type, num_gpus, multi)
+            hit = self._cache[key] = self._rate(app, gpu_type, num_gpus, multi, job.phase, batch)
         return hit
 
-    def _rate(self, app: str, gpu_type: str, num_gpus: int, multi: bool) -> float:
+    def _rate(self, app: str, gpu_type: str, num_gpus: int, multi: bool, phase: int,
+              batch: int) -> float:
         if num_gpus <= 0:
             return 0.0
         model = self.catalog[app]
@@ -323,9 +412,21 @@ class GoodputPerf:
             # neither profiled nor bootstrappable (e.g. K80): the V100 answer scaled by the
             # generic GPU speed ratio, reported as ESTIMATED (never a silent 0)
             ratio = gpu_spec(gpu_type).speed / gpu_spec(ESTIMATE_FROM).speed
-            return ratio * self._rate(app, ESTIMATE_FROM, num_gpus, multi)
-        best = model.best_config(gpu_type, nodes, num_gpus, progress=self.progress)
+            return ratio * self._rate(app, ESTIMATE_FROM, num_gpus, multi, phase, batch)
+        epoch = min(phase, model.noise.epochs - 1)
+        if batch:
+            best = model.fixed_config(gpu_type, nodes, num_gpus, batch, epoch=epoch)
+        else:
+            best = model.best_config(gpu_type, nodes, num_gpus, epoch=epoch)
         return best.goodput / model.init_batch
+
+    def phase_fractions(self, job: JobSpec) -> np.ndarray | None:
+        """Ends of the job's epochs as fractions of its work (rates change at each)."""
+        app = self._app(job)
+        if app is None:
+            fn = getattr(self.fallback, "phase_fractions", None)
+            return None if fn is None else fn(job)
+        return self.catalog[app].noise.ends
 
     def _profiled(self, app: str, gpu_type: str) -> bool:
         try:

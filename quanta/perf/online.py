@@ -82,6 +82,11 @@ class OnlineModel:
                         out[i, k] *= self._ratio[(job.job_id, t)]
         return out
 
+    def phase_fractions(self, job: JobSpec):
+        """The base model's training phases (measurements are per job, whatever its phase)."""
+        fn = getattr(self.base, "phase_fractions", None)
+        return None if fn is None else fn(job)
+
     def provenance(self, job: JobSpec, gpu_type: str) -> Provenance:
         if (job.job_id, gpu_type) in self._ratio:
             return Provenance.MEASURED

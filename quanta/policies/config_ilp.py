@@ -75,16 +75,20 @@ def restart_factor(snap: Snapshot, delta: float, grace: bool) -> np.ndarray:
 
 
 def decide_configs(snap: Snapshot, cands: Candidates, cost: np.ndarray, state: dict,
-                   time_limit: float) -> Decision:
+                   time_limit: float, plans: dict[int, object] | None = None) -> Decision:
     """Solve the programme and turn the chosen candidates into a decision (if the solver finds
-    nothing, everything keeps what it holds)."""
+    nothing, everything keeps what it holds); `plans` (snapshot row -> plan) go with the rows
+    that get GPUs."""
     j = snap.jobs
     chosen = choose_configs(len(j), cands.job, cands.gtype, cands.count, cost, snap.capacity,
                             time_limit)
     if chosen is None:
-        return Decision(j.gpus.copy(), j.gtype.copy(), state=state)
+        held = {i: j.plan[i] for i in np.flatnonzero(j.running).tolist() if j.plan[i] is not None}
+        return Decision(j.gpus.copy(), j.gtype.copy(), plans=held, state=state)
     dec = Decision.empty(snap)
     dec.state = state
     dec.gpus[cands.job[chosen]] = cands.count[chosen]
     dec.gpu_type[cands.job[chosen]] = cands.gtype[chosen]
+    if plans:
+        dec.plans = {i: plans[i] for i in cands.job[chosen].tolist() if i in plans}
     return dec

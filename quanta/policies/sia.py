@@ -2,12 +2,17 @@
 normalised goodputs, heterogeneity- and restart-aware.
 
 - configurations per type: single-node powers of two up to the node size, then whole nodes;
-- a job may use up to twice the largest GPU count it has run with on that type ("scale up by at
-  most 2x"; 1 before it ran there: Sia's 1-GPU profile at arrival), at most `max_gpus`; a rigid
-  job (with `adaptive=false`, or a spec with min_gpus = max_gpus) only its requested count;
-- goodput of each (job, configuration) from the performance model (for Pollux/Sia applications:
-  throughput x statistical efficiency at the best batch size); normalised by the job's smallest
-  non-zero goodput, floored at 1e-4, raised to p (default -0.5), capped at 3000;
+- a job may use up to twice the largest GPU count it has run with on any type ("scale up by at
+  most 2x"; a job that never ran gets 1 GPU: Sia knows no throughput of it before its first run,
+  sia.py offers only the scale-unit configuration then), at most `max_gpus`; the largest count
+  is shared across GPU types as in the paper's runs (`--share_max_replicas`, run_experiment.sh;
+  `share_max=false` keeps one per type, the simulator's default flag); a rigid job (with
+  `adaptive=false`, or a spec with min_gpus = max_gpus) only its requested count;
+- goodput of each (job, configuration) from the performance model at the job's current training
+  phase (for Pollux/Sia applications: throughput x statistical efficiency at the best batch
+  size; jobs run with the plan ADAPTIVE_BATCH, i.e. Sia re-tunes their batch size, unless rigid);
+  normalised by the job's smallest non-zero goodput, floored at 1e-4, raised to p (default
+  -0.5), capped at 3000;
 - restart penalty: every configuration other than the current one is scaled by
   r = max(age - restarts * delta, 0) / (age + delta), none while age < delta;
 - ILP (HiGHS through scipy.optimize.milp): binary x_jc, one configuration per job, GPUs per type
@@ -23,6 +28,7 @@ import numpy as np
 
 from quanta.core.decision import Decision
 from quanta.core.snapshot import Snapshot
+from quanta.perf.base import ADAPTIVE_BATCH, rate_with
 from quanta.policies.base import Policy
 from quanta.policies.config_ilp import Candidates, decide_configs, restart_factor
 from quanta.policies.registry import register
@@ -51,6 +57,7 @@ class Sia(Policy):
     restart_delay: float = 30.0   # delta of the restart penalty
     max_gpus: int = 64
     adaptive: bool = True         # jobs may be given any GPU count (Sia's adaptive jobs)
+    share_max: bool = True        # the 2x cap from the largest count on any type (else per type)
     time_limit: float = 10.0
 
     def decide(self, snap: Snapshot) -> Decision:
@@ -59,8 +66,8 @@ class Sia(Policy):
         st = snap.state if snap.state else {"seen": {}}
         seen: dict[tuple[int, int], int] = st["seen"]
         for i in np.flatnonzero(j.running).tolist():
-            key = (int(j.rows[i]), int(j.gtype[i]))
-            seen[key] = max(seen.get(key, 1), int(j.gpus[i]))
+            key = (int(j.rows[i]), -1 if self.share_max else int(j.gtype[i]))
+            seen[key] = max(seen.get(key, 0), int(j.gpus[i]))
         c = self._candidates(snap, seen)
         # normalise per job, restart penalty, power
         low = np.full(n, np.inf)
@@ -70,7 +77,11 @@ class Sia(Policy):
         g = np.where(c.current(snap), g, np.maximum(g * r[c.job], 1e-4))
         A = np.minimum(g ** self.p, 3000.0)
         sign = 1.0 if self.p < 0 else -1.0     # p < 0: minimise sum of A; p > 0: maximise it
-        return decide_configs(snap, c, sign * A - self.lambda_n * sign, st, self.time_limit)
+        plans = {i: ADAPTIVE_BATCH for i in range(n) if not self._rigid(j.specs[i])}
+        return decide_configs(snap, c, sign * A - self.lambda_n * sign, st, self.time_limit, plans)
+
+    def _rigid(self, spec) -> bool:
+        return not self.adaptive or bool(spec.min_gpus and spec.min_gpus == spec.max_gpus)
 
     def _candidates(self, snap: Snapshot, seen: dict) -> Candidates:
         j = snap.jobs
@@ -79,13 +90,16 @@ class Sia(Policy):
                   for k in range(len(cl.types))]
         rows: list[tuple[int, int, int, float]] = []
         for i, spec in enumerate(j.specs):
-            rigid = not self.adaptive or (spec.min_gpus and spec.min_gpus == spec.max_gpus)
+            rigid = self._rigid(spec)
+            plan = None if rigid else ADAPTIVE_BATCH
             for k in np.flatnonzero(j.allowed[i]).tolist():
-                cap = min(2 * seen.get((int(j.rows[i]), k), 1), self.max_gpus)
+                most = seen.get((int(j.rows[i]), -1 if self.share_max else k), 0)
+                cap = min(max(2 * most, 1), self.max_gpus)
                 for cnt in counts[k]:
                     if rigid and cnt != j.req[i] or not rigid and cnt > cap:
                         continue
-                    rate = snap.perf.rate(spec, cl.types[k], cnt, cl.min_nodes(k, cnt), True)
+                    rate = rate_with(snap.perf, spec, cl.types[k], cnt, cl.min_nodes(k, cnt), True,
+                                     plan)
                     if rate > 0:
                         rows.append((i, k, cnt, rate))
         return Candidates.of(rows)

@@ -421,6 +421,7 @@ class Runtime:
                               at=prog.get("time"))
         t.mark(row, now)
         t.prog0[row] = min(step, t.total[row])
+        t.set_phase(row)          # the model's rates for the training phase it has reached
         if rate > 0:
             t.rate[row] = rate
             g = int(t.gtype[row])

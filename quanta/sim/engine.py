@@ -24,7 +24,7 @@ from quanta.placement.occupancy import Occupancy
 from quanta.policies.base import Policy, PolicyError
 from quanta.sim.faults import FailureModel, NodeOutage
 
-COMPLETE, FAIL, RECOVER, TICK, WAKE = 0, 1, 2, 4, 5
+COMPLETE, FAIL, RECOVER, TICK, WAKE, PHASE = 0, 1, 2, 4, 5, 6
 KIND_OF = {k: KIND_CODES[k.value] for k in Kind}
 DEFAULT_RESTART_S = 30.0   # Pollux's simulator charges 30 s per restart
 
@@ -66,7 +66,7 @@ class SimResult:
 def _live(event: tuple, version: np.ndarray, state: np.ndarray, wake_ver: int) -> bool:
     """False for an event that lost its meaning (a completion superseded by a rate change)."""
     _, kind, _, obj, ver = event
-    if kind == COMPLETE:
+    if kind == COMPLETE or kind == PHASE:
         return ver == version[obj] and state[obj] == RUNNING
     if kind == WAKE:
         return ver == wake_ver
@@ -95,6 +95,9 @@ class Simulator:
         # a policy that gives one job GPUs of several types says so (`mixes_types`)
         self.impossible = self.table.never_fits(bool(getattr(policy, "mixes_types", False)))
         self.restart_s = np.array([self.restart(s) for s in self.table.specs], dtype=float)
+        # jobs whose rate changes as they train (goodput jobs' epochs): re-rated at each phase end
+        self.phased = bool(self.table.phase_ends)
+        self.alloc_args: dict[int, tuple] = {}   # row -> its allocation's _rate arguments
 
     # -------------------------------------------------------------------------------------------
     def _apply(self, now: float, trs: list, version: np.ndarray, push) -> int:
@@ -122,13 +125,20 @@ class Simulator:
         if mixed:                          # GPUs of several types: ask the model
             req_ok &= np.array([p is None for p in parts_l])
         rate = np.where(req_ok, t.rates[rows, np.maximum(gtype, 0)], 0.0)
-        plan_now = dict(zip(rows_l, plans_l)) if shared and extras else None
+        plan_now = dict(zip(rows_l, plans_l)) if (shared and extras) or self.phased else None
         for i in np.flatnonzero(on & ~req_ok).tolist():   # other sizes, spread or shared: ask
             p = partner_l[i]
             pplan = plan_now.get(p, t.plan[p]) if plan_now is not None and p >= 0 else None
             rate[i] = self._rate(rows_l[i], types_l[i], count.item(i), nodes_l[i], cons_l[i],
                                  p, mode_l[i], plans_l[i], cpus_l[i], mem_l[i], pplan,
                                  parts_l[i], fork_l[i], net_l[i])
+        if self.phased:                    # how to re-rate each job when its phase ends
+            for i in np.flatnonzero(on).tolist():
+                p = partner_l[i]
+                self.alloc_args[rows_l[i]] = (
+                    types_l[i], count.item(i), nodes_l[i], cons_l[i], p, mode_l[i], plans_l[i],
+                    cpus_l[i], mem_l[i], plan_now.get(p, t.plan[p]) if p >= 0 else None,
+                    parts_l[i], fork_l[i], net_l[i])
         bad = on & (rate <= 0)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
@@ -156,11 +166,36 @@ class Simulator:
             self.event_log.extend((now, r, k.value, ty, int(c), nd, m) for r, k, ty, c, nd, m in
                                   zip(rows_l, kinds_l, types_l, count.tolist(), nodes_l, mode_l))
         version[rows] += 1
-        fin = t.finish_times(rows)
-        for r, f, v in zip(rows_l, fin.tolist(), version[rows].tolist()):
-            if f < np.inf:
-                push(f, COMPLETE, r, v)
+        self._push_next(rows, version, push)
         return int(np.sum(kind == KIND_CODES["start"]) - np.sum(kind == KIND_CODES["preempt"]))
+
+    def _push_next(self, rows: np.ndarray, version: np.ndarray, push) -> None:
+        """Push each job's next event at its current rate: its completion, or the end of its
+        training phase if that comes first (then it is re-rated, see _next_phase)."""
+        t = self.table
+        fin = t.finish_times(rows)
+        if not self.phased:
+            for r, f, v in zip(rows.tolist(), fin.tolist(), version[rows].tolist()):
+                if f < np.inf:
+                    push(f, COMPLETE, r, v)
+            return
+        ph = t.phase_times(rows)
+        for r, f, p, v in zip(rows.tolist(), fin.tolist(), ph.tolist(), version[rows].tolist()):
+            if p < f:
+                push(p, PHASE, r, v)
+            elif f < np.inf:
+                push(f, COMPLETE, r, v)
+
+    def _next_phase(self, row: int, now: float, version: np.ndarray, push) -> None:
+        """`row` reached the end of a training phase: the same allocation at the next phase's rate."""
+        t = self.table
+        t.mark(row, now)
+        if t.set_phase(row):
+            rate = self._rate(row, *self.alloc_args[row])
+            t.rate[row] = rate
+            t.min_rate[row] = min(t.min_rate.item(row), rate)
+        version[row] += 1
+        self._push_next(np.array([row]), version, push)
 
     def _rate(self, row: int, gtype: int, count: int, nodes: int, cons: bool, partner: int,
               mode: str, plan=None, cpus: float = 0.0, mem_gb: float = 0.0, partner_plan=None,
@@ -184,10 +219,11 @@ class Simulator:
         t.apply_transitions(now, np.array([row]), np.array([KIND_CODES["reshare"]]), np.array([g]),
                             [gpus], np.array([rate]), np.array([max(t.t0[row] - now, 0.0)]),
                             consolidated=np.array([cons]), **more)
+        if self.phased:
+            self.alloc_args[row] = (g, len(gpus), self.occ.nodes_of(gpus), cons, -1, "", plan, cpus,
+                                    mem, None, None, None, net)
         version[row] += 1
-        fin = t.finish_times(np.array([row]))[0]
-        if fin < np.inf:
-            push(fin, COMPLETE, row, int(version[row]))
+        self._push_next(np.array([row]), version, push)
 
     def run(self) -> SimResult:
         wall0 = time.perf_counter()
@@ -283,6 +319,8 @@ class Simulator:
                     kinds.add("tick")
                 elif kind == WAKE:
                     kinds.add("wake")
+                elif kind == PHASE:
+                    self._next_phase(obj, now, version, push)
             if ptr < n and submit[ptr] == now:
                 end = int(np.searchsorted(submit, now, side="right"))
                 new = np.arange(ptr, end)
