@@ -48,6 +48,8 @@ def simulate(
     events: bool = typer.Option(False, "--events", help="write <policy>/events.csv: every submit, "
                                 "start, preemption, migration, resize, failure and finish"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar or table"),
+    world: str = typer.Option("quanta", "--world", help="the simulated world: quanta (Quanta's own "
+                              "model) or a reference simulator's replay profile (see `quanta worlds`)"),
 ) -> None:
     """Replay a trace on a cluster under one or more policies and compare them."""
     from quanta.runner import SimulationRequest, run_simulations
@@ -56,7 +58,8 @@ def simulate(
                             policies=policy or DEFAULT_POLICIES, seed=seed, out=out,
                             max_jobs=max_jobs, load_scale=load_scale, restart_delay=restart_delay,
                             drop_impossible=drop_impossible, node_mtbf_h=node_mtbf_h,
-                            repair_h=repair_h, until_h=until_h, plots=plots, events=events)
+                            repair_h=repair_h, until_h=until_h, plots=plots, events=events,
+                            world=world)
     rows, header = run_simulations(req, console=None if quiet else console)
     if not quiet:
         table = Table(title="Quanta: " + "; ".join(header[:2]), title_justify="left",
@@ -79,6 +82,14 @@ def simulate(
             console.print(f"[dim]note: {h}[/dim]")
         console.print(f"results in {out}/ (summary.csv, report.md, <policy>/jobs.csv, timeline.csv"
                       + (", jct_cdf.png, utilisation.png)" if plots else ")"))
+
+
+@app.command()
+def worlds() -> None:
+    """Simulated worlds: Quanta's own and the reference simulators' replay profiles."""
+    from quanta.worlds import get_world, world_names
+    for name in world_names():
+        console.print(f"[bold]{name:12s}[/bold] {get_world(name).description}")
 
 
 @app.command()

@@ -12,7 +12,7 @@ from quanta.model.job import JobSpec, Trace
 from quanta.model.presets import resolve_cluster
 from quanta.perf.catalog_model import CatalogModel
 from quanta.policies import make_policy
-from quanta.sim.engine import RestartCost, SimResult, Simulator
+from quanta.sim.engine import SimResult, Simulator
 from quanta.sim.faults import FailureModel
 from quanta.workloads.builder import build_workload
 
@@ -34,6 +34,7 @@ class SimulationRequest:
     until_h: float | None = None
     plots: bool = True
     events: bool = False
+    world: str = "quanta"          # the simulated world (quanta.worlds): Quanta's own or a replay
     extra_notes: list[str] = field(default_factory=list)
 
 
@@ -77,26 +78,37 @@ def check_feasible(specs: Sequence[JobSpec], sim: Simulator, trace: Trace, clust
 
 
 def run_simulations(req: SimulationRequest, console=None) -> tuple[list[dict], list[str]]:
+    from quanta.worlds import get_world
+    world = get_world(req.world)
     cluster = resolve_cluster(req.cluster)
-    policies = [make_policy(p) for p in req.policies]
+    policies = []
+    for p in req.policies:
+        pol = make_policy(world.policy_spec(p))
+        pol.name = make_policy(p).label()      # labelled as the user named it
+        policies.append(pol)
     trace = load_any_trace(req.trace, req.format, req.seed)
     if not trace.jobs:
         raise QuantaError("the trace has no jobs", source=trace.source or req.trace)
-    perf = CatalogModel()
+    perf = world.perf(CatalogModel())
     wl = build_workload(trace, perf, seed=req.seed, max_jobs=req.max_jobs, load_scale=req.load_scale)
+    restart = world.restart(req.restart_delay)
     failures = None
     if req.node_mtbf_h > 0:
         failures = FailureModel(req.node_mtbf_h * 3600, req.repair_h * 3600, seed=req.seed)
     until = req.until_h * 3600 if req.until_h is not None else None
     header = [f"trace: {trace.name} ({trace.format}, {len(wl.specs)} jobs)",
               f"cluster: {cluster.name} = {cluster.describe()} ({cluster.num_gpus} GPUs)",
-              f"seed {req.seed}, restart delay {req.restart_delay:g} s"] + wl.notes + req.extra_notes
+              f"seed {req.seed}, " + (f"world {world.name}" if world.restart_fixed else
+                                       f"restart delay {req.restart_delay:g} s")
+              + ("" if world.name == "quanta" else f" ({world.description})")]
+    header += list(world.notes) + wl.notes + req.extra_notes
     results: list[SimResult] = []
-    for i, pol in enumerate(policies):
-        sim = Simulator(wl.specs, cluster, pol, perf, restart=RestartCost(req.restart_delay),
+    for i, (spec, pol) in enumerate(zip(req.policies, policies)):
+        specs = world.jobs_for(spec.partition(":")[0].strip(), wl.specs)
+        sim = Simulator(specs, cluster, pol, perf, restart=restart,
                         failures=failures, until=until, record_events=req.events)
         if i == 0:
-            header += check_feasible(wl.specs, sim, trace, cluster, req.drop_impossible)
+            header += check_feasible(specs, sim, trace, cluster, req.drop_impossible)
         if console is not None:
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
             with Progress(TextColumn("{task.description:24s}"), BarColumn(),

@@ -36,6 +36,7 @@ class RestartCost:
     default: float = DEFAULT_RESTART_S
     per_type: Mapping[str, float] = field(default_factory=dict)
     first_start_s: float = 0.0   # seconds a job's first start pays (process start-up, runtime)
+    first_start_as_restart: bool = False   # the first start pays the job's restart delay instead
 
     def __call__(self, spec: JobSpec) -> float:
         return float(self.per_type.get(spec.job_type, self.default))
@@ -145,7 +146,8 @@ class Simulator:
             raise PolicyError(f"{self.policy.label()} put job {t.specs[rows_l[i]].job_id} on "
                               f"{count[i]} {self.cluster.types[types_l[i]]} GPUs, where it cannot run")
         resumed = (kind != KIND_CODES["start"]) | ~np.isnan(t.first_start[rows])
-        delay = np.where(on, np.where(resumed, self.restart_s[rows], self.restart.first_start_s), 0.0)
+        first = self.restart_s[rows] if self.restart.first_start_as_restart else self.restart.first_start_s
+        delay = np.where(on, np.where(resumed, self.restart_s[rows], first), 0.0)
         reshare = kind == KIND_CODES["reshare"]
         if reshare.any():   # a job restoring keeps its remaining restore time; others: none
             delay = np.where(reshare, np.maximum(t.t0[rows] - now, 0.0), delay)

@@ -1,0 +1,83 @@
+"""Worlds: how the simulator models everything that is not the policy.
+
+A comparison is only as good as the world it runs in. Quanta's default world (`quanta`) is its
+own best model: measured or fitted throughputs from the catalog, a checkpoint-restore delay per
+restart (`--restart-delay`), every arrival seen at once by event-driven policies. A *replay
+profile* is the world of a reference simulator instead (Gavel's, Sia's, Tiresias'): its restart
+and first-start costs, throughput source and slowdowns, round lengths, job preparation and
+policy-side semantics, each read from that simulator's code and cited in its module, so that
+Quanta's policies can be checked against the authors' own numbers on the authors' own workloads
+(`quanta simulate --world sia-sim`, `quanta reproduce sia`). docs/fidelity.md lists every
+difference between the worlds with its measured effect.
+
+A world module registers itself with `@world` on a function returning a `World`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+from quanta.errors import QuantaError
+from quanta.model.job import JobSpec
+from quanta.sim.engine import RestartCost
+
+
+@dataclass(frozen=True)
+class World:
+    name: str
+    description: str
+    # the restart cost model, given the user's --restart-delay (None: the world's own, fixed)
+    restart: Callable[[float], RestartCost] = lambda delay: RestartCost(delay)
+    # wraps the catalog performance model (e.g. the reference's per-application slowdowns)
+    perf: Callable[[object], object] = lambda base: base
+    # policy name -> parameters the reference runs that policy with ("k=v,..."); the user's own
+    # parameters win
+    policy_params: Mapping[str, str] = field(default_factory=dict)
+    # what the reference does to a job before it runs it under a policy (name -> specs)
+    prepare: Callable[[str, Sequence[JobSpec]], list[JobSpec]] | None = None
+    notes: tuple[str, ...] = ()
+    restart_fixed: bool = False   # the world sets restart costs itself (--restart-delay ignored)
+
+    def policy_spec(self, spec: str) -> str:
+        """`spec` with the world's parameters for that policy put before the user's own."""
+        name, _, params = spec.strip().partition(":")
+        mine = self.policy_params.get(name, "")
+        return f"{name}:{mine},{params}".rstrip(",") if mine else spec
+
+    def jobs_for(self, policy_name: str, specs: Sequence[JobSpec]) -> list[JobSpec]:
+        return list(specs) if self.prepare is None else self.prepare(policy_name, specs)
+
+
+WORLDS: dict[str, Callable[[], World]] = {}
+
+
+def world(name: str):
+    def wrap(fn: Callable[[], World]) -> Callable[[], World]:
+        WORLDS[name] = fn
+        return fn
+    return wrap
+
+
+def get_world(name: str) -> World:
+    _load()
+    fn = WORLDS.get(name)
+    if fn is None:
+        raise QuantaError(f"unknown world '{name}' (known: {', '.join(sorted(WORLDS))})",
+                          field="--world")
+    return fn()
+
+
+def world_names() -> list[str]:
+    _load()
+    return sorted(WORLDS)
+
+
+@world("quanta")
+def quanta_world() -> World:
+    return World("quanta", "Quanta's own model: catalog throughputs (measured, fitted or "
+                           "estimated), --restart-delay per restart, first start free")
+
+
+def _load() -> None:
+    from quanta.worlds import sia_sim  # noqa: F401  (registers)

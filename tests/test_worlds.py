@@ -1,0 +1,85 @@
+"""Replay profiles (worlds): each setting of a reference simulator's world, pinned on tiny
+hand-made workloads, and the command line that selects them."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from quanta.model import Cluster, JobSpec, NodeSpec
+from quanta.perf.catalog_model import CatalogModel
+from quanta.policies import make_policy
+from quanta.runner import SimulationRequest, run_simulations
+from quanta.sim import Simulator
+from quanta.worlds import get_world, world_names
+from quanta.worlds.sia_sim import RESCALE_S, SLOWDOWNS
+
+
+def _one_job_run(world, app, gpus=1, policy="fifo"):
+    w = get_world(world)
+    perf = w.perf(CatalogModel())
+    job = JobSpec("a", 0.0, gpus, app, total_steps=1000.0, batch_size=0)
+    c = Cluster((NodeSpec("n", "rtx", 8),))
+    res = Simulator(w.jobs_for(policy, [job]), c, make_policy(w.policy_spec(policy)), perf,
+                    restart=w.restart(30.0)).run()
+    return res, perf, job
+
+
+def test_worlds_are_listed_and_unknown_ones_refused():
+    assert {"quanta", "sia-sim"} <= set(world_names())
+    from quanta.errors import QuantaError
+    with pytest.raises(QuantaError, match="unknown world 'nope'"):
+        get_world("nope")
+
+
+def test_sia_sim_charges_each_application_its_restore_time_at_the_first_start_too():
+    for app in ("imagenet", "cifar10"):
+        res, perf, job = _one_job_run("sia-sim", app)
+        t = res.table
+        # one job alone on 1 GPU: it waits its application's rescale time, then trains at the
+        # slowed rate through every epoch
+        assert t.first_start[0] == 0.0
+        base = CatalogModel()
+        ends = np.asarray(base.phase_fractions(job)) * 1000.0
+        starts = np.concatenate([[0.0], ends[:-1]])
+        rates = [base.rate(job.with_(phase=k), "rtx", 1) / SLOWDOWNS[app] for k in range(len(ends))]
+        expect = RESCALE_S[app] + float(np.sum((ends - starts) / np.array(rates)))
+        assert t.end[0] == pytest.approx(expect, rel=1e-9)
+    # Quanta's world: the first start is free and nothing is slowed
+    res, _, job = _one_job_run("quanta", "cifar10")
+    assert res.table.end[0] < expect
+
+
+def test_sia_sim_runs_ncf_rigid_on_one_gpu_at_batch_32768_under_sia_only():
+    w = get_world("sia-sim")
+    ncf = JobSpec("n", 0.0, 4, "ncf", batch_size=256)
+    (s,) = w.jobs_for("sia", [ncf])
+    assert (s.num_gpus, s.min_gpus, s.max_gpus, s.batch_size) == (1, 1, 1, 32768)
+    assert w.jobs_for("gavel-throughput", [ncf]) == [ncf]
+
+
+def test_world_policy_parameters_come_before_the_users():
+    w = get_world("sia-sim")
+    assert make_policy(w.policy_spec("gavel-throughput")).interval == 360.0
+    assert make_policy(w.policy_spec("gavel-throughput:interval=60")).interval == 60.0
+    assert w.policy_spec("fifo") == "fifo"
+
+
+def test_world_from_the_python_api_and_labels_kept():
+    rows, header = run_simulations(SimulationRequest(trace="sia-philly-1", cluster="sia-64",
+                                                     policies=["fifo"], max_jobs=8, out=None,
+                                                     plots=False, world="sia-sim"))
+    assert rows[0]["policy"] == "fifo" and any("world sia-sim" in h for h in header)
+
+
+def test_world_on_the_command_line(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "quanta.cli", "simulate", "--world", "sia-sim",
+                          "--trace", "sia-philly-1", "--cluster", "sia-64", "--policy", "sia",
+                          "--max-jobs", "6", "--no-plots", "--quiet", "--out", str(tmp_path / "o")],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    bad = subprocess.run([sys.executable, "-m", "quanta.cli", "simulate", "--world", "gavel",
+                          "--quiet"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "unknown world 'gavel'" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
