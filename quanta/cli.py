@@ -85,6 +85,60 @@ def simulate(
 
 
 @app.command()
+def reproduce(
+    system: str = typer.Argument(..., help="seed system whose recorded reference runs to replay: "
+                                 "sia, pollux (more as their references are recorded)"),
+    workload: Optional[str] = typer.Option(None, help="only this recorded workload"),
+    ref_policy: Optional[str] = typer.Option(None, "--policy", help="only this reference policy"),
+    seed: int = typer.Option(0, help="seed for Quanta's runs"),
+    as_json: bool = typer.Option(False, "--json", help="print the results as JSON"),
+) -> None:
+    """Quanta's policies on a system's own workloads, under its replay profile and under Quanta's
+    own world, beside the numbers its own simulator gave (recorded with their command and commit)."""
+    import json as _json
+
+    from quanta.reproduce import reproduce as run
+    rows = run(system, workload, ref_policy, seed,
+               progress=None if as_json else (lambda what: console.print(f"[dim]replaying {what}[/dim]")))
+    if as_json:
+        print(_json.dumps(rows, indent=1))
+        return
+    world = rows[0]["replay"]
+    table = Table(title=f"{system}: reference simulator vs Quanta (average JCT, hours; "
+                        f"per-job median |error| vs the reference)", title_justify="left",
+                  box=box.SIMPLE_HEAD)
+    for col in ("workload", "policy", "jobs", "reference", "replay (world)", "err", "job err",
+                "quanta world", "err", "ref makespan", "replay makespan"):
+        table.add_column(col, justify="left" if col in ("workload", "policy") else "right")
+    for r in rows:
+        rep, q, ref = r["replay"], r["quanta"], r["ref_avg_jct_s"]
+        table.add_row(r["workload"], f"{r['policy']} -> {r['quanta_policy']}", str(r["jobs"]),
+                      f"{ref / 3600:.3f}", f"{rep['avg_jct_s'] / 3600:.3f}",
+                      f"{rep['avg_jct_s'] / ref - 1:+.1%}", f"{rep['median_abs_err']:.1%}",
+                      f"{q['avg_jct_s'] / 3600:.3f}", f"{q['avg_jct_s'] / ref - 1:+.1%}",
+                      f"{r['ref_makespan_s'] / 3600:.2f}", f"{rep['makespan_s'] / 3600:.2f}")
+    console.print(table)
+    apps = Table(title="per application (average JCT, hours): reference / replay / quanta world",
+                 title_justify="left", box=box.SIMPLE_HEAD)
+    apps.add_column("workload / policy")
+    names = sorted({a for r in rows for a in r["ref_by_app"]})
+    for a in names:
+        apps.add_column(a, justify="right")
+    for r in rows:
+        cells = []
+        for a in names:
+            if a not in r["ref_by_app"]:
+                cells.append("")
+                continue
+            cells.append(f"{r['ref_by_app'][a] / 3600:.2f} / {r['replay']['by_app'].get(a, float('nan')) / 3600:.2f}"
+                         f" / {r['quanta']['by_app'].get(a, float('nan')) / 3600:.2f}")
+        apps.add_row(f"{r['workload']} / {r['policy']}", *cells)
+    console.print(apps)
+    console.print(f"[dim]replay = Quanta under --world {world['world']}; reference runs and the "
+                  f"command and commit of each: quanta/data/reference/PROVENANCE.md[/dim]")
+
+
+@app.command()
 def worlds() -> None:
     """Simulated worlds: Quanta's own and the reference simulators' replay profiles."""
     from quanta.worlds import get_world, world_names

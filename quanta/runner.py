@@ -77,7 +77,9 @@ def check_feasible(specs: Sequence[JobSpec], sim: Simulator, trace: Trace, clust
                       source=trace.source or trace.name, line=spec.source_line or None, field=field)
 
 
-def run_simulations(req: SimulationRequest, console=None) -> tuple[list[dict], list[str]]:
+def run_simulations(req: SimulationRequest, console=None, keep_results: bool = False):
+    """Run every policy of `req`; returns (summary rows, header notes), and the SimResults too
+    with keep_results."""
     from quanta.worlds import get_world
     world = get_world(req.world)
     cluster = resolve_cluster(req.cluster)
@@ -126,4 +128,4 @@ def run_simulations(req: SimulationRequest, console=None) -> tuple[list[dict], l
     else:
         from quanta.report.metrics import summary
         rows = [summary(r) for r in results]
-    return rows, header
+    return (rows, header, results) if keep_results else (rows, header)

@@ -83,3 +83,31 @@ def test_world_on_the_command_line(tmp_path):
                           "--quiet"], capture_output=True, text=True)
     assert bad.returncode == 2 and "unknown world 'gavel'" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_reproduce_sia_slice_stays_within_its_recorded_tolerance():
+    """Regression guard on the recorded slice (first 30 jobs of Sia's Philly workload 1, run
+    through Sia's own simulator: quanta/data/reference/sia/). Bounds are what this code measures
+    plus a margin (issue 16's targets are tighter: 10% average, 15% per application)."""
+    from quanta.reproduce import reproduce
+    rows = {r["policy"]: r for r in reproduce("sia", workload="sia_philly_workload-1_first30")}
+    sia, gavel = rows["sia"], rows["gavel"]
+    assert sia["replay"]["matched"] == 30 and gavel["replay"]["matched"] == 30
+    assert abs(sia["replay"]["avg_jct_s"] / sia["ref_avg_jct_s"] - 1) < 0.25
+    assert sia["replay"]["median_abs_err"] < 0.15
+    assert abs(gavel["replay"]["avg_jct_s"] / gavel["ref_avg_jct_s"] - 1) < 0.10
+    # the replay profile is closer to the reference than Quanta's own world on both
+    for r in (sia, gavel):
+        assert abs(r["replay"]["avg_jct_s"] - r["ref_avg_jct_s"]) < abs(r["quanta"]["avg_jct_s"] - r["ref_avg_jct_s"])
+
+
+def test_reproduce_command_line():
+    run = subprocess.run([sys.executable, "-m", "quanta.cli", "reproduce", "sia", "--policy", "gavel",
+                          "--json"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    import json
+    rows = json.loads(run.stdout)
+    assert rows and all(r["policy"] == "gavel" for r in rows)
+    bad = subprocess.run([sys.executable, "-m", "quanta.cli", "reproduce", "nosuch"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "no recorded references for 'nosuch'" in bad.stderr

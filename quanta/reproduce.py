@@ -1,0 +1,151 @@
+"""`quanta reproduce SYSTEM`: Quanta's policies on a seed system's own workloads, beside the numbers
+that system's own simulator gave (recorded in quanta/data/reference/, see its PROVENANCE.md).
+
+Each recorded reference run (common format: bench/anchors/common.py) names a workload, a policy
+of the reference and its cluster. Quanta replays the same workload with the matching policy twice:
+under the reference's replay profile (`--world <system>-sim`) and under Quanta's own world, and
+reports average JCT, makespan, per-application averages and the per-job JCT error against the
+reference. A system's adapter (`Adapter`) says how its names map to Quanta's.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from quanta.errors import QuantaError
+from quanta.paths import DATA_DIR
+
+REFERENCE_DIR = DATA_DIR / "reference"
+TRACES_DIR = DATA_DIR / "traces"
+
+
+@dataclass(frozen=True)
+class Adapter:
+    system: str                      # folder under quanta/data/reference/
+    world: str                       # its replay profile
+    policies: dict[str, str]         # reference policy name -> Quanta policy spec
+    cluster: Callable[[str], str]    # reference cluster string -> Quanta cluster spec
+    trace: Callable[[str], tuple[str, int | None]] = field(
+        default=lambda w: _bundled_trace(w))   # workload -> (trace path, max jobs)
+    restart_delay: float = 0.0       # for the Quanta world when the reference charges none
+
+
+def _bundled_trace(workload: str) -> tuple[str, int | None]:
+    """`name` or `name_firstN` -> the bundled trace file of that name (and N jobs)."""
+    m = re.fullmatch(r"(.+)_first(\d+)", workload)
+    name, n = (m.group(1), int(m.group(2))) if m else (workload, None)
+    for sub in ("", "gavel_gen/", "tiresias/"):
+        for ext in (".csv", ".trace"):
+            p = TRACES_DIR / f"{sub}{name}{ext}"
+            if p.exists():
+                return str(p), n
+    raise QuantaError(f"no bundled trace for the reference workload '{workload}'",
+                      source=str(TRACES_DIR))
+
+
+SIA_TYPES = {"aws": "t4", "rtx": "rtx", "dgx-ext": "a100", "dgx": "a100", "azure": "v100",
+             "quad": "rtx6000"}
+
+
+def _sia_cluster(spec: str) -> str:
+    # "aws:6x4,rtx:3x8,dgx-ext:2x8" -> "t4:6x4,rtx:3x8,a100:2x8"
+    parts = []
+    for item in spec.split(","):
+        name, _, shape = item.partition(":")
+        parts.append(f"{SIA_TYPES.get(name, name)}:{shape}")
+    return ",".join(parts)
+
+
+ADAPTERS: dict[str, Adapter] = {
+    "sia": Adapter("sia", "sia-sim", {"sia": "sia", "gavel": "gavel-throughput"}, _sia_cluster,
+                   restart_delay=30.0),
+    "pollux": Adapter("sia", "sia-sim", {"pollux": "pollux"}, _sia_cluster, restart_delay=30.0),
+}
+
+
+@dataclass
+class Reference:
+    summary: dict
+    jobs: list[dict]
+    path: Path
+
+
+def recorded(adapter: Adapter) -> list[Reference]:
+    folder = REFERENCE_DIR / adapter.system
+    out = []
+    for p in sorted(folder.glob("*.json")):
+        s = json.loads(p.read_text())
+        if s.get("policy") not in adapter.policies:
+            continue
+        with open(p.with_suffix(".csv"), newline="") as f:
+            out.append(Reference(s, list(csv.DictReader(f)), p))
+    return out
+
+
+def _by_app(ids, apps, jct) -> dict[str, float]:
+    acc: dict[str, list[float]] = {}
+    for a, v in zip(apps, jct):
+        acc.setdefault(a, []).append(v)
+    return {a: float(np.mean(v)) for a, v in sorted(acc.items())}
+
+
+def compare(ref: Reference, adapter: Adapter, world: str, seed: int = 0) -> dict:
+    """Run Quanta on the reference's workload in `world`; numbers side by side."""
+    from quanta.runner import SimulationRequest, run_simulations
+    from quanta.workloads.formats import load_trace  # noqa: F401  (trace formats registered)
+    trace, max_jobs = adapter.trace(ref.summary["workload"])
+    policy = adapter.policies[ref.summary["policy"]]
+    req = SimulationRequest(trace=trace, cluster=adapter.cluster(ref.summary["cluster"]),
+                            policies=[policy], seed=seed, out=None, plots=False,
+                            max_jobs=max_jobs, world=world, restart_delay=adapter.restart_delay)
+    rows, _header, results = run_simulations(req, keep_results=True)
+    res = results[0]
+    t = res.table
+    ours = {s.job_id: float(t.end[i] - t.submit[i]) for i, s in enumerate(t.specs)}
+    ref_jct = {j["job_id"]: float(j["jct_s"]) for j in ref.jobs}
+    common = [k for k in ref_jct if k in ours and np.isfinite(ours[k])]
+    err = [abs(ours[k] - ref_jct[k]) / ref_jct[k] for k in common if ref_jct[k] > 0]
+    apps = {j["job_id"]: j["application"] for j in ref.jobs}
+    return {
+        "avg_jct_s": rows[0]["avg_jct_s"], "makespan_s": rows[0]["makespan_s"],
+        "matched": len(common), "median_abs_err": float(np.median(err)) if err else float("nan"),
+        "by_app": _by_app(common, [apps[k] for k in common], [ours[k] for k in common]),
+        "world": world,
+    }
+
+
+def reproduce(system: str, workload: str | None = None, policy: str | None = None,
+              seed: int = 0, progress: Callable[[str], None] | None = None) -> list[dict]:
+    adapter = ADAPTERS.get(system)
+    if adapter is None:
+        raise QuantaError(f"no recorded references for '{system}' (known: {', '.join(sorted(ADAPTERS))})",
+                          field="SYSTEM")
+    refs = [r for r in recorded(adapter)
+            if (workload is None or r.summary["workload"] == workload)
+            and (policy is None or r.summary["policy"] == policy)]
+    if not refs:
+        raise QuantaError(f"no recorded reference run of {system} matches "
+                          f"(workload={workload or 'any'}, policy={policy or 'any'})",
+                          source=str(REFERENCE_DIR / adapter.system))
+    out = []
+    for ref in refs:
+        s = ref.summary
+        if progress:
+            progress(f"{s['workload']} / {s['policy']}")
+        apps = [j["application"] for j in ref.jobs]
+        row = {"workload": s["workload"], "policy": s["policy"],
+               "quanta_policy": adapter.policies[s["policy"]], "jobs": s["jobs"],
+               "ref_avg_jct_s": s["avg_jct_s"], "ref_makespan_s": s["makespan_s"],
+               "ref_by_app": _by_app(None, apps, [float(j["jct_s"]) for j in ref.jobs]),
+               "ref_command": s.get("command", ""), "ref_commit": s.get("reference_commit", "")}
+        row["replay"] = compare(ref, adapter, adapter.world, seed)
+        row["quanta"] = compare(ref, adapter, "quanta", seed)
+        out.append(row)
+    return out
