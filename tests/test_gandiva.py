@@ -109,3 +109,25 @@ def test_memory_fit_from_measured_pairs_and_larger_gpus():
     good = ("ResNet-50 (batch size 16)", "ResNet-18 (batch size 16)")
     assert perf.fits_together(*good, "v100") and perf.fits_together(*good, "t4")
     assert perf.fits_together("vgg19", "bert", "v100")   # unmeasured: assumed to fit
+
+
+def test_jobs_submitted_together_time_slice_from_the_start():
+    """A hyper-parameter search submitted at once on an oversubscribed GPU is time-sliced, as
+    when the jobs arrive a second apart (it used to run back to back: a host had to be running
+    already)."""
+    from quanta.model import Cluster, JobSpec, NodeSpec
+    from quanta.perf.table import TableModel
+    from quanta.policies import make_policy
+    from quanta.sim import Simulator
+    from quanta.sim.engine import RestartCost
+    c = Cluster((NodeSpec("n", "v100", 1),))
+    starts = {}
+    for gap in (0.0, 1.0):
+        jobs = [JobSpec(f"j{i}", i * gap, 1, "ResNet-18 (batch size 32)", total_steps=20000)
+                for i in range(2)]
+        res = Simulator(jobs, c, make_policy("gandiva:pack=false"), TableModel(),
+                        restart=RestartCost(0.0)).run()
+        starts[gap] = res.table.first_start.tolist()
+        ends = res.table.end
+        assert abs(ends[0] - ends[1]) < 5.0        # sliced: both finish together
+    assert starts[0.0] == [0.0, 0.0] and starts[1.0] == [0.0, 1.0]

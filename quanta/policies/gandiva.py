@@ -106,8 +106,13 @@ class Gandiva(Policy):
         one that arrived first (Gandiva time-slices the least loaded GPUs; all unshared ones
         carry one job)."""
         j = snap.jobs
-        cand = np.flatnonzero(j.running & ~j.is_guest & (dec.gpus == j.req[i]) & (j.gpus == j.req[i]))
-        cand = [h for h in cand.tolist() if h not in taken and j.allowed[i, int(dec.gpu_type[h])]]
+        # owners that keep running, and jobs started by this very decision (jobs submitted
+        # together, e.g. a hyper-parameter search, slice from the start)
+        started = ~j.running & (dec.gpus > 0)
+        cand = np.flatnonzero(((j.running & ~j.is_guest & (j.gpus == j.req[i])) | started)
+                              & (dec.gpus == j.req[i]))
+        cand = [h for h in cand.tolist()
+                if h not in taken and h not in dec.share and j.allowed[i, int(dec.gpu_type[h])]]
         if not cand:
             return None
         return min(cand, key=lambda h: (j.submit[h], int(j.rows[h])))
