@@ -1,6 +1,6 @@
 """Sia reproduction: sia vs pollux vs gavel-throughput on the Pollux/Sia workloads on sia-64.
 
-    python bench/repro_sia.py [--traces sia-philly-1,sia-philly-2,sia-saturn-1]
+    python bench/repro_sia.py [--traces sia-philly-1,sia-philly-2,sia-saturn-1] [--world quanta|sia-sim]
 
 Sia's default cluster (6x4 T4, 3x8 RTX 2080Ti, 2x8 A100), 160-job workloads from Sia's
 artifact, jobs' work = their application's steps to the target metric (validation profiles),
@@ -21,6 +21,7 @@ POLICIES = ("sia", "pollux", "gavel-throughput")
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--traces", default="sia-philly-1,sia-philly-2,sia-saturn-1")
+    ap.add_argument("--world", default="quanta", help="quanta (Quanta's own) or sia-sim (Sia's simulator)")
     a = ap.parse_args()
     print("| workload | policy | avg JCT (h) | p99 JCT (h) | makespan (h) | GPU-hours | sim time |")
     print("|---|---|---|---|---|---|---|")
@@ -28,7 +29,7 @@ def main() -> None:
         for policy in POLICIES:
             t0 = time.perf_counter()
             rows, _ = run_simulations(SimulationRequest(trace=trace, cluster="sia-64", policies=[policy],
-                                                        out=None, plots=False))
+                                                        out=None, plots=False, world=a.world))
             r = rows[0]
             print(f"| {trace} | {policy} | {r['avg_jct_s'] / 3600:.2f} | {r['p99_jct_s'] / 3600:.2f} | "
                   f"{r['makespan_s'] / 3600:.1f} | {r['gpu_hours']:.0f} | {time.perf_counter() - t0:.0f} s |",

@@ -256,3 +256,11 @@ def test_goodput_jobs_speed_up_as_their_gradient_noise_grows():
     assert g.rate(late, "rtx", 4) == g.rate(early, "rtx", 4)
     fr = g.phase_fractions(early)
     assert len(fr) == 80 and fr[-1] == 1.0 and np.all(np.diff(fr) > 0)
+
+
+def test_ideal_time_of_a_phased_job_sums_its_phases():
+    res = Simulator([JobSpec("a", 0.0, 1, "x", total_steps=300.0)], homogeneous(1, 1),
+                    make_policy("fifo"), PhasedPerf(), restart=RestartCost(0.0)).run()
+    m = job_metrics(res)
+    assert m.ideal[0] == pytest.approx(100 + 50 + 100 / 3)
+    assert m.jct[0] == pytest.approx(m.ideal[0])

@@ -50,6 +50,12 @@ def job_metrics(res: SimResult) -> JobMetrics:
     queue = jct - held
     best = t.rates.max(axis=1) if n else np.zeros(0)
     ideal = np.where(best > 0, t.total / np.maximum(best, 1e-12), np.nan)
+    for r, ends in t.phase_ends.items():    # rates change by training phase: sum the phases
+        spec = t.specs[r]
+        rates = t.perf.rate_matrix([spec.with_(phase=k) for k in range(len(ends))],
+                                   t.cluster.types) * t.allowed[r]
+        top = rates.max(axis=1)
+        ideal[r] = float(np.sum(np.diff(ends, prepend=0.0) / top)) if np.all(top > 0) else np.nan
     with np.errstate(invalid="ignore", divide="ignore"):
         n_avg = (res.active_integral_end - res.active_integral_submit) / jct
         share = np.maximum(1.0, t.req * n_avg / res.cluster.num_gpus)
