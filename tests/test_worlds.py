@@ -111,3 +111,18 @@ def test_reproduce_command_line():
     bad = subprocess.run([sys.executable, "-m", "quanta.cli", "reproduce", "nosuch"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "no recorded references for 'nosuch'" in bad.stderr
+
+
+def test_readme_reproduce_and_worlds_commands_run_verbatim():
+    """The README's `quanta reproduce sia` and `quanta worlds` lines, from the repository root."""
+    import os
+    import re
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text()
+    for cmd in ("quanta worlds", "quanta reproduce sia"):
+        assert re.search(rf"^{re.escape(cmd)}\s", readme, re.M), cmd
+        run = subprocess.run([sys.executable, "-m", "quanta.cli", *cmd.split()[1:]], cwd=root,
+                             capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
+        assert run.returncode == 0, run.stderr
+    assert "sia-sim" in run.stdout or "sia_philly" in run.stdout
