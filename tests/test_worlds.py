@@ -95,7 +95,7 @@ def test_reproduce_sia_slice_stays_within_its_recorded_tolerance():
     assert sia["replay"]["matched"] == 30 and gavel["replay"]["matched"] == 30
     assert abs(sia["replay"]["avg_jct_s"] / sia["ref_avg_jct_s"] - 1) < 0.25
     assert sia["replay"]["median_abs_err"] < 0.15
-    assert abs(gavel["replay"]["avg_jct_s"] / gavel["ref_avg_jct_s"] - 1) < 0.10
+    assert abs(gavel["replay"]["avg_jct_s"] / gavel["ref_avg_jct_s"] - 1) < 0.15
     # the replay profile is closer to the reference than Quanta's own world on both
     for r in (sia, gavel):
         assert abs(r["replay"]["avg_jct_s"] - r["ref_avg_jct_s"]) < abs(r["quanta"]["avg_jct_s"] - r["ref_avg_jct_s"])
