@@ -4,10 +4,51 @@ mechanism; this module wires them to the snapshot and registers the policies.
 
 Throughputs T[j,k] are the performance model's steps/s at the job's requested GPU count
 (the snapshot's `rates`); a job that may not, or cannot, use a type has T = 0 there.
+
+The programmes are Gavel's (stanford-futuredata/gavel @ c4fa400, scheduler/policies/): max-min
+fairness weights job j by z_j / (w_j * its throughput under the proportional share), finish-time
+fairness compares with the job's accumulated isolated time, max throughput sums raw steps/s.
+How the allocation is turned into rounds has parameters, each defaulting to Quanta's own
+mechanism; GAVEL_SIM lists the values that make the policy behave as Gavel's simulator does
+(bench/anchors/gavel.md explains each, with file:line):
+
+- recompute_every: X is recomputed when the job set changes, but at most every this many seconds
+  (0: at every change). Gavel: 1,920 s (scheduler.py:67, used at 2366-2389); meanwhile a new job
+  has no share and a finished job's share is not redistributed.
+- reset_received: the time each job received on each type restarts from 0 when X is recomputed,
+  and what it fell short of its share goes into a per-type deficit that breaks priority ties
+  (Gavel: scheduler.py:2265-2311). Quanta (False): time received since the job arrived.
+- priority: "share" (X / (time received / time active), X * 1e9 before a first run; Quanta) or
+  "smoothed" (X / (half a round + time received): Gavel's fraction, scheduler.py:2420-2463, whose
+  half-round start value is set at 501-502 and 2303-2304).
+- queues: "global" (one list over all types; Quanta) or "per_type" (one list per type, taken in
+  `type_order`; Gavel: scheduler.py:783-808, enable_global_queue=False).
+- type_order: "fastest" (by GPU speed: V100, P100, K80, Gavel's fixed order at scheduler.py:871)
+  or "shuffle" (a new seeded random order every round: Gavel does so for the policies whose name
+  has neither Perf nor Packing, i.e. the heterogeneity-agnostic ones, scheduler.py:879-881).
+- backfill: idle GPUs go to waiting jobs that have no share of that type (Gavel: every policy but
+  FIFO, scheduler.py:810-850). Never for FIFO.
+- hold_unallocated: a job that arrived after X was computed still takes its place at the end of
+  the lists, and the GPUs it takes idle for the round (Gavel: scheduler.py:936-938). Only matters
+  with recompute_every > 0.
+- fifo_stale_type (agnostic FIFO): reproduce Gavel's FIFO picking the last type of its list
+  rather than the random one it drew (policies/fifo.py:137-163).
+- seed: the random type order and agnostic FIFO's random type (Gavel: random.Random(seed + 5)
+  and random.Random(seed), scheduler.py:327-328, fifo.py:17-19).
+- solution: which of the many optimal allocations: "vertex" (HiGHS, then the most throughput
+  among the optima; Quanta) or "central" (the middle of the optimal set, as the interior-point
+  solver ECOS that Gavel runs returns it: every job some time on every type; central.py) or
+  "ecos" (Gavel's programme in cvxpy, solved by ECOS: Gavel's own X; optional, needs cvxpy and
+  ecos; ecos.py). With "central" or "ecos" every entry of X is a positive priority, as in Gavel.
+- credit: the time a round credits to a job that ran: "held" (the round's length; Quanta) or
+  "progress" (the steps it made divided by its rate on that type: the time its steps took, which
+  is Gavel's micro-task time when a round is a whole number of steps, scheduler.py:1308-1310 and
+  959-993; ties between jobs are broken by these differences).
 """
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,11 +57,30 @@ from quanta.core.decision import Decision
 from quanta.core.snapshot import Snapshot
 from quanta.policies.base import Policy
 from quanta.policies.gavel import allocations as alloc
-from quanta.policies.gavel.rounds import packed_round, round_assignment
+from quanta.policies.gavel import central, ecos
+from quanta.policies.gavel.rounds import BIG, packed_round, priority_round
 from quanta.policies.gavel.space_sharing import PackedAllocation, packed_max_min
 from quanta.policies.registry import register
 
 OBJECTIVES = ("max_min", "ftf", "makespan", "throughput", "cost", "fifo", "hierarchical")
+PRIORITIES = ("share", "smoothed")
+QUEUES = ("global", "per_type")
+TYPE_ORDERS = ("fastest", "shuffle")
+SOLUTIONS = ("vertex", "central", "ecos")
+CREDITS = ("held", "progress")
+
+# The parameters that make these policies behave as Gavel's simulator does (stanford-futuredata/
+# gavel @ c4fa400, scheduler/scheduler.py); "shuffle" is for the heterogeneity-agnostic policies
+# (Gavel's max_min_fairness and fifo), the others keep "fastest". Seed: Gavel's --seed.
+GAVEL_SIM = {"recompute_every": 1920.0, "reset_received": True, "priority": "smoothed",
+             "queues": "per_type", "type_order": "fastest", "backfill": True,
+             "hold_unallocated": True, "fifo_stale_type": True, "solution": "central",
+             "credit": "progress"}
+
+
+def gavel_sim_params(agnostic: bool, seed: int = 0) -> dict:
+    """GAVEL_SIM for one policy: the type order Gavel's simulator uses for it, and its seed."""
+    return {**GAVEL_SIM, "type_order": "shuffle" if agnostic else "fastest", "seed": seed}
 
 
 @register("gavel-las", "Gavel heterogeneity-aware max-min fairness (LAS), weighted by job weight")
@@ -32,11 +92,15 @@ OBJECTIVES = ("max_min", "ftf", "makespan", "throughput", "cost", "fifo", "hiera
           objective="ftf")
 @register("gavel-makespan", "Gavel minimum makespan: maximise min throughput / remaining work",
           objective="makespan")
-@register("gavel-throughput", "Gavel maximum total normalised throughput", objective="throughput")
-@register("gavel-cost", "Gavel maximum normalised throughput per dollar, with deadlines as SLOs",
-          objective="cost")
+@register("gavel-throughput", "Gavel maximum total throughput (raw steps/s, as Gavel sums them; "
+                              "normalised=true: each job's relative to its best type)",
+          objective="throughput")
+@register("gavel-cost", "Gavel maximum throughput per dollar (steps/s per job-dollar), with "
+                        "deadlines as SLOs", objective="cost")
 @register("gavel-fifo", "Gavel FIFO: arrival order, each job on its fastest free type",
           objective="fifo")
+@register("gavel-fifo-agnostic", "Gavel FIFO ignoring GPU types: arrival order, a random free type "
+                                 "per job, kept until the job ends", objective="fifo", agnostic=True)
 @register("gavel-hierarchical", "Gavel hierarchical max-min fairness (water-filling) across queues",
           objective="hierarchical")
 @dataclass
@@ -46,46 +110,81 @@ class Gavel(Policy):
     interval: float = 360.0          # round length (Gavel: 6 minutes)
     entity: str = "queue"            # hierarchical: group jobs by "queue" or "user"
     packed: bool = False             # max_min with space sharing (pairs of equal-size jobs)
+    normalised: bool = False         # throughput/cost: each job's T relative to its best type
+                                     # (Gavel: raw steps/s, max_sum_throughput.py:60-63)
+    pack_multi_gpu: bool = False     # packed: pair multi-GPU jobs too (Gavel measured no such pair)
+    # the mechanism (module docstring; GAVEL_SIM gives Gavel's simulator's values)
+    recompute_every: float = 0.0
+    reset_received: bool = False
+    priority: str = "share"
+    queues: str = "global"
+    type_order: str = "fastest"
+    backfill: bool = True
+    hold_unallocated: bool = False
+    fifo_stale_type: bool = False
+    seed: int = 0
+    solution: str = "vertex"
+    credit: str = "held"
 
     def __post_init__(self) -> None:
-        if self.objective not in OBJECTIVES:
-            from quanta.errors import QuantaError
-            raise QuantaError(f"gavel objective '{self.objective}' unknown (known: {', '.join(OBJECTIVES)})")
+        from quanta.errors import QuantaError
+        for name, value, known in (("objective", self.objective, OBJECTIVES),
+                                   ("priority", self.priority, PRIORITIES),
+                                   ("queues", self.queues, QUEUES),
+                                   ("type_order", self.type_order, TYPE_ORDERS),
+                                   ("solution", self.solution, SOLUTIONS),
+                                   ("credit", self.credit, CREDITS)):
+            if value not in known:
+                raise QuantaError(f"gavel {name} '{value}' unknown (known: {', '.join(known)})")
+        if self.recompute_every < 0:
+            raise QuantaError(f"gavel recompute_every must be >= 0, got {self.recompute_every}")
 
     # -- the allocation -----------------------------------------------------------------------
     def allocation(self, snap: Snapshot, st: dict | None = None) -> np.ndarray:
-        """X for the snapshot's jobs; `st` (the policy state) carries the FTF search's warm start."""
+        """X for the snapshot's jobs; `st` (the policy state) carries what Gavel's policies keep
+        from one computation to the next (FTF's isolated time, agnostic FIFO's types)."""
         st = {} if st is None else st
         j = snap.jobs
+        n = len(j)
         T = j.rates
         z = j.req.astype(np.int64)
         N = snap.capacity
         T_alloc = (T > 0).astype(float) if self.agnostic else T
-        X_eq = alloc.equal_share(T_alloc, z, N)
-        tau_eq = np.maximum((T_alloc * X_eq).sum(axis=1), 1e-12)
         obj = self.objective
-        if obj == "max_min" and self.packed:
-            return self._packed_allocation(snap, T, z, N, z / (j.weight * tau_eq))
-        if obj == "max_min":
-            X = alloc.max_min(T_alloc, z, N, z / (j.weight * tau_eq))[0]
+        if obj in ("max_min", "hierarchical"):
+            # Gavel's max-min weight: z_j / (w_j * tau_j under the proportional share)
+            tau_prop = np.maximum(T_alloc @ alloc.proportional_share(N, n), 1e-12)
+            if obj == "hierarchical":
+                return alloc.water_filling(T_alloc, z, N, z / (self._entity_weights(snap) * tau_prop))
+            coef = z / (j.weight * tau_prop)
+            if self.packed:
+                return self._packed_allocation(snap, T, z, N, coef)
+            if self.solution == "central":
+                return central.central_max_min(T_alloc, z, N, coef)[0]
+            if self.solution == "ecos":
+                return ecos.ecos_max_min(T_alloc, z, N, j.weight, tau_prop, snap.cluster.types)
+            X = alloc.max_min(T_alloc, z, N, coef)[0]
             return alloc.spread_like_agnostic(X, T > 0, z, N) if self.agnostic else X
-        if obj == "hierarchical":
-            return alloc.water_filling(T_alloc, z, N, z / (self._entity_weights(snap) * tau_eq))
         remaining = np.maximum(j.remaining, 1e-9)
         if obj == "makespan":   # Gavel's programme as is: a second stage weighted by 1/remaining
             return alloc.max_min(T, z, N, 1.0 / remaining, refine=False)[0]   # favours short jobs
         if obj == "ftf":
-            X_iso = alloc.equal_share(T, z, N)
-            tau_iso = np.maximum((T * X_iso).sum(axis=1), 1e-12)
-            X, rho = alloc.min_max_ratio(T, z, N, num=remaining, den=j.total / tau_iso,
-                                         base=snap.now - j.submit, guess=st.get("rho"))
-            st["rho"] = rho
-            return X
+            return self._ftf_allocation(snap, T, z, N, remaining, st)
         if obj == "fifo":
+            if self.agnostic:
+                rng = st.setdefault("fifo_rng", random.Random(self.seed))
+                X, st["fifo_held"] = alloc.fifo_base(T, z, N, j.rows, list(snap.cluster.types),
+                                                     st.get("fifo_held", {}), rng,
+                                                     stale_type=self.fifo_stale_type)
+                return X
             return alloc.fastest_first(T, z, N, np.lexsort((j.rows, j.submit)))
-        best = np.maximum(T.max(axis=1, keepdims=True), 1e-12)
-        value = T / best                                      # normalised throughput per pair
+        # Gavel sums raw steps/s (max_sum_throughput.py:60-63); normalised: relative to best type
+        value = T / np.maximum(T.max(axis=1, keepdims=True), 1e-12) if self.normalised else T
         if obj == "throughput":
+            if self.solution == "central":
+                return central.central_max_sum(T, z, N, value)
+            if self.solution == "ecos":
+                return ecos.ecos_max_sum(T, z, N, value, snap.cluster.types)
             return alloc.max_sum(T, z, N, value)
         price = np.array([snap.cluster.gpu_types[t].price_per_hour for t in snap.cluster.types])
         value = value / (z[:, None] * price[None, :])
@@ -94,6 +193,37 @@ class Gavel(Policy):
         slo = np.where((deadline > 0) & (left > 0), remaining / np.maximum(left, 1e-9), np.nan)
         X = alloc.max_sum(T, z, N, value, slo) if np.any(~np.isnan(slo)) else None
         return X if X is not None else alloc.max_sum(T, z, N, value)
+
+    def _ftf_allocation(self, snap: Snapshot, T: np.ndarray, z: np.ndarray, N: np.ndarray,
+                        remaining: np.ndarray, st: dict) -> np.ndarray:
+        """Gavel's finish-time fairness (finish_time_fairness.py:53-120): minimise the worst
+        rho_j = (age_j + remaining_j / tau_j) / (isolated time so far + remaining_j / tau_iso_j),
+        where the isolated time so far accumulates, at each computation, the progress made since
+        the last one at the isolated throughput of that time (lines 81-92), and tau_iso is the
+        throughput under Gavel's isolated share (isolated.py:41-46)."""
+        j = snap.jobs
+        tau_iso = np.maximum((T * alloc.isolated_share(z, N)).sum(axis=1), 1e-12)
+        cum = st.setdefault("ftf_iso", {})
+        prev = st.get("ftf_prev", {})
+        rows = j.rows.tolist()
+        for i, r in enumerate(rows):
+            if r in prev:
+                rem0, iso0 = prev[r]
+                cum[r] = cum.get(r, 0.0) + (rem0 - remaining[i]) / iso0
+        st["ftf_prev"] = {r: (remaining[i], tau_iso[i]) for i, r in enumerate(rows)}
+        for r in [r for r in cum if r not in st["ftf_prev"]]:
+            del cum[r]
+        iso_time = np.array([cum.get(r, 0.0) for r in rows]) + remaining / tau_iso
+        if self.solution == "central":
+            return central.central_min_max_ratio(T, z, N, remaining, iso_time, snap.now - j.submit)[0]
+        if self.solution == "ecos":    # Gavel falls back to the isolated share if ECOS fails
+            X = ecos.ecos_min_max_ratio(T, z, N, remaining, iso_time, snap.now - j.submit,
+                                        snap.cluster.types)
+            return alloc.isolated_share(z, N) if X is None else X
+        X, rho = alloc.min_max_ratio(T, z, N, num=remaining, den=iso_time,
+                                     base=snap.now - j.submit, guess=st.get("rho"))
+        st["rho"] = rho
+        return X
 
     def _packed_allocation(self, snap: Snapshot, T: np.ndarray, z: np.ndarray, N: np.ndarray,
                            coef: np.ndarray) -> PackedAllocation:
@@ -104,6 +234,8 @@ class Gavel(Policy):
         types = snap.cluster.types
 
         def pair_rate(a: int, b: int, k: int) -> float:
+            if z[a] > 1 and not self.pack_multi_gpu:   # Gavel's table: 0 for every such pair
+                return 0.0
             return snap.perf.shared_rate(j.specs[a], j.specs[b], types[k], int(z[a]), mode="pack")
         return packed_max_min(T, z, N, coef, kind, pair_rate)
 
@@ -115,37 +247,95 @@ class Gavel(Policy):
         return 1.0 / counts[inv]
 
     # -- the round ----------------------------------------------------------------------------
+    def _type_order(self, snap: Snapshot, st: dict) -> np.ndarray:
+        """Type indexes, fastest first (ties: cluster order); shuffled each round if asked."""
+        types = snap.cluster.types
+        order = sorted(range(len(types)), key=lambda k: -snap.cluster.gpu_types[types[k]].speed)
+        if self.type_order == "shuffle":      # Gavel: a fresh list shuffled by one RNG per round
+            rng = st.setdefault("type_rng", random.Random(self.seed + 5))
+            rng.shuffle(order)
+        return np.array(order, dtype=np.int64)
+
     def decide(self, snap: Snapshot) -> Decision:
         j = snap.jobs
         n, K = len(j), len(snap.cluster.types)
-        st = snap.state if snap.state else {"recv": {}, "elapsed": {}, "t": None, "X": None, "key": None}
+        st = snap.state if snap.state else {"recv": {}, "elapsed": {}, "deficit": {}, "t": None,
+                                            "X": {}, "key": None, "reset_t": None}
         rows = j.rows
+        rl = rows.tolist()
         width = 2 * K if self.packed else K        # packed: time alone, then time packed, per type
         # credit the round that just ended: time held per type (and mode), time active
+        by_progress = self.credit == "progress" and not self.packed
         if st["t"] is not None:
             dt = snap.now - st["t"]
             recv, el = st["recv"], st["elapsed"]
             run = np.flatnonzero(j.running)
+            if by_progress:
+                done = j.progress
+                before = st.setdefault("progress", {})
             for i, r in zip(run.tolist(), rows[run].tolist()):
                 col = int(j.gtype[i]) + (K if self.packed and j.partner[i] >= 0 else 0)
-                recv.setdefault(r, np.zeros(width))[col] += dt
-            for r, sub in zip(rows.tolist(), j.submit.tolist()):
+                got = dt
+                if by_progress:   # the time its steps took at its rate: Gavel's execution time
+                    rate = snap.perf.rate(j.specs[i], snap.cluster.types[col], int(j.req[i]))
+                    if rate > 0:
+                        got = (done[i] - before.get(r, 0.0)) / rate
+                recv.setdefault(r, np.zeros(width))[col] += got
+            for r, sub in zip(rl, j.submit.tolist()):
                 el[r] = el.get(r, 0.0) + min(dt, snap.now - sub)
-        key = (tuple(rows.tolist()), tuple(snap.capacity.tolist()))
-        if st["key"] != key:                       # recompute X when jobs or capacity change
-            st["X"], st["key"] = self.allocation(snap, st), key
-            live = set(key[0])
-            for d in (st["recv"], st["elapsed"]):
+        # recompute X when jobs or capacity changed, at most every recompute_every seconds (Gavel
+        # counts a reset at time 0 as none: scheduler.py:2371-2374)
+        key = (tuple(rl), tuple(snap.capacity.tolist()))
+        last = st["reset_t"]
+        every = 0.0 if self.packed else self.recompute_every   # packed: at every change
+        # a round in which nothing ran forces it (Gavel, once every job has arrived:
+        # scheduler.py:1274-1279; a policy cannot tell whether more will come)
+        idle = not j.running.any()
+        if st["key"] != key and (every <= 0 or not last or idle or snap.now - last >= every):
+            if self.reset_received:        # Gavel's _reset_time_run_so_far
+                since = snap.now - (last or 0.0)
+                for r in rl:
+                    got = st["recv"].get(r, np.zeros(width))[:K]
+                    owed = st["X"].get(r, np.zeros(width))[:K] * since
+                    st["deficit"][r] = st["deficit"].get(r, np.zeros(K)) + owed - got
+                st["recv"], st["elapsed"] = {}, {}
+            A = self.allocation(snap, st)
+            st["key"], st["reset_t"] = key, snap.now
+            if self.packed:
+                st["A"] = A
+            else:
+                st["X"] = {r: A[i] for i, r in enumerate(rl)}
+            live = set(rl)
+            for d in (st["recv"], st["elapsed"], st["deficit"]):
                 for r in [r for r in d if r not in live]:
                     del d[r]
-        X = st["X"]
-        received = np.array([st["recv"].get(r, np.zeros(width)) for r in rows.tolist()]).reshape(n, width)
-        elapsed = np.array([st["elapsed"].get(r, 0.0) for r in rows.tolist()])
         st["t"] = snap.now
-        if not self.packed:
-            gpus, gtype = round_assignment(X, j.rates, j.req, snap.capacity, received, elapsed)
-            return Decision(gpus, gtype, state=st)
-        return self._packed_round(snap, X, received, elapsed, st)
+        if by_progress:
+            st["progress"] = dict(zip(rl, j.progress.tolist()))
+        received = np.array([st["recv"].get(r, np.zeros(width)) for r in rl]).reshape(n, width)
+        elapsed = np.array([st["elapsed"].get(r, 0.0) for r in rl])
+        if self.packed:
+            return self._packed_round(snap, st["A"], received, elapsed, st)
+        X = np.array([st["X"].get(r, np.zeros(K)) for r in rl]).reshape(n, K)
+        allocated = np.array([r in st["X"] for r in rl], dtype=bool)
+        if self.priority == "smoothed":      # Gavel: X / (half a round + time received)
+            prio = X / (0.5 * self.interval + received)
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                share = np.where(elapsed[:, None] > 0, received / elapsed[:, None], 0.0)
+                prio = np.where(share > 0, X / share, X * BIG)
+        if self.reset_received:
+            deficit = np.array([st["deficit"].get(r, np.zeros(K)) for r in rl]).reshape(n, K)
+        else:
+            deficit = X * elapsed[:, None] - received
+        fifo = self.objective == "fifo"
+        gpus, gtype = priority_round(
+            X, j.rates, j.req, snap.capacity, prio, deficit, rows,
+            type_order=self._type_order(snap, st) if self.queues == "per_type" else None,
+            backfill=self.backfill and not fifo,
+            eps=1e-6 if self.solution == "vertex" else 0.0,
+            allocated=allocated if self.hold_unallocated else None)
+        return Decision(gpus, gtype, state=st)
 
     def _packed_round(self, snap: Snapshot, P: PackedAllocation, received: np.ndarray,
                       elapsed: np.ndarray, st: dict) -> Decision:

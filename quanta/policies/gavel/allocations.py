@@ -56,6 +56,25 @@ class Pairs:
         return X
 
 
+def proportional_share(N: np.ndarray, n: int) -> np.ndarray:
+    """Gavel's proportional share (policies/proportional.py:35-38), the baseline of its max-min
+    policies: every job gets N_k / n of each type's time, all scaled down alike so that no job
+    exceeds 100% of the time: N_k / max(n, sum N). Per type, the same for every job; it ignores
+    the job's GPU count (the objective multiplies by it once, max_min_fairness.py:65-72) and whether
+    the job can use the type (a type it cannot use adds nothing to its throughput)."""
+    N = np.asarray(N, dtype=float)
+    return N / max(float(n), float(N.sum()), 1e-12)
+
+
+def isolated_share(z: np.ndarray, N: np.ndarray) -> np.ndarray:
+    """Gavel's isolated allocation (policies/isolated.py:41-46), the baseline of finish-time
+    fairness: job j gets N_k / (n z_j) of each type (so the n jobs together fill every type), its
+    own row scaled down to at most 100% of the time (each row on its own)."""
+    n = len(z)
+    X = np.asarray(N, dtype=float)[None, :] / max(n, 1) / np.maximum(z, 1)[:, None]
+    return X / np.maximum(X.sum(axis=1, keepdims=True), 1.0)
+
+
 def equal_share(T: np.ndarray, z: np.ndarray, N: np.ndarray) -> np.ndarray:
     """X^eq: every job gets an equal time share N_k / M of each type it may use, scaled so that
     no job exceeds 100% of the time and no type is over-committed."""
@@ -183,16 +202,77 @@ def max_sum(T: np.ndarray, z: np.ndarray, N: np.ndarray, value: np.ndarray,
 
 
 def fastest_first(T: np.ndarray, z: np.ndarray, N: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """Gavel's FIFO heuristic: in `order`, each job gets its fastest type that still has room."""
+    """Gavel's FIFO with performance (policies/fifo.py, mode 'perf'): in `order`, each job gets its
+    fastest type that still has room for all its GPUs; the first job that fits on no type stops
+    the allocation, as FIFO does (no job jumps ahead of it: fifo.py:141-142). A job that cannot
+    run at all (T = 0 everywhere) is passed over (fifo.py:157)."""
     X = np.zeros_like(T, dtype=float)
     free = N.astype(float).copy()
     for j in order.tolist():
-        room = (T[j] > 0) & (free >= z[j])
-        if room.any():
-            k = int(np.argmax(np.where(room, T[j], -1.0)))
+        room = free >= z[j]
+        if not room.any():
+            break
+        k = int(np.argmax(np.where(room, T[j], -1.0)))
+        if T[j, k] > 0:
             X[j, k] = 1.0
             free[k] -= z[j]
     return X
+
+
+def fifo_base(T: np.ndarray, z: np.ndarray, N: np.ndarray, rows: np.ndarray, types: list[str],
+              held: dict[int, str], rng, stale_type: bool = False) -> tuple[np.ndarray, dict[int, str]]:
+    """Gavel's heterogeneity-agnostic FIFO (policies/fifo.py:74-176, mode 'base'), an allocation
+    of one whole type per job that persists from one computation to the next.
+
+    `held` maps the driver row of each job allocated last time to its type name (the policy's own
+    state; Gavel keeps it in FIFOPolicy._allocation). A job allocated last time keeps its type; the
+    GPUs of a job that finished go first to the head of the queue if it fits there (fifo.py:96-122).
+    Then, in arrival order, each waiting job gets a random type (`rng.randrange`, Gavel's
+    random.Random(seed)) among those with room for it, and the first job that fits nowhere stops
+    the allocation (fifo.py:131-163).
+
+    stale_type=True reproduces what Gavel's code really does there: the chosen index is only used
+    to drop a type from the list when the job fills it, while the job itself is given
+    `worker_type`, the last type of the (sorted) list of types with free GPUs, which the loop
+    variable at fifo.py:137 leaves behind (fifo.py:157-163), even where that type is full.
+    Returns (X, new held)."""
+    n, K = T.shape
+    idx = {name: k for k, name in enumerate(types)}
+    live = {int(r): i for i, r in enumerate(rows.tolist())}
+    avail = {name: int(N[k]) for k, name in enumerate(types)}
+    queue = sorted(int(r) for r in rows.tolist() if int(r) not in held)   # arrival (row) order
+    new_held: dict[int, str] = {}
+    for r in sorted(held):
+        wt = held[r]
+        if r not in live:                  # finished: its GPUs go to the head of the queue
+            if queue:
+                head = queue[0]
+                i = live[head]
+                if z[i] <= avail[wt] and T[i, idx[wt]] > 0:
+                    queue.pop(0)
+                    new_held[head] = wt
+                    avail[wt] -= int(z[i])
+        else:
+            new_held[r] = wt
+            avail[wt] -= int(z[live[r]])
+    names = sorted(name for name in types if avail[name] > 0)
+    while queue and names:
+        r = queue.pop(0)
+        i = live[r]
+        fits = [(m, name) for m, name in enumerate(names) if avail[name] >= z[i]]
+        if not fits:
+            break
+        pick = rng.randrange(len(fits))
+        wt = names[-1] if stale_type else fits[pick][1]
+        if T[i, idx[wt]] > 0:
+            new_held[r] = wt
+            avail[wt] -= int(z[i])
+            if avail[wt] == 0:
+                names.pop(fits[pick][0] if stale_type else names.index(wt))
+    X = np.zeros((n, K))
+    for r, wt in new_held.items():
+        X[live[r], idx[wt]] = 1.0
+    return X, new_held
 
 
 def min_max_ratio(T: np.ndarray, z: np.ndarray, N: np.ndarray, num: np.ndarray, den: np.ndarray,

@@ -1,10 +1,13 @@
 """Gavel's round-based mechanism: realise a time-fraction allocation X with whole rounds.
 
 Each round, job j's priority on type k is X[j,k] / f[j,k], f = the share of its time it has
-received on k (X * 1e9 when it has received none), ties broken by the deficit (time it should
-have had minus time received), then by X. Going down that list, a job is scheduled on k if it is
-not scheduled yet, may use k, and z_j GPUs of k are left. Jobs that keep their type keep their
-GPUs (the mechanism's lease extension), so only real changes pay a restart.
+received on k, ties broken by a deficit, then by X, then by arrival (row). Going down that list,
+a job is scheduled on k if it is not scheduled yet, may use k, and z_j GPUs of k are left. Jobs
+that keep their type keep their GPUs (the mechanism's lease extension), so only real changes pay a
+restart. `priority_round` takes the priorities and deficits ready-made, so that the policy can use
+Quanta's (one list over every type; f = time received / time active) or Gavel's simulator's
+(scheduler.py:766-855: one list per type, the lists taken one after another; f counted from half a
+round, scheduler.py:2420-2463).
 """
 
 from __future__ import annotations
@@ -14,31 +17,65 @@ import numpy as np
 BIG = 1e9
 
 
-def round_assignment(X: np.ndarray, T: np.ndarray, z: np.ndarray, N: np.ndarray,
-                     received: np.ndarray, elapsed: np.ndarray, eps: float = 1e-6
-                     ) -> tuple[np.ndarray, np.ndarray]:
-    """Returns (gpus, type) per job for the next round."""
+def priority_round(X: np.ndarray, T: np.ndarray, z: np.ndarray, N: np.ndarray, prio: np.ndarray,
+                   deficit: np.ndarray, rank: np.ndarray, type_order: np.ndarray | None = None,
+                   backfill: bool = False, allocated: np.ndarray | None = None,
+                   eps: float = 1e-6) -> tuple[np.ndarray, np.ndarray]:
+    """One round: (gpus, type) per job.
+
+    Entries are the (job, type) pairs with T > 0 and X > eps, sorted by priority, then deficit,
+    then X (all descending), then `rank` (ascending: arrival order). With `type_order` (type
+    indexes) there is one such list per type, taken in that order (Gavel's per-type queues);
+    without, one list over all types. `backfill`: after a type's own entries come the jobs with no
+    share of it (priority 0), by deficit, so that no GPU idles while a job that can use it waits
+    (Gavel's mechanism does this for every policy but FIFO: scheduler.py:810-850).
+    `allocated` (bool per job, default all): a job outside the allocation (Gavel: one that arrived
+    after the allocation was computed) still takes its place in the lists with priority 0, and the
+    GPUs it takes stay idle for the round (scheduler.py:936-938)."""
     n, K = X.shape
+    pos = X > eps
+    cand = (T > 0) & (pos | backfill)
+    j_idx, k_idx = np.nonzero(cand)
+    on = pos[j_idx, k_idx]
+    p = np.where(on, prio[j_idx, k_idx], 0.0)
+    d = deficit[j_idx, k_idx]
+    x = np.where(on, X[j_idx, k_idx], 0.0)
+    keys = [rank[j_idx], -x, -d, -p]
+    if type_order is not None:
+        pos_of = np.empty(K, dtype=np.int64)
+        pos_of[np.asarray(type_order, dtype=np.int64)] = np.arange(K)
+        keys.append(pos_of[k_idx])
+    order = np.lexsort(keys)
+    gpus = np.zeros(n, dtype=np.int64)
+    gtype = np.full(n, -1, dtype=np.int64)
+    placed = np.zeros(n, dtype=bool)
+    free = N.astype(np.int64).copy()
+    zmin = int(z.min()) if n else 0
+    runs = np.ones(n, dtype=bool) if allocated is None else allocated
+    for e in order.tolist():
+        j, k = int(j_idx[e]), int(k_idx[e])
+        if placed[j] or free[k] < z[j]:
+            continue
+        placed[j] = True
+        free[k] -= z[j]
+        if runs[j]:
+            gpus[j], gtype[j] = z[j], k
+        if free.max() < zmin:
+            break
+    return gpus, gtype
+
+
+def round_assignment(X: np.ndarray, T: np.ndarray, z: np.ndarray, N: np.ndarray,
+                     received: np.ndarray, elapsed: np.ndarray, eps: float = 1e-6,
+                     backfill: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Quanta's round: one list over all types; priority X / (received / elapsed) (X * 1e9 for a
+    type the job has not run on yet), deficit X * elapsed - received. Returns (gpus, type)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(elapsed[:, None] > 0, received / elapsed[:, None], 0.0)
         prio = np.where(share > 0, X / share, X * BIG)
     deficit = X * elapsed[:, None] - received
-    cand = (X > eps) & (T > 0)
-    j_idx, k_idx = np.nonzero(cand)
-    order = np.lexsort((-X[j_idx, k_idx], -deficit[j_idx, k_idx], -prio[j_idx, k_idx]))
-    gpus = np.zeros(n, dtype=np.int64)
-    gtype = np.full(n, -1, dtype=np.int64)
-    free = N.astype(np.int64).copy()
-    zmin = int(z.min()) if n else 0
-    for e in order.tolist():
-        j, k = int(j_idx[e]), int(k_idx[e])
-        if gpus[j] or free[k] < z[j]:
-            continue
-        gpus[j], gtype[j] = z[j], k
-        free[k] -= z[j]
-        if free.max() < zmin:
-            break
-    return gpus, gtype
+    return priority_round(X, T, z, N, prio, deficit, np.arange(X.shape[0]), backfill=backfill,
+                          eps=eps)
 
 
 def packed_round(single: np.ndarray, pair_tot: np.ndarray, pair_pref: dict[tuple[int, int], list[int]],
