@@ -103,7 +103,8 @@ def test_reproduce_sia_slice_stays_within_its_recorded_tolerance():
 
 def test_reproduce_command_line():
     run = subprocess.run([sys.executable, "-m", "quanta.cli", "reproduce", "sia", "--policy", "gavel",
-                          "--json"], capture_output=True, text=True)
+                          "--workload", "sia_philly_workload-1_first30", "--json"],
+                         capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     import json
     rows = json.loads(run.stdout)
@@ -113,6 +114,7 @@ def test_reproduce_command_line():
     assert bad.returncode == 2 and "no recorded references for 'nosuch'" in bad.stderr
 
 
+@pytest.mark.slow
 def test_readme_reproduce_and_worlds_commands_run_verbatim():
     """The README's `quanta reproduce sia` and `quanta worlds` lines, from the repository root."""
     import os
