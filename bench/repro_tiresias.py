@@ -53,6 +53,7 @@ from quanta.sim import Simulator
 from quanta.sim.engine import RestartCost
 from quanta.workloads.builder import build_workload
 from quanta.workloads.formats import load_trace
+from quanta.worlds import PlacementFree
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data" / "philly_normalized.csv.gz"
@@ -61,23 +62,6 @@ from common import RECORDED, read_run  # noqa: E402
 
 # the authors' trace files, as bundled in quanta/data/traces
 TRACE_FILES = {"60_job.csv": "tiresias_60_job.csv", "tf_job.csv": "tiresias_tf_job.csv"}
-
-
-class NoSpread:
-    """A performance model that gives every placement the consolidated rate: Tiresias' simulator
-    has no placement slowdown (run_sim.py:1207-1208; its README, section 4)."""
-
-    def __init__(self, base):
-        self.base = base
-
-    def __getattr__(self, name):
-        return getattr(self.base, name)
-
-    def rate(self, job, gpu_type, num_gpus, num_nodes=1, consolidated=None):
-        return self.base.rate(job, gpu_type, num_gpus, 1, True)
-
-    def rate_with(self, job, gpu_type, num_gpus, num_nodes=1, consolidated=None, *args, **kw):
-        return self.base.rate_with(job, gpu_type, num_gpus, 1, True, *args, **kw)
 
 
 def quanta_policy(schedule: str, variant: str, extra: str = "") -> str | None:
@@ -114,7 +98,7 @@ def run_quanta(trace: Path, policy: str, world: str, dims: tuple[int, int, int],
     cluster = f"v100:1x{s * n * g}" if world == "count" else f"v100:{s * n}x{g}"
     if restart is None:
         restart = 30.0 if world == "quanta" else 0.0
-    perf = NoSpread(CatalogModel()) if world == "replay" else CatalogModel()
+    perf = PlacementFree(CatalogModel()) if world == "replay" else CatalogModel()
     if world == "replay":
         policy += ("," if ":" in policy else ":") + "pack_limit=0"
     wl = build_workload(load_trace(trace, "tiresias"), perf, seed=0)

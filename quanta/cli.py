@@ -87,10 +87,11 @@ def simulate(
 @app.command()
 def reproduce(
     system: str = typer.Argument(..., help="seed system whose recorded reference runs to replay: "
-                                 "sia, pollux (more as their references are recorded)"),
+                                 "sia, pollux, gavel, tiresias"),
     workload: Optional[str] = typer.Option(None, help="only this recorded workload"),
     ref_policy: Optional[str] = typer.Option(None, "--policy", help="only this reference policy"),
-    seed: int = typer.Option(0, help="seed for Quanta's runs"),
+    seed: Optional[int] = typer.Option(None, help="seed for Quanta's runs (default: each "
+                                       "reference run's own --seed, else 0)"),
     as_json: bool = typer.Option(False, "--json", help="print the results as JSON"),
 ) -> None:
     """Quanta's policies on a system's own workloads, under its replay profile and under Quanta's
@@ -107,21 +108,33 @@ def reproduce(
     table = Table(title=f"{system}: reference simulator vs Quanta (average JCT, hours; "
                         f"per-job median |error| vs the reference)", title_justify="left",
                   box=box.SIMPLE_HEAD)
-    for col in ("workload", "policy", "jobs", "reference", "replay (world)", "err", "job err",
-                "quanta world", "err", "ref makespan", "replay makespan"):
-        table.add_column(col, justify="left" if col in ("workload", "policy") else "right")
+    for col in ("workload", "policy", "jobs", "ref", "replay", "err", "job err", "quanta", "err",
+                "ref mksp", "replay mksp"):
+        if col in ("workload", "policy"):
+            table.add_column(col, overflow="fold")
+        else:
+            table.add_column(col, justify="right")
     for r in rows:
         rep, q, ref = r["replay"], r["quanta"], r["ref_avg_jct_s"]
-        table.add_row(r["workload"], f"{r['policy']} -> {r['quanta_policy']}", str(r["jobs"]),
-                      f"{ref / 3600:.3f}", f"{rep['avg_jct_s'] / 3600:.3f}",
-                      f"{rep['avg_jct_s'] / ref - 1:+.1%}", f"{rep['median_abs_err']:.1%}",
-                      f"{q['avg_jct_s'] / 3600:.3f}", f"{q['avg_jct_s'] / ref - 1:+.1%}",
+        table.add_row(r["workload"], r["policy"], str(r["jobs"]),
+                      f"{ref / 3600:.3f}", f"{rep['avg_jct_matched_s'] / 3600:.3f}",
+                      f"{rep['avg_jct_matched_s'] / ref - 1:+.1%}", f"{rep['median_abs_err']:.1%}",
+                      f"{q['avg_jct_matched_s'] / 3600:.3f}",
+                      f"{q['avg_jct_matched_s'] / ref - 1:+.1%}",
                       f"{r['ref_makespan_s'] / 3600:.2f}", f"{rep['makespan_s'] / 3600:.2f}")
     console.print(table)
+    mapping = dict((r["policy"], r["quanta_policy"]) for r in rows)
+    console.print("[dim]reference policy -> Quanta's: "
+                  + ", ".join(f"{a} -> {b}" for a, b in mapping.items())
+                  + f"; replay = Quanta under --world {world['world']}, quanta = Quanta's own "
+                  "world; averages over the jobs the reference finished; mksp = makespan (h)[/dim]")
+    names = sorted({a for r in rows for a in r["ref_by_app"]})
+    if len(names) > 8:
+        console.print(f"[dim]{len(names)} job types: per-type averages with --json[/dim]")
+        names = []
     apps = Table(title="per application (average JCT, hours): reference / replay / quanta world",
                  title_justify="left", box=box.SIMPLE_HEAD)
     apps.add_column("workload / policy")
-    names = sorted({a for r in rows for a in r["ref_by_app"]})
     for a in names:
         apps.add_column(a, justify="right")
     for r in rows:
@@ -133,9 +146,10 @@ def reproduce(
             cells.append(f"{r['ref_by_app'][a] / 3600:.2f} / {r['replay']['by_app'].get(a, float('nan')) / 3600:.2f}"
                          f" / {r['quanta']['by_app'].get(a, float('nan')) / 3600:.2f}")
         apps.add_row(f"{r['workload']} / {r['policy']}", *cells)
-    console.print(apps)
-    console.print(f"[dim]replay = Quanta under --world {world['world']}; reference runs and the "
-                  f"command and commit of each: quanta/data/reference/PROVENANCE.md[/dim]")
+    if names:
+        console.print(apps)
+    console.print("[dim]reference runs and the command and commit of each: "
+                  "quanta/data/reference/PROVENANCE.md[/dim]")
 
 
 @app.command()

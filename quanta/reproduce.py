@@ -34,7 +34,15 @@ class Adapter:
     cluster: Callable[[str], str]    # reference cluster string -> Quanta cluster spec
     trace: Callable[[str], tuple[str, int | None]] = field(
         default=lambda w: _bundled_trace(w))   # workload -> (trace path, max jobs)
-    restart_delay: float = 0.0       # for the Quanta world when the reference charges none
+    restart_delay: float = 30.0      # restart delay of the Quanta world (Quanta's default)
+    format: str = "auto"             # the workload's trace format
+    seed: Callable[[dict], int] = field(default=lambda summary: _seed_of(summary))
+
+
+def _seed_of(summary: dict) -> int:
+    """The reference run's --seed (0 when it has none)."""
+    m = re.search(r"--seed (\d+)", summary.get("command", ""))
+    return int(m.group(1)) if m else 0
 
 
 def _bundled_trace(workload: str) -> tuple[str, int | None]:
@@ -63,10 +71,43 @@ def _sia_cluster(spec: str) -> str:
     return ",".join(parts)
 
 
+def _gavel_cluster(spec: str) -> str:
+    # "36:36:36" (V100:P100:K80, one GPU a server: --num_gpus_per_server 1:1:1)
+    counts = [int(x) for x in spec.split(":")]
+    return ",".join(f"{t}:{c}x1" for t, c in zip(("v100", "p100", "k80"), counts) if c)
+
+
+def _gavel_policies() -> dict[str, str]:
+    from quanta.worlds.gavel_sim import GAVEL_POLICIES
+    return {g: q for g, (q, _agnostic) in GAVEL_POLICIES.items()}
+
+
+def _tiresias_cluster(spec: str) -> str:
+    # "1x16x4 (64 GPUs; switches x nodes x GPUs)" -> "v100:16x4"
+    s, n, g = (int(x) for x in re.match(r"(\d+)x(\d+)x(\d+)", spec).groups())
+    return f"v100:{s * n}x{g}"
+
+
+def _tiresias_trace(workload: str) -> tuple[str, int | None]:
+    # "tiresias_60_job_x10_1x2x4" -> the bundled tiresias_60_job_x10.csv
+    return _bundled_trace(re.sub(r"_\d+x\d+x\d+$", "", workload))
+
+
+def _tiresias_policies() -> dict[str, str]:
+    # the authors' schedules (their placement schemes count / yarn / random give identical
+    # results: these schedules only count GPUs); `gittins` is another algorithm, not replayed
+    schedules = {"dlas-gpu": "tiresias-las", "dlas-gpu-2": "tiresias-las:promote_knob=2",
+                 "dlas-gpu-8": "tiresias-las:promote_knob=8",
+                 "dlas-gpu-gittins": "tiresias-gittins"}
+    return {f"{s}_{scheme}": q for s, q in schedules.items() for scheme in ("count", "yarn", "random")}
+
+
 ADAPTERS: dict[str, Adapter] = {
-    "sia": Adapter("sia", "sia-sim", {"sia": "sia", "gavel": "gavel-throughput"}, _sia_cluster,
-                   restart_delay=30.0),
-    "pollux": Adapter("sia", "sia-sim", {"pollux": "pollux"}, _sia_cluster, restart_delay=30.0),
+    "sia": Adapter("sia", "sia-sim", {"sia": "sia", "gavel": "gavel-throughput"}, _sia_cluster),
+    "pollux": Adapter("sia", "sia-sim", {"pollux": "pollux"}, _sia_cluster),
+    "gavel": Adapter("gavel", "gavel-sim", _gavel_policies(), _gavel_cluster),
+    "tiresias": Adapter("tiresias", "tiresias-sim", _tiresias_policies(), _tiresias_cluster,
+                        _tiresias_trace, format="tiresias"),
 }
 
 
@@ -96,25 +137,35 @@ def _by_app(ids, apps, jct) -> dict[str, float]:
     return {a: float(np.mean(v)) for a, v in sorted(acc.items())}
 
 
-def compare(ref: Reference, adapter: Adapter, world: str, seed: int = 0) -> dict:
-    """Run Quanta on the reference's workload in `world`; numbers side by side."""
+def compare(ref: Reference, adapter: Adapter, world: str, seed: int | None = None) -> dict:
+    """Run Quanta on the reference's workload in `world` (seed: the reference run's unless
+    given); numbers side by side."""
+    if seed is None:
+        seed = adapter.seed(ref.summary)
     from quanta.runner import SimulationRequest, run_simulations
     from quanta.workloads.formats import load_trace  # noqa: F401  (trace formats registered)
     trace, max_jobs = adapter.trace(ref.summary["workload"])
     policy = adapter.policies[ref.summary["policy"]]
-    req = SimulationRequest(trace=trace, cluster=adapter.cluster(ref.summary["cluster"]),
+    req = SimulationRequest(trace=trace, format=adapter.format,
+                            cluster=adapter.cluster(ref.summary["cluster"]),
                             policies=[policy], seed=seed, out=None, plots=False,
-                            max_jobs=max_jobs, world=world, restart_delay=adapter.restart_delay)
+                            max_jobs=max_jobs, world=world, restart_delay=adapter.restart_delay,
+                            drop_impossible=True)   # (the reference never finishes them either)
     rows, _header, results = run_simulations(req, keep_results=True)
     res = results[0]
     t = res.table
     ours = {s.job_id: float(t.end[i] - t.submit[i]) for i, s in enumerate(t.specs)}
-    ref_jct = {j["job_id"]: float(j["jct_s"]) for j in ref.jobs}
+    # the reference's job id where Quanta's reader keeps it, else its name (Gavel's traces have
+    # no ids: Quanta numbers them, as the anchor's `name` column says)
+    key = {j["job_id"]: j["job_id"] if j["job_id"] in ours else j["name"] for j in ref.jobs}
+    ref_jct = {key[j["job_id"]]: float(j["jct_s"]) for j in ref.jobs}
     common = [k for k in ref_jct if k in ours and np.isfinite(ours[k])]
     err = [abs(ours[k] - ref_jct[k]) / ref_jct[k] for k in common if ref_jct[k] > 0]
-    apps = {j["job_id"]: j["application"] for j in ref.jobs}
+    apps = {key[j["job_id"]]: j["application"] for j in ref.jobs}
     return {
         "avg_jct_s": rows[0]["avg_jct_s"], "makespan_s": rows[0]["makespan_s"],
+        # over the jobs the reference finished (Gavel drops some multi-GPU jobs: gavel.md W7)
+        "avg_jct_matched_s": float(np.mean([ours[k] for k in common])) if common else float("nan"),
         "matched": len(common), "median_abs_err": float(np.median(err)) if err else float("nan"),
         "by_app": _by_app(common, [apps[k] for k in common], [ours[k] for k in common]),
         "world": world,
@@ -122,7 +173,7 @@ def compare(ref: Reference, adapter: Adapter, world: str, seed: int = 0) -> dict
 
 
 def reproduce(system: str, workload: str | None = None, policy: str | None = None,
-              seed: int = 0, progress: Callable[[str], None] | None = None) -> list[dict]:
+              seed: int | None = None, progress: Callable[[str], None] | None = None) -> list[dict]:
     adapter = ADAPTERS.get(system)
     if adapter is None:
         raise QuantaError(f"no recorded references for '{system}' (known: {', '.join(sorted(ADAPTERS))})",

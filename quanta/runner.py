@@ -85,7 +85,7 @@ def run_simulations(req: SimulationRequest, console=None, keep_results: bool = F
     cluster = resolve_cluster(req.cluster)
     policies = []
     for p in req.policies:
-        pol = make_policy(world.policy_spec(p))
+        pol = make_policy(world.policy_spec(p, req.seed))
         pol.name = make_policy(p).label()      # labelled as the user named it
         policies.append(pol)
     trace = load_any_trace(req.trace, req.format, req.seed)
@@ -108,7 +108,9 @@ def run_simulations(req: SimulationRequest, console=None, keep_results: bool = F
     for i, (spec, pol) in enumerate(zip(req.policies, policies)):
         specs = world.jobs_for(spec.partition(":")[0].strip(), wl.specs)
         sim = Simulator(specs, cluster, pol, perf, restart=restart,
-                        failures=failures, until=until, record_events=req.events)
+                        failures=failures, until=until, record_events=req.events,
+                        rounds_from_first_arrival=world.rounds_from_first_arrival,
+                        impossible_arrivals_decide=world.impossible_arrivals_decide)
         if i == 0:
             header += check_feasible(specs, sim, trace, cluster, req.drop_impossible)
         if console is not None:

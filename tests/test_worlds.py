@@ -114,17 +114,19 @@ def test_reproduce_command_line():
     assert bad.returncode == 2 and "no recorded references for 'nosuch'" in bad.stderr
 
 
-@pytest.mark.slow
-def test_readme_reproduce_and_worlds_commands_run_verbatim():
-    """The README's `quanta reproduce sia` and `quanta worlds` lines, from the repository root."""
+@pytest.mark.parametrize("cmd", ["quanta worlds", "quanta reproduce tiresias",
+                                 pytest.param("quanta reproduce sia", marks=pytest.mark.slow)])
+def test_readme_reproduce_and_worlds_commands_run_verbatim(cmd):
+    """The README's `quanta worlds` and `quanta reproduce` lines, from the repository root."""
     import os
     import re
     from pathlib import Path
     root = Path(__file__).resolve().parents[1]
     readme = (root / "README.md").read_text()
-    for cmd in ("quanta worlds", "quanta reproduce sia"):
-        assert re.search(rf"^{re.escape(cmd)}\s", readme, re.M), cmd
-        run = subprocess.run([sys.executable, "-m", "quanta.cli", *cmd.split()[1:]], cwd=root,
-                             capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
-        assert run.returncode == 0, run.stderr
-    assert "sia-sim" in run.stdout or "sia_philly" in run.stdout
+    assert re.search(rf"^{re.escape(cmd)}\s", readme, re.M), cmd
+    run = subprocess.run([sys.executable, "-m", "quanta.cli", *cmd.split()[1:]], cwd=root,
+                         capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
+    assert run.returncode == 0, run.stderr
+    expect = {"quanta worlds": "tiresias-sim", "quanta reproduce tiresias": "dlas-gpu_count",
+              "quanta reproduce sia": "sia_philly"}[cmd]
+    assert expect in run.stdout

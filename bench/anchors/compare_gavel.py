@@ -12,15 +12,13 @@ Modes (all with Quanta's engine unchanged, restart cost 0 as Gavel's simulator c
 - quanta: the policy with its defaults (Quanta's own mechanism).
 - gavel-sim: the policy with quanta.policies.gavel.gavel_sim_params (Gavel's mechanism:
   allocations recomputed at most every 1,920 s, per-type queues V100 first, ...).
-- gavel-sim+world: as gavel-sim, plus two approximations, made from outside the engine, of what
-  Gavel's simulator does that is not the policy's (the `--world gavel-sim` profile will do them
-  in the engine): (1) arrivals a millisecond earlier, so that the first job's arrival (t = 0) is
-  a round in Quanta too: Gavel starts its first round at the first arrival and each next one when
-  the last job of the round ends (scheduler.py:1281-1295), about 360 s later, while Quanta's rounds
-  are the multiples of 360 s after an arrival (the first at 360 s); (2) the rate each job runs at
-  rounded down to whole steps per round, floor(360 T) / 360, as Gavel runs int(T * 360) steps a
-  round (scheduler.py:959-993), where Gavel's job computes them at T in floor(360 T) / T seconds
-  and then idles to the end of the round; the perf model's rate stays T (see WholeStepsTable).
+- gavel-sim+world: as gavel-sim, in the world of Gavel's simulator as `--world gavel-sim`
+  (quanta/worlds/gavel_sim.py) models it: (1) rounds from the first arrival on, a round at an
+  arrival when nothing runs (Gavel starts its first round at the first arrival and each next one
+  when the last job of the round ends, scheduler.py:1281-1295; Quanta's default rounds are the
+  multiples of 360 s); (2) the rate each job runs at rounded down to whole steps per round,
+  floor(360 T) / 360, as Gavel runs int(T * 360) steps a round (scheduler.py:959-993); the perf
+  model's rate stays T (quanta.worlds.gavel_sim.WholeSteps).
 
 The cluster is one node per GPU type (36 GPUs each for 36:36:36): Gavel's simulator gives a job
 its (job type, scale factor) throughput wherever its GPUs are (scheduler.py:959-993), so Quanta
@@ -45,19 +43,10 @@ sys.path.insert(0, str(HERE))
 from common import RECORDED, read_run  # noqa: E402
 
 TRACES = HERE.parents[1] / "quanta" / "data" / "traces" / "gavel_gen"
-ROUND_S = 360.0
-ARRIVAL_LEAD_S = 1e-3   # gavel-sim+world: arrivals this much earlier (a round at t = 0)
-# Gavel's policy name -> Quanta's policy (and whether Gavel treats it as heterogeneity-agnostic:
-# its worker-type order is then shuffled every round, scheduler.py:879-881)
-GAVEL_POLICY = {
-    "max_min_fairness": ("gavel-las-agnostic", True),
-    "max_min_fairness_perf": ("gavel-las", False),
-    "max_min_fairness_packed": ("gavel-las-packed", False),
-    "fifo": ("gavel-fifo-agnostic", True),
-    "fifo_perf": ("gavel-fifo", False),
-    "finish_time_fairness_perf": ("gavel-ftf", False),
-    "max_sum_throughput_perf": ("gavel-throughput", False),
-}
+# Gavel's policy name -> (Quanta's policy, whether Gavel treats it as heterogeneity-agnostic)
+from quanta.worlds.gavel_sim import GAVEL_POLICIES as GAVEL_POLICY  # noqa: E402
+from quanta.worlds.gavel_sim import WholeSteps  # noqa: E402
+
 MODES = ("quanta", "gavel-sim", "gavel-sim+world")
 
 
@@ -65,25 +54,6 @@ def cluster_of(spec: str):
     from quanta.model import Cluster, NodeSpec
     counts = [int(x) for x in spec.split(":")]
     return Cluster(tuple(NodeSpec(t, t, c) for t, c in zip(("v100", "p100", "k80"), counts) if c))
-
-
-class WholeStepsTable:
-    """Gavel's rates as its rounds realise them: floor(round * T) steps per round. Only the rates
-    the engine runs jobs at (rate_matrix) are rounded; perf.rate stays T, the speed a policy with
-    credit=progress divides a round's steps by to credit the time they took, floor(360 T) / T:
-    Gavel's micro-task time (scheduler.py:1308-1310)."""
-
-    def __init__(self, base, round_s: float = ROUND_S):
-        self._base, self._round = base, round_s
-
-    def __getattr__(self, name):
-        return getattr(self._base, name)
-
-    def _floor(self, r):
-        return np.floor(np.asarray(r) * self._round) / self._round
-
-    def rate_matrix(self, jobs, types):
-        return self._floor(self._base.rate_matrix(jobs, types))
 
 
 def seed_of(summary: dict) -> int:
@@ -122,16 +92,15 @@ def replay(trace: Path, cluster: str, spec: str, world: bool | str, restart_s: f
     perf = TableModel()
     specs = build_workload(load_trace(trace, "gavel"), perf).specs
     if world in (True, "steps"):
-        perf = WholeStepsTable(perf)
-    if world in (True, "align"):
-        specs = [s.with_(submit_time=s.submit_time - ARRIVAL_LEAD_S) for s in specs]
+        perf = WholeSteps(perf)
     t0 = time.perf_counter()
     if preset:
         from quanta.model.presets import resolve_cluster
         c = resolve_cluster(preset)
     else:
         c = cluster_of(cluster)
-    res = Simulator(specs, c, make_policy(spec), perf, restart=RestartCost(restart_s)).run()
+    res = Simulator(specs, c, make_policy(spec), perf, restart=RestartCost(restart_s),
+                    rounds_from_first_arrival=world in (True, "align")).run()
     t = res.table
     return {s.job_id: float(e - s.submit_time) for s, e in zip(t.specs, t.end)}, \
         time.perf_counter() - t0
@@ -164,7 +133,7 @@ def ablate(runs: list[Path], traces: Path) -> int:
     from quanta.policies.gavel import GAVEL_SIM
     undo = [("(none)", "", True, 0.0, None)] + \
         [(f"policy {k}", k, True, 0.0, None) for k in GAVEL_SIM] + \
-        [("world: no arrival lead", "", "steps", 0.0, None),
+        [("world: rounds at multiples of 360 s", "", "steps", 0.0, None),
          ("world: no whole steps", "", "align", 0.0, None),
          ("world: 30 s restart per move (Quanta's default)", "", True, 30.0, None),
          ("world: gavel-108 preset (4 GPUs a server)", "", True, 0.0, "gavel-108")]

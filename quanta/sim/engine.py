@@ -78,7 +78,8 @@ class Simulator:
     def __init__(self, specs: Sequence[JobSpec], cluster: Cluster, policy: Policy, perf: PerfModel,
                  *, restart: RestartCost | None = None, failures: FailureModel | None = None,
                  outages: Sequence[NodeOutage] = (), until: float | None = None,
-                 progress: Callable[[float], None] | None = None, record_events: bool = False):
+                 progress: Callable[[float], None] | None = None, record_events: bool = False,
+                 rounds_from_first_arrival: bool = False, impossible_arrivals_decide: bool = False):
         self.cluster = cluster
         self.policy = policy
         self.perf = perf
@@ -99,6 +100,12 @@ class Simulator:
         # jobs whose rate changes as they train (goodput jobs' epochs): re-rated at each phase end
         self.phased = bool(self.table.phase_ends)
         self.alloc_args: dict[int, tuple] = {}   # row -> its allocation's _rate arguments
+        # round-based policies: rounds at the multiples of the interval (False), or from the first
+        # arrival on, the first round at that arrival (Gavel's simulator)
+        self.rounds_from_first_arrival = rounds_from_first_arrival
+        # the arrival of a job that can never run is an event too (Tiresias' simulator runs a
+        # scheduling pass at every arrival); by default only arrivals that can run are
+        self.impossible_arrivals_decide = impossible_arrivals_decide
 
     # -------------------------------------------------------------------------------------------
     def _apply(self, now: float, trs: list, version: np.ndarray, push) -> int:
@@ -248,6 +255,8 @@ class Simulator:
             push(o.at, FAIL, o.node, i)
         interval = self.policy.interval
         tick_pending = False
+        origin = 0.0          # rounds at origin + k * interval
+        tick_ver = 0          # a round clock restarted (rounds_from_first_arrival) voids its tick
         wake_ver = 0
         active = np.empty(0, dtype=np.int64)
         ptr = 0
@@ -280,6 +289,8 @@ class Simulator:
                 if not _live(ev, version, t.state, wake_ver):
                     continue
                 _, kind, _, obj, ver = ev
+                if kind == TICK and ver != tick_ver:
+                    continue
                 events_total += 1
                 if kind == COMPLETE:
                     mate = int(t.partner[obj])
@@ -337,10 +348,15 @@ class Simulator:
                 a_sub[new] = acc
                 active = np.concatenate([active, new])
                 events_total += len(new)
-                if new.size:
+                if new.size or (bad.size and self.impossible_arrivals_decide):
                     kinds.add("arrival")
             if not kinds:
                 continue
+            if interval and self.rounds_from_first_arrival and "arrival" in kinds \
+                    and "tick" not in kinds and n_running == 0:
+                # nothing runs: the round clock jumps to this arrival, a round starts now
+                origin, tick_ver, tick_pending = now, tick_ver + 1, False
+                kinds.add("tick")
             decide = ("tick" in kinds) if interval else True
             if decide and len(active):
                 trs = loop.step(now, active, tuple(sorted(kinds)))
@@ -354,7 +370,8 @@ class Simulator:
                     stalled = True
                     break
             if interval and len(active) and not tick_pending:
-                push((np.floor(now / interval) + 1) * interval, TICK, -1)
+                push(origin + (np.floor((now - origin) / interval) + 1) * interval, TICK, -1,
+                     tick_ver)
                 tick_pending = True
             if len(heap) > 4 * (n_running + len(self.cluster.nodes)) + 1024:
                 heap = [e for e in heap if _live(e, version, t.state, wake_ver)]

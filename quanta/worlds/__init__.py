@@ -31,22 +31,54 @@ class World:
     restart: Callable[[float], RestartCost] = lambda delay: RestartCost(delay)
     # wraps the catalog performance model (e.g. the reference's per-application slowdowns)
     perf: Callable[[object], object] = lambda base: base
-    # policy name -> parameters the reference runs that policy with ("k=v,..."); the user's own
+    # policy name -> parameters the reference runs that policy with ("k=v,..."), or a function of
+    # the run's seed giving them (a reference whose policies draw random numbers); the user's own
     # parameters win
-    policy_params: Mapping[str, str] = field(default_factory=dict)
+    policy_params: Mapping[str, str] | Callable[[int], Mapping[str, str]] = \
+        field(default_factory=dict)
     # what the reference does to a job before it runs it under a policy (name -> specs)
     prepare: Callable[[str, Sequence[JobSpec]], list[JobSpec]] | None = None
     notes: tuple[str, ...] = ()
     restart_fixed: bool = False   # the world sets restart costs itself (--restart-delay ignored)
+    # round-based policies decide from the first arrival on, every interval (the reference's
+    # rounds), instead of at the multiples of the interval
+    rounds_from_first_arrival: bool = False
+    # the arrival of a job that can never run triggers a decision as any arrival does
+    impossible_arrivals_decide: bool = False
 
-    def policy_spec(self, spec: str) -> str:
+    def policy_spec(self, spec: str, seed: int = 0) -> str:
         """`spec` with the world's parameters for that policy put before the user's own."""
         name, _, params = spec.strip().partition(":")
-        mine = self.policy_params.get(name, "")
+        table = self.policy_params(seed) if callable(self.policy_params) else self.policy_params
+        mine = table.get(name, "")
         return f"{name}:{mine},{params}".rstrip(",") if mine else spec
 
     def jobs_for(self, policy_name: str, specs: Sequence[JobSpec]) -> list[JobSpec]:
         return list(specs) if self.prepare is None else self.prepare(policy_name, specs)
+
+
+class PlacementFree:
+    """A performance model in which placement never slows a job down: every allocation runs at
+    the base model's consolidated rate (reference simulators that count GPUs, or give a job its
+    measured throughput wherever its GPUs are). Everything else is the base model's."""
+
+    def __init__(self, base):
+        self.base = base
+
+    def rate(self, job, gpu_type, num_gpus, num_nodes=1, consolidated=None):
+        return self.base.rate(job, gpu_type, num_gpus, 1, True)
+
+    def rate_with(self, job, gpu_type, num_gpus, num_nodes=1, consolidated=None, plan=None,
+                  cpus=0.0, mem_gb=0.0, net_gbps=0.0):
+        from quanta.perf.base import rate_with
+        return rate_with(self.base, job, gpu_type, num_gpus, 1, True, plan, cpus, mem_gb, net_gbps)
+
+    def shared_rate(self, job, other, gpu_type, num_gpus, num_nodes=1, consolidated=None,
+                    mode="pack", **kw):
+        return self.base.shared_rate(job, other, gpu_type, num_gpus, 1, True, mode, **kw)
+
+    def __getattr__(self, name):          # rate_matrix, provenance, phase_fractions, ...
+        return getattr(self.base, name)
 
 
 WORLDS: dict[str, Callable[[], World]] = {}
@@ -80,4 +112,4 @@ def quanta_world() -> World:
 
 
 def _load() -> None:
-    from quanta.worlds import sia_sim  # noqa: F401  (registers)
+    from quanta.worlds import gavel_sim, sia_sim, tiresias_sim  # noqa: F401  (registers)

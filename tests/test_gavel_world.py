@@ -1,0 +1,101 @@
+"""`--world gavel-sim`: each setting of Gavel's simulator's world on tiny hand-made workloads, and
+`quanta reproduce gavel` on the recorded slices of Gavel's own simulator."""
+
+import math
+
+import numpy as np
+import pytest
+
+from quanta.model import Cluster, JobSpec, NodeSpec
+from quanta.perf.catalog_model import CatalogModel
+from quanta.policies import make_policy
+from quanta.sim import Simulator
+from quanta.worlds import get_world
+
+JOB = "ResNet-18 (batch size 64)"
+
+
+def _run(world, jobs, policy="gavel-las", nodes=(("v100", 4),)):
+    w = get_world(world)
+    perf = w.perf(CatalogModel())
+    c = Cluster(tuple(NodeSpec(f"{t}{i}", t, g) for i, (t, g) in enumerate(nodes)))
+    sim = Simulator(jobs, c, make_policy(w.policy_spec(policy, 0)), perf,
+                    restart=w.restart(30.0), rounds_from_first_arrival=w.rounds_from_first_arrival)
+    return sim.run(), perf
+
+
+def test_rounds_start_at_the_first_arrival_and_restart_when_nothing_runs():
+    jobs = [JobSpec("a", 100.0, 1, JOB, total_steps=5000.0),
+            JobSpec("b", 200.0, 1, JOB, total_steps=5000.0),
+            JobSpec("c", 50_000.0, 1, JOB, total_steps=10.0)]
+    res, _ = _run("gavel-sim", jobs)
+    t = res.table
+    # a's arrival starts the first round; b waits for the next one, 360 s later; when nothing
+    # runs, the clock jumps to c's arrival and a round starts there (Gavel W1, W3)
+    assert t.first_start[0] == 100.0
+    assert t.first_start[1] == 460.0
+    assert t.first_start[2] == 50_000.0
+    # Quanta's world: rounds at the multiples of 360 s
+    res_q, _ = _run("quanta", jobs, policy="gavel-las:interval=360")
+    assert list(res_q.table.first_start) == [360.0, 360.0, 50_040.0]
+
+
+def test_jobs_run_whole_steps_per_round_with_no_restart_cost():
+    w = get_world("gavel-sim")
+    perf = w.perf(CatalogModel())
+    job = JobSpec("a", 0.0, 1, JOB, total_steps=1e5)
+    T = CatalogModel().rate(job, "v100", 1)
+    assert perf.rate(job, "v100", 1) == T                    # the job's speed (credit) is T
+    whole = math.floor(360 * T) / 360                        # what it runs at: floor(360 T) a round
+    assert whole < T
+    assert perf.rate_matrix([job], ["v100"])[0, 0] == pytest.approx(whole, rel=1e-12)
+    res, _ = _run("gavel-sim", [job])
+    assert res.table.end[0] == pytest.approx(1e5 / whole, rel=1e-9)   # no first-start cost
+    assert w.restart(30.0)(job) == 0.0
+
+
+def test_throughput_does_not_depend_on_placement():
+    perf = get_world("gavel-sim").perf(CatalogModel())
+    base = CatalogModel()
+    job = JobSpec("a", 0.0, 4, JOB, total_steps=1e5)
+    assert base.rate(job, "v100", 4, num_nodes=4) < base.rate(job, "v100", 4)
+    assert perf.rate(job, "v100", 4, num_nodes=4) == base.rate(job, "v100", 4)
+    floor = perf.rate_matrix([job], ["v100"])[0, 0]
+    assert perf.rate_with(job, "v100", 4, 4, False) == \
+        pytest.approx(floor, rel=1e-12)
+
+
+def test_gavel_mechanism_pinned_per_policy_with_the_runs_seed():
+    w = get_world("gavel-sim")
+    las = make_policy(w.policy_spec("gavel-las", 7))
+    agn = make_policy(w.policy_spec("gavel-las-agnostic", 7))
+    fifo = make_policy(w.policy_spec("gavel-fifo-agnostic", 7))
+    assert (las.recompute_every, las.queues, las.type_order, las.seed) == (1920.0, "per_type",
+                                                                           "fastest", 7)
+    assert (agn.type_order, agn.credit, agn.solution) == ("shuffle", "progress", "central")
+    assert fifo.fifo_stale_type and las.interval == 360.0
+    # the user's parameters still win
+    assert make_policy(w.policy_spec("gavel-las:recompute_every=0", 7)).recompute_every == 0.0
+    assert w.policy_spec("fifo", 7) == "fifo"
+
+
+@pytest.mark.parametrize("workload", ["slice_single_r30_s2", "slice_multi_r20_s2"])
+def test_reproduce_gavel_slices_within_the_issue_targets(workload):
+    """Recorded 40-job slices of Gavel's own simulator (quanta/data/reference/gavel/). Targets:
+    average JCT within 2%, per-job median error under 5%, for every policy but the two whose
+    differences are documented in bench/anchors/gavel.md (packed: Quanta's class-level pair
+    programme, row 23; FTF: Gavel's ECOS point, row 13, exact with solution=ecos)."""
+    from quanta.reproduce import reproduce
+    rows = {r["policy"]: r for r in reproduce("gavel", workload=workload)}
+    assert len(rows) >= 6
+    for policy, r in rows.items():
+        rep = r["replay"]
+        assert rep["matched"] == r["jobs"]
+        if policy in ("max_min_fairness_packed", "finish_time_fairness_perf"):
+            continue
+        assert abs(rep["avg_jct_matched_s"] / r["ref_avg_jct_s"] - 1) < 0.02, policy
+        assert rep["median_abs_err"] < 0.05, policy
+    # aware beats agnostic under both worlds (Gavel's headline direction)
+    for world in ("replay", "quanta"):
+        assert rows["max_min_fairness_perf"][world]["avg_jct_s"] < \
+            rows["max_min_fairness"][world]["avg_jct_s"]
