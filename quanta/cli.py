@@ -18,6 +18,21 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 console = Console(width=None if sys.stdout.isatty() else 120)   # pipes and logs get full rows
 err_console = Console(stderr=True)
 
+
+
+def _version(value: bool) -> None:
+    if value:
+        from quanta import __version__
+        print(f"quanta {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="print the version and exit")) -> None:
+    """Quanta: deep-learning cluster scheduling, simulated and for real."""
+
+
 DEFAULT_TRACE = "philly"
 DEFAULT_CLUSTER = "gavel-108"
 DEFAULT_POLICIES = ["fifo", "sjf", "srtf", "las"]
@@ -203,20 +218,38 @@ from quanta.cli_jobs import register as _register_job_commands  # noqa: E402
 _register_job_commands(app, console)
 
 
+def _usage_error(e: BaseException) -> str | None:
+    """One line for a command-line usage error (unknown option or command, bad value), else None.
+    Typer raises click's exceptions or, from 0.2x, those of its own bundled copy of click: both
+    are recognised by what they offer (format_message, exit_code), not by one class."""
+    if not (hasattr(e, "format_message") and hasattr(e, "exit_code")):
+        return None
+    msg = " ".join(str(e.format_message()).split())
+    if not msg:                          # no arguments at all: the help was printed
+        return ""
+    ctx = getattr(e, "ctx", None)
+    where = f" (see '{ctx.command_path} --help')" if ctx is not None and \
+        getattr(ctx, "command_path", None) else ""
+    return f"error: {msg}{where}"
+
+
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        rv = app(standalone_mode=False)
     except QuantaError as e:
         err_console.print(f"error: {e}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
         sys.exit(130)
-    except Exception as e:  # click usage errors
-        import click
-        if isinstance(e, click.exceptions.ClickException):
-            e.show()
-            sys.exit(2)
-        raise
+    except Exception as e:
+        line = _usage_error(e)
+        if line is None:
+            raise
+        if line:
+            err_console.print(line, highlight=False, soft_wrap=True, markup=False)
+        sys.exit(2)
+    if isinstance(rv, int) and rv:      # typer.Exit(code) under standalone_mode=False
+        sys.exit(rv)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ logs, users. Each job command has --json (the service's own JSON) for scripts.""
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import List, Optional
@@ -37,7 +38,8 @@ def register(app: typer.Typer, console) -> None:
     @app.command()
     def serve(
         host: str = typer.Option("127.0.0.1", help="address to listen on"),
-        port: int = typer.Option(8472, help="port"),
+        port: Optional[int] = typer.Option(None, help="port (default: that of $QUANTA_URL, the "
+                                           "address the CLI talks to, else 8472)"),
         state: Path = typer.Option(Path("quanta-state"), help="state folder (SQLite, job folders, "
                                    "admin token)"),
         policy: str = typer.Option("fifo", help="policy NAME[:key=value,...] (see `quanta policies`)"),
@@ -52,6 +54,9 @@ def register(app: typer.Typer, console) -> None:
         import uvicorn
 
         from quanta.service.server import ServiceConfig, build, check_port
+        if port is None:
+            from urllib.parse import urlparse
+            port = urlparse(os.environ.get("QUANTA_URL", "")).port or 8472
         check_port(host, port)
         _store, runtime, api, token_path = build(ServiceConfig(state, policy, cluster, backend,
                                                                poll_s, ray_address))

@@ -105,3 +105,31 @@ def test_events_log_tells_each_jobs_history(tmp_path):
         assert mine[0]["event"] == "submit" and mine[-1]["event"] == "finish"
         assert sum(e["event"] == "preempt" for e in mine) == int(j["preemptions"])
         assert float(mine[-1]["time_s"]) == pytest.approx(float(j["end_s"]), rel=1e-5)
+
+
+COMMANDS = ["simulate", "reproduce", "worlds", "policies", "clusters", "traces", "catalog", "serve",
+            "submit", "schema", "queue", "cancel", "hold", "release", "status", "logs", "add-user"]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--polcy"], "No such option: --polcy"),
+    (["nosuch"], "No such command 'nosuch'"),
+    (["simulate", "--seed", "abc"], "Invalid value for '--seed'"),
+    (["simulate", "--max-jobs", "0"], "Invalid value for '--max-jobs'"),
+    (["simulate", "--polcy", "las"], "No such option: --polcy"),
+    (["reproduce"], "Missing argument"),
+] + [([cmd, "--no-such-flag"], "No such option: --no-such-flag") for cmd in COMMANDS])
+def test_usage_errors_are_one_line_with_exit_2(args, needle):
+    r = quanta(*args)
+    assert r.returncode == 2, (args, r.stderr)
+    assert needle in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_version_and_every_commands_help():
+    r = quanta("--version")
+    from quanta import __version__
+    assert r.returncode == 0 and r.stdout.strip() == f"quanta {__version__}"
+    for cmd in COMMANDS:
+        h = quanta(cmd, "--help")
+        assert h.returncode == 0 and "Usage" in h.stdout, (cmd, h.stderr)

@@ -67,5 +67,5 @@ def load_submission(path: Path) -> JobSubmission:
     """A job spec from a YAML file; relative `cwd` is taken from the file's folder."""
     path = Path(path)
     sub = parse_submission(read_yaml(path), str(path))
-    cwd = Path(sub.cwd) if sub.cwd else path.parent
-    return sub.model_copy(update={"cwd": str((path.parent / cwd).resolve())})
+    cwd = path.parent / sub.cwd if sub.cwd else path.parent   # (an absolute cwd stays itself)
+    return sub.model_copy(update={"cwd": str(cwd.resolve())})
