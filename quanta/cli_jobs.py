@@ -158,10 +158,14 @@ def register(app: typer.Typer, console) -> None:
         console.print(f"job {j['id']} {j['name']} ({j['user']}, queue {j['queue']}): "
                       f"{j['state'].upper()}{' held' if j['held'] else ''}"
                       f"{' - ' + j['reason'] if j['reason'] else ''}", highlight=False)
-        console.print(f"  progress {int(j['steps_done'])}/{int(j['total_steps'])} steps, "
+        console.print(f"  progress {int(j['steps_done'])}/{int(j['total_steps']) or '?'} steps, "
                       f"{j['steps_per_s']:.2f} steps/s; {j['gpus']} x {j['gpu_type'] or '-'} "
                       f"{j['nodes']}; preemptions {j['preemptions']}, failures {j['failures']}, "
                       f"attempts {j['attempt']}", highlight=False)
+        if not j["total_steps"]:
+            console.print("  no step count: the job ends when its command exits; a job that does "
+                          "not checkpoint with the job SDK restarts from scratch when preempted",
+                          highlight=False)
         for e in ev:
             stamp = time.strftime("%H:%M:%S", time.localtime(e["time"]))
             console.print(f"  {stamp} {e['kind']:14s} {e['detail']}", highlight=False)

@@ -127,6 +127,28 @@ def test_submit_run_finish_logs_metrics_and_page(service):
     assert s.req("GET", "/openapi.json", token="").json()["paths"]["/v1/jobs"]
 
 
+def test_a_command_without_the_sdk_that_exits_0_succeeds_and_steps_are_optional(service):
+    s = service()
+    body = {"name": "plain", "command": [PY, "-c", "print('hello')"]}
+    r = s.req("POST", "/v1/jobs", json=body)                        # no steps: accepted
+    assert r.status_code == 201, r.text
+    a = r.json()["id"]
+    b = s.submit(name="counted", command=[PY, "-c", "pass"], steps=10)   # never reports a step
+    c = s.submit(name="crash", command=[PY, "-c", "raise SystemExit(1)"], max_failures=0)
+    ja, jb = s.wait(a, finished), s.wait(b, finished)
+    assert ja["total_steps"] == 0 and ja["steps_done"] == 0 and jb["steps_done"] == 0
+    jc = s.wait(c, lambda j: j["state"] == "failed")
+    assert "exited with code 1" in jc["reason"]
+    out = subprocess.run([PY, "-m", "quanta.cli", "status", str(a)], capture_output=True,
+                         text=True, env={**os.environ, "QUANTA_URL": s.url,
+                                         "QUANTA_TOKEN": s.admin})
+    text = " ".join(out.stdout.split())
+    assert out.returncode == 0 and "FINISHED" in text and "0/? steps" in text
+    assert "restarts from scratch when preempted" in text
+    too_big = s.req("POST", "/v1/jobs", json={**body, "steps": 2 ** 63})
+    assert too_big.status_code == 422 and "steps" in too_big.text   # (was a 500)
+
+
 def test_tokens_separate_users(service):
     s = service()
     r = s.req("POST", "/v1/users", json={"name": "alice"})
@@ -145,7 +167,7 @@ def test_tokens_separate_users(service):
 
 
 @pytest.mark.parametrize("body,status,needle", [
-    ({"name": "x", "command": ["true"]}, 422, "field 'steps': Field required"),
+    ({"name": "x", "steps": 5}, 422, "field 'command': Field required"),
     ({"name": "x", "command": ["true"], "steps": 0}, 422, "field 'steps'"),
     ({"name": "x", "command": ["true"], "steps": 5, "colour": 1}, 422, "field 'colour'"),
     ({"name": "x", "command": [], "steps": 5}, 422, "field 'command'"),
@@ -309,7 +331,7 @@ def test_cli_submit_queue_status_logs_cancel(service, tmp_path):
 
 
 @pytest.mark.parametrize("text,needle", [
-    ("name: x\ncommand: [echo]\n", "job.yaml: field 'steps': Field required"),
+    ("name: x\nsteps: 5\n", "job.yaml: field 'command': Field required"),
     ("name: x\ncommand: [echo]\nsteps: 5\ngpus: -1\n", "job.yaml: field 'gpus'"),
     ("name: x\n  command: [echo\n", "job.yaml:2: not valid YAML"),
     ("- 1\n- 2\n", "job.yaml: a job spec is a mapping"),
@@ -327,7 +349,7 @@ def test_job_spec_schema_and_bundled_examples_validate():
 
     from quanta.runtime.spec import load_submission
     schema = json.loads(cli("schema").stdout)
-    assert {"name", "command", "steps"} <= set(schema["required"])
+    assert set(schema["required"]) == {"name", "command"}         # steps optional
     folder = P(__file__).resolve().parents[1] / "quanta" / "examples" / "jobs"
     subs = [load_submission(p) for p in sorted(folder.glob("*.yaml"))]
     assert {s.name for s in subs} >= {"mlp", "cnn", "lm-ddp"}

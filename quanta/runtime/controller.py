@@ -325,7 +325,9 @@ class Runtime:
         prog = read_json(self.workdir(job_id) / "progress.json") or {}
         steps = float(prog.get("step", t.prog0[row]))
         why = proc.stopping
-        if ex.returncode == 0 and steps >= sub.steps:
+        # exit 0 is success (as in Slurm and Kubernetes), unless the scheduler asked the job to
+        # stop (a job of the SDK checkpoints and exits 0 then) and it had steps left
+        if ex.returncode == 0 and (not why or (sub.steps is not None and steps >= sub.steps)):
             self._close(row, "finished", "", now, steps_done=steps)
             self.events.add("completion")
             return
@@ -351,11 +353,10 @@ class Runtime:
             return
         # the job's processes ended on their own without finishing: a failure
         self.failures[row] += 1
-        detail = ex.message or (f"exit code {ex.returncode}" if ex.returncode else
-                                f"exited at step {int(steps)} of {sub.steps}")
-        if self.failures[row] > sub.max_failures or ex.returncode == 0:
-            self._close(row, "failed", f"{detail}; gave up after {self.failures[row]} failures"
-                        if ex.returncode else detail, now, failures=self.failures[row])
+        detail = ex.message or f"exit code {ex.returncode}"
+        if self.failures[row] > sub.max_failures:
+            self._close(row, "failed", f"{detail}; gave up after {self.failures[row]} failures",
+                        now, failures=self.failures[row])
         else:
             self._release(row, now)
             self.store.update(job_id, ("failure", f"{detail}; requeued from its last checkpoint"),
@@ -503,7 +504,7 @@ class Runtime:
             ranks.append(Rank(node, per_node[node], "" if gtype == "cpu" else str(device)))
         env = dict(sub.env)
         env.update({"QUANTA_JOB_ID": str(job_id), "QUANTA_JOB_DIR": str(self.workdir(job_id)),
-                    "QUANTA_TOTAL_STEPS": str(sub.steps), "QUANTA_GLOBAL_BATCH": str(sub.batch_size),
+                    "QUANTA_TOTAL_STEPS": str(sub.steps or 0), "QUANTA_GLOBAL_BATCH": str(sub.batch_size),
                     "QUANTA_GPU_TYPE": gtype, "QUANTA_CHECKPOINT_EVERY": str(sub.checkpoint_every)})
         if dataclasses.is_dataclass(tr.plan):      # the policy's execution plan, for the job
             plan = dataclasses.asdict(tr.plan)

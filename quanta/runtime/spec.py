@@ -3,7 +3,7 @@
     name: mlp-demo
     command: [python, -m, quanta.examples.train, --model, mlp]
     gpus: 2                  # workers (GPUs, or CPU slots on a machine without GPUs)
-    steps: 2000              # total optimiser steps
+    steps: 2000              # total optimiser steps (optional: the job ends when its command exits)
     batch_size: 64           # global batch, kept whatever the allocation
     gpu_type: [v100, a100]   # optional: allowed types
     queue: default
@@ -23,12 +23,18 @@ from quanta.model.job import JobSpec
 from quanta.specfile import read_yaml, validated
 
 
+# the work a job of unknown length (no `steps`) counts as for the policies: very long
+UNKNOWN_STEPS = 1e9
+
+
 class JobSubmission(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     command: list[str] = Field(min_length=1, description="program and arguments")
-    steps: int = Field(ge=1, description="total optimiser steps")
+    steps: int | None = Field(None, ge=1, le=2**53, description="total optimiser steps (optional: "
+                              "without it, the job ends when its command exits; progress is "
+                              "shown when the job SDK reports it)")
     gpus: int = Field(1, ge=1, le=4096, description="workers: GPUs, or CPU slots without GPUs")
     batch_size: int = Field(64, ge=1, description="global batch size")
     gpu_type: list[str] = Field(default_factory=list, description="allowed GPU types; empty = any")
@@ -50,7 +56,8 @@ class JobSubmission(BaseModel):
 
     def to_spec(self, job_id: str, submit: float, user: str) -> JobSpec:
         return JobSpec(job_id=job_id, submit_time=submit, num_gpus=self.gpus,
-                       job_type=self.model or self.name, total_steps=float(self.steps), user=user,
+                       job_type=self.model or self.name,
+                       total_steps=float(self.steps or UNKNOWN_STEPS), user=user,
                        queue=self.queue, batch_size=self.batch_size, weight=self.weight,
                        gpu_types=tuple(t.lower() for t in self.gpu_type),
                        min_gpus=self.min_gpus, max_gpus=self.max_gpus)

@@ -110,7 +110,7 @@ def create_app(store: Store, runtime: Runtime, state_dir: Path) -> FastAPI:
             check_feasible(sub, cluster)
         except QuantaError as err:
             raise HTTPException(400, str(err)) from None
-        job_id = store.add_job(me.user, sub.name, sub.queue, sub.model_dump(), sub.steps,
+        job_id = store.add_job(me.user, sub.name, sub.queue, sub.model_dump(), sub.steps or 0,
                                runtime.clock())
         runtime.poke()
         return {"id": job_id, "state": "pending"}
@@ -252,7 +252,7 @@ def render_page(cluster: dict, recs: list[JobRecord], authed: bool) -> str:
                    for t in cluster["types"])
     jobs = "".join(f"<tr><td>{r.id}</td><td>{esc(r.name)}</td><td>{esc(r.user)}</td>"
                    f"<td>{esc(r.queue)}</td><td>{esc(r.state)}</td><td>{r.gpus}</td>"
-                   f"<td>{int(r.steps_done)}/{int(r.total_steps)}</td><td>{esc(r.reason)}</td></tr>"
+                   f"<td>{int(r.steps_done)}/{int(r.total_steps) or '?'}</td><td>{esc(r.reason)}</td></tr>"
                    for r in recs)
     queue = (f"<h2>Jobs</h2><table><tr><th>JOBID</th><th>NAME</th><th>USER</th><th>QUEUE</th>"
              f"<th>STATE</th><th>GPUS</th><th>STEPS</th><th>REASON</th></tr>{jobs}</table>"
