@@ -119,6 +119,12 @@ class JobsView:
         return self._t.restarts[self.rows]
 
     @cached_property
+    def resume_at(self) -> np.ndarray:
+        """When a held job's progress (re)starts: the end of its restart delay (after `now` while
+        it is still restoring a checkpoint)."""
+        return self._t.t0[self.rows]
+
+    @cached_property
     def partner(self) -> np.ndarray:
         """Driver row of the job sharing this job's GPUs (-1 none)."""
         return self._t.partner[self.rows]

@@ -65,7 +65,7 @@ class CatalogModel:
         (GoodputPerf.rate_with). Network bandwidth (`net_gbps`) only
         for plan model jobs (PlanPerf.rate_with); the other models ignore it."""
         model = self.model_for(job)
-        if plan == ADAPTIVE_BATCH and model is not self._goodput:
+        if isinstance(plan, str) and plan.startswith(ADAPTIVE_BATCH) and model is not self._goodput:
             plan = None                    # only goodput jobs re-tune their batch size
         if model is self._plan:
             if net_gbps:
@@ -116,6 +116,31 @@ class CatalogModel:
         for the other models' jobs, whose rates do not depend on progress."""
         model = self.model_for(job)
         return model.phase_fractions(job) if model is self._goodput else None
+
+    def observe(self, job: JobSpec, gpu_type: str, num_gpus: int, num_nodes: int = 1):
+        """What a Pollux/Sia job measures on an allocation (GoodputPerf.observe); None for the
+        other models' jobs."""
+        model = self.model_for(job)
+        return model.observe(job, gpu_type, num_gpus, num_nodes) if model is self.goodput else None
+
+    def goodput_profile(self, job: JobSpec, gpu_type: str):
+        """The goodput model's per-type profile of a Pollux/Sia job (batch limits, 1-GPU seed
+        throughput); None for the other models' jobs or a type it has none for."""
+        model = self.model_for(job)
+        if model is not self.goodput or not model._profiled(model._app(job), gpu_type):
+            return None
+        return model.profile(job, gpu_type)
+
+    def atomic_throughput(self, job: JobSpec, gpu_type: str) -> float | None:
+        """Samples/s of a Pollux/Sia job's largest 1-GPU batch on a type (its seed profile: what
+        Sia projects throughputs across types with); None where unknown."""
+        model = self.model_for(job)
+        if model is not self.goodput:
+            return None
+        try:
+            return model.catalog[model._app(job)].atomic_throughput(gpu_type)
+        except Exception:
+            return None
 
     def provenance(self, job: JobSpec, gpu_type: str) -> Provenance:
         return self.model_for(job).provenance(job, gpu_type)

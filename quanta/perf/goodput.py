@@ -230,12 +230,15 @@ class GoodputModel:
         return (self.throughput(gpu_type, num_nodes, num_replicas, local_bsz, accum)
                 * self.efficiency(m, progress, epoch))
 
-    def candidates(self, gpu_type: str, num_replicas: int):
-        """The Pollux grid for K replicas: (atomic m, s, global batch) arrays."""
+    def candidates(self, gpu_type: str, num_replicas: int, max_batch: int | None = None):
+        """The Pollux grid for K replicas: (atomic m, s, global batch) arrays. `max_batch` (a
+        scheduler's own cap, below the application's largest batch): the grid runs from
+        max(M0, K * min_local) to that cap, either way round, as Pollux's `optimize` does
+        (goodput.py np.geomspace(min_batch_size, max_batch_size))."""
         p = self.profile(gpu_type)
         k = int(num_replicas)
         lo = max(p.init_batch, k * p.min_local)
-        hi = max(p.max_batch, lo)
+        hi = max(p.max_batch, lo) if max_batch is None else min(max_batch, p.max_batch)
         batch = np.geomspace(lo, hi, GRID_POINTS)
         local = batch / k
         s = np.ceil(local / p.max_local - _EPS) - 1
@@ -247,14 +250,16 @@ class GoodputModel:
 
     def best_config(self, gpu_type: str, num_nodes: int, num_replicas: int,
                     progress: float = 0.0, noise: tuple[float, float] | None = None,
-                    epoch: int | None = None) -> BestConfig:
+                    epoch: int | None = None, max_batch: int | None = None) -> BestConfig:
         """Goodput-maximising (m, s) on K = num_replicas GPUs over num_nodes nodes, at `progress`
         (or during `epoch`), each candidate batch at its own gradient statistics. `noise`
-        overrides the (sqr, var) statistics for every candidate."""
+        overrides the (sqr, var) statistics for every candidate. `max_batch`: tune only up to
+        that global batch (see `candidates`); an atomic batch outside the type's
+        [min_local, max_local] is then worth 0, as in Pollux's `optimize`."""
         if num_replicas < 1:
             raise ValueError("best_config needs at least one replica")
         p = self.profile(gpu_type)
-        m, s, batch = self.candidates(gpu_type, num_replicas)
+        m, s, batch = self.candidates(gpu_type, num_replicas, max_batch)
         if noise is not None:
             sqr, var = noise
         else:
@@ -262,6 +267,8 @@ class GoodputModel:
                                            else epoch, batch)
         good = (p.throughput(num_nodes, num_replicas, m, s)
                 * efficiency(sqr, var, p.init_batch, batch))
+        if max_batch is not None:
+            good = np.where((m >= p.min_local) & (m <= p.max_local), good, 0.0)
         i = int(np.argmax(good))
         return BestConfig(int(m[i]), int(s[i]), float(good[i]))
 
@@ -280,6 +287,133 @@ class GoodputModel:
         m = max(1, min(ceil(local / (s + 1) - _EPS), int(p.max_batch / (k * (s + 1)))))
         good = float(self.goodput(gpu_type, num_nodes, k, m, s, progress, epoch))
         return BestConfig(m, s, good)
+
+
+class Observation(NamedTuple):
+    """What a job measures training on an allocation (what Sia's and Pollux's agents report to
+    the scheduler, sia-simulator job.py update_params): its atomic batch and accumulation steps,
+    the optimiser-step and synchronisation times, and the gradient statistics at its batch."""
+    local_bsz: int
+    accum_steps: int
+    step_time: float
+    sync_time: float
+    grad_sqr: float
+    grad_var: float
+
+
+def _observe(model: "GoodputModel", gpu_type: str, num_nodes: int, num_replicas: int,
+             epoch: int) -> Observation:
+    p = model.profile(gpu_type)
+    best = model.best_config(gpu_type, num_nodes, num_replicas, epoch=epoch)
+    m, s = best.local_bsz, best.accum_steps
+    step = float(iteration_time(p.params, num_nodes, num_replicas, m, 0))
+    grad = float(p.params.alpha_c + p.params.beta_c * m)
+    sqr, var = model.noise.at_epoch(epoch, num_replicas * m * (s + 1))
+    return Observation(m, s, step, max(step - grad, 0.0), float(sqr), float(var))
+
+
+# -- Pollux's own throughput fit, as a scheduler that learns a job online uses it ----------------
+# T_accum(m) = alpha_c + beta_c m; T_net = alpha_n + beta_n max(K - 2, 1e-8) across nodes,
+# alpha_r + beta_r max(K - 2, 1e-8) within one node (K > 1), ~0 on one GPU;
+# log T_step = log(T_accum^gamma + T_net^gamma) / gamma. Fitted by bounded quasi-Newton on
+# RMSLE(T_accum) + RMSLE(T_step) + 1e-3 (gamma - 1)^2 + 1e-2 ((beta_n/alpha_n)^2 +
+# (beta_r/alpha_r)^2) from (0.1, 0.01, 0.1, 0.01, 0.1, 0.01, 1.001); what the points cannot tell
+# is pinned so that the model is optimistic: alpha_c = mean T_accum / 2 with one atomic batch,
+# no network cost of a kind never observed, no retrogression without K > 2; with no multi-node
+# point alpha_n, beta_n >= 1.1 x alpha_r, beta_r afterwards (Pollux's `fit_perf_params`, as in
+# sia-simulator goodput.py:149-208). Vector order: alpha_c, beta_c, alpha_n, beta_n, alpha_r,
+# beta_r, gamma.
+_LOW = 1e-8
+
+
+def pollux_net_time(params, num_nodes, num_replicas):
+    n = np.asarray(num_nodes, dtype=float)
+    k = np.asarray(num_replicas, dtype=float)
+    extra = np.maximum(k - 2.0, _LOW)
+    return np.where(n > 1, params[2] + params[3] * extra,
+                    np.where(k > 1, params[4] + params[5] * extra, _LOW + _LOW * extra))
+
+
+def pollux_step_time(params, num_nodes, num_replicas, local_bsz, accum_steps=0):
+    """Seconds per optimiser step of the model `params` (vectorised)."""
+    acc = params[0] + params[1] * np.asarray(local_bsz, dtype=float)
+    net = pollux_net_time(params, num_nodes, num_replicas)
+    g = params[6]
+    # (acc^g + net^g)^(1/g) as acc * (1 + (net/acc)^g)^(1/g): no overflow
+    optim = acc * (1.0 + (net / acc) ** g) ** (1.0 / g)
+    return np.asarray(accum_steps) * acc + optim
+
+
+def fit_pollux(num_nodes, num_replicas, local_bsz, step_time, sync_time) -> np.ndarray:
+    from scipy.optimize import minimize
+    n = np.asarray(num_nodes, dtype=float)
+    k = np.asarray(num_replicas, dtype=float)
+    m = np.asarray(local_bsz, dtype=float)
+    step = np.asarray(step_time, dtype=float)
+    log_acc = np.log(np.maximum(step - np.asarray(sync_time, dtype=float), _LOW))
+    log_step = np.log(step)
+    x0 = np.array([0.1, 0.01, 0.1, 0.01, 0.1, 0.01, 1.001])
+    lo = np.array([_LOW] * 6 + [1.0])
+    hi = np.array([np.inf] * 6 + [10.0])
+    fixed: dict[int, float] = {}
+    if len(np.unique(m)) == 1:
+        fixed[0] = float(np.mean(np.exp(log_acc))) / 2.0
+    if not np.any(n > 1):
+        fixed[2] = fixed[3] = _LOW
+    if not np.any((n == 1) & (k > 1)):
+        fixed[4] = fixed[5] = _LOW
+    if not np.any(k > 2):
+        fixed[3] = fixed[5] = _LOW
+    free = [i for i in range(7) if i not in fixed]
+
+    def full(z):
+        x = x0.copy()
+        for i, v in fixed.items():
+            x[i] = v
+        x[free] = z
+        return x
+
+    def obj(z):
+        x = full(z)
+        acc = x[0] + x[1] * m
+        net = pollux_net_time(x, n, k)
+        g = x[6]
+        log_optim = np.log(acc) + np.log1p((net / acc) ** g) / g
+        e1 = np.sqrt(np.mean((np.log(acc) - log_acc) ** 2))
+        e2 = np.sqrt(np.mean((log_optim - log_step) ** 2))
+        return (e1 + e2 + 1e-3 * (g - 1.0) ** 2
+                + 1e-2 * ((x[3] / x[2]) ** 2 + (x[5] / x[4]) ** 2))
+
+    with np.errstate(all="ignore"):
+        res = minimize(obj, x0[free], method="L-BFGS-B", bounds=list(zip(lo[free], hi[free])),
+                       tol=1e-5)
+    x = full(res.x)
+    if not np.any(n > 1):
+        x[2] = max(x[2], x[4] * 1.1)
+        x[3] = max(x[3], x[5] * 1.1)
+    return x
+
+
+def pollux_goodput(params, init_batch: int, num_nodes, num_replicas, max_batch: float,
+                   min_local: int, max_local: int, grad: tuple[float, float]) -> np.ndarray:
+    """Best goodput (samples/s x efficiency) of the model `params` per (nodes, replicas) pair,
+    the batch tuned on Pollux's grid of 50 global batches from max(M0, K x min_local) to
+    `max_batch` (either way round) with accumulation, atomic batches outside [min_local,
+    max_local] worth 0, the efficiency from one pair of gradient statistics `grad` for every
+    batch (the job's latest; Pollux's GoodputFunction.optimize)."""
+    n = np.atleast_1d(np.asarray(num_nodes, dtype=float))
+    k = np.atleast_1d(np.asarray(num_replicas, dtype=float))
+    lo = np.maximum(init_batch, min_local * k)
+    batch = np.geomspace(lo, np.full_like(lo, float(max_batch)), GRID_POINTS)   # (50, len)
+    local = batch / k
+    s = np.ceil(local / max_local - _EPS) - 1
+    s = np.where((k == 1) & (local > init_batch + _EPS), np.maximum(s, 1), s)
+    mb = np.ceil(local / (s + 1) - _EPS)
+    total = k * mb * (s + 1)
+    thr = total / pollux_step_time(params, n, k, mb, s)
+    eff = efficiency(grad[0], grad[1], init_batch, total)
+    good = np.where((mb >= min_local) & (mb <= max_local), thr * eff, 0.0)
+    return good.max(axis=0)
 
 
 @dataclass
@@ -332,6 +466,23 @@ def load_goodput_catalog() -> GoodputCatalog:
 
 def bootstrap(app: str, from_type: str, to_type: str) -> AppProfile:
     return load_goodput_catalog().bootstrap(app, from_type, to_type)
+
+
+def adaptive_batch_up_to(max_batch: int | None) -> str:
+    """The plan ADAPTIVE_BATCH with the batch tuned only up to `max_batch` (None: no cap, the
+    plain ADAPTIVE_BATCH). For a scheduler's *estimates* (Sia's simulator tunes its policy's
+    goodput up to the job's requested batch, job.py get_speedup_fn), not for execution."""
+    return ADAPTIVE_BATCH if max_batch is None else f"{ADAPTIVE_BATCH}<={int(max_batch)}"
+
+
+def is_adaptive(plan) -> bool:
+    return isinstance(plan, str) and plan.startswith(ADAPTIVE_BATCH)
+
+
+def adaptive_cap(plan) -> int | None:
+    """The batch cap of an adaptive plan (None: none)."""
+    _, sep, cap = plan.partition("<=")
+    return int(cap) if sep else None
 
 
 ESTIMATE_FROM = "v100"   # the profiled type unprofiled GPU types are estimated from
@@ -391,19 +542,22 @@ class GoodputPerf:
         app = self._app(job)
         if app is None:
             fb = getattr(self.fallback, "rate_with", None)
-            if fb is None or plan is None or plan == ADAPTIVE_BATCH:
+            if fb is None or plan is None or is_adaptive(plan):
                 return self.fallback.rate(job, gpu_type, num_gpus, num_nodes, consolidated)
             return fb(job, gpu_type, num_gpus, num_nodes, consolidated, plan)
         multi = num_nodes > 1 or consolidated is False
-        batch = 0 if plan == ADAPTIVE_BATCH else (job.batch_size or self.catalog[app].init_batch)
-        key = (app, gpu_type, num_gpus, multi, job.phase, batch)
+        adaptive = is_adaptive(plan)
+        batch = 0 if adaptive else (job.batch_size or self.catalog[app].init_batch)
+        cap = adaptive_cap(plan) if adaptive else None
+        key = (app, gpu_type, num_gpus, multi, job.phase, batch, cap)
         hit = self._cache.get(key)
         if hit is None:
-            hit = self._cache[key] = self._rate(app, gpu_type, num_gpus, multi, job.phase, batch)
+            hit = self._cache[key] = self._rate(app, gpu_type, num_gpus, multi, job.phase, batch,
+                                                cap)
         return hit
 
     def _rate(self, app: str, gpu_type: str, num_gpus: int, multi: bool, phase: int,
-              batch: int) -> float:
+              batch: int, cap: int | None = None) -> float:
         if num_gpus <= 0:
             return 0.0
         model = self.catalog[app]
@@ -412,13 +566,26 @@ class GoodputPerf:
             # neither profiled nor bootstrappable (e.g. K80): the V100 answer scaled by the
             # generic GPU speed ratio, reported as ESTIMATED (never a silent 0)
             ratio = gpu_spec(gpu_type).speed / gpu_spec(ESTIMATE_FROM).speed
-            return ratio * self._rate(app, ESTIMATE_FROM, num_gpus, multi, phase, batch)
+            return ratio * self._rate(app, ESTIMATE_FROM, num_gpus, multi, phase, batch, cap)
         epoch = min(phase, model.noise.epochs - 1)
         if batch:
             best = model.fixed_config(gpu_type, nodes, num_gpus, batch, epoch=epoch)
         else:
-            best = model.best_config(gpu_type, nodes, num_gpus, epoch=epoch)
+            best = model.best_config(gpu_type, nodes, num_gpus, epoch=epoch,
+                                     max_batch=None if cap is None
+                                     else max(cap, model.init_batch))
         return best.goodput / model.init_batch
+
+    def observe(self, job: JobSpec, gpu_type: str, num_gpus: int,
+                num_nodes: int = 1) -> Observation | None:
+        """What the job measures training on this allocation at its current epoch, with the batch
+        re-tuned (ADAPTIVE_BATCH); None for jobs of other types or types with no model."""
+        app = self._app(job)
+        if app is None or num_gpus <= 0 or not self._profiled(app, gpu_type):
+            return None
+        model = self.catalog[app]
+        nodes = 2 if num_nodes > 1 and num_gpus > 1 else 1
+        return _observe(model, gpu_type, nodes, num_gpus, min(job.phase, model.noise.epochs - 1))
 
     def phase_fractions(self, job: JobSpec) -> np.ndarray | None:
         """Ends of the job's epochs as fractions of its work (rates change at each)."""

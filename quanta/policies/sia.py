@@ -29,9 +29,18 @@ import numpy as np
 from quanta.core.decision import Decision
 from quanta.core.snapshot import Snapshot
 from quanta.perf.base import ADAPTIVE_BATCH, rate_with
+from quanta.perf.goodput import adaptive_batch_up_to, fit_pollux, pollux_goodput
 from quanta.policies.base import Policy
 from quanta.policies.config_ilp import Candidates, decide_configs, restart_factor
 from quanta.policies.registry import register
+
+
+# Sia's restart penalty per application (seconds "measured on real physical cluster", by job
+# name: sia-simulator/sia.py:21-35 get_restart_penalty); 30 s for the others.
+RESTART_PENALTY_S = {"deepspeech2": 25.0, "imagenet": 250.0, "cifar10": 30.0, "bert": 120.0,
+                     "yolov3": 45.0}
+DEFAULT_PENALTY_S = 30.0
+PIN = 1e6      # cost that makes the programme keep a pinned job's configuration
 
 
 def config_counts(node_size: int, capacity: int) -> list[int]:
@@ -58,6 +67,15 @@ class Sia(Policy):
     max_gpus: int = 64
     adaptive: bool = True         # jobs may be given any GPU count (Sia's adaptive jobs)
     share_max: bool = True        # the 2x cap from the largest count on any type (else per type)
+    batch_cap: bool = False       # estimate goodput with the batch tuned only up to the job's own
+                                  # (requested) batch, as Sia's simulator does (sia-sim pins it)
+    pin_restoring: bool = False   # a job still restoring its checkpoint keeps its configuration
+                                  # (Sia's simulator: preserve_ckpt_allocs; sia-sim pins it)
+    penalty_by_app: bool = False  # restart penalty delta per application (RESTART_PENALTY_S, Sia's
+                                  # simulator) instead of `restart_delay` for every job
+    learn: bool = False           # know a job only from what it measured where it ran (Sia's
+                                  # simulator; sia-sim pins it): see `_learned`
+    project_order: str = ""       # with `learn`: GPU types to project from, in order ("t4/a100/rtx")
     time_limit: float = 10.0
 
     def decide(self, snap: Snapshot) -> Decision:
@@ -65,33 +83,134 @@ class Sia(Policy):
         n = len(j)
         st = snap.state if snap.state else {"seen": {}}
         seen: dict[tuple[int, int], int] = st["seen"]
-        for i in np.flatnonzero(j.running).tolist():
+        # a GPU count counts as run with once the job has made progress on it (its restore over),
+        # as Sia's limit comes from the placements the job has been profiled on
+        # (job.py max_profiled_replicas: profile points are added only while it trains)
+        ran = j.running & (j.resume_at < snap.now)
+        for i in np.flatnonzero(ran).tolist():
             key = (int(j.rows[i]), -1 if self.share_max else int(j.gtype[i]))
             seen[key] = max(seen.get(key, 0), int(j.gpus[i]))
-        c = self._candidates(snap, seen)
+        pinned = (j.running & (j.resume_at > snap.now) if self.pin_restoring
+                  else np.zeros(n, dtype=bool))
+        if self.learn:
+            self._observe(snap, st, ran)
+        c = self._candidates(snap, seen, pinned, st if self.learn else None)
         # normalise per job, restart penalty, power
         low = np.full(n, np.inf)
         np.minimum.at(low, c.job, c.rate)
         g = np.maximum(c.rate / low[c.job], 1e-4)
-        r = restart_factor(snap, self.restart_delay, grace=True)
+        if self.penalty_by_app:
+            delta = np.array([RESTART_PENALTY_S.get(s.job_type.lower(), DEFAULT_PENALTY_S)
+                              for s in j.specs])
+        else:
+            delta = self.restart_delay
+        r = restart_factor(snap, delta, grace=True)
         g = np.where(c.current(snap), g, np.maximum(g * r[c.job], 1e-4))
         A = np.minimum(g ** self.p, 3000.0)
         sign = 1.0 if self.p < 0 else -1.0     # p < 0: minimise sum of A; p > 0: maximise it
+        cost = sign * A - self.lambda_n * sign
+        if pinned.any():    # its only candidate, and it must be chosen (sia.py: constraint)
+            cost = np.where(pinned[c.job], -PIN, cost)
         plans = {i: ADAPTIVE_BATCH for i in range(n) if not self._rigid(j.specs[i])}
-        return decide_configs(snap, c, sign * A - self.lambda_n * sign, st, self.time_limit, plans)
+        return decide_configs(snap, c, cost, st, self.time_limit, plans)
 
     def _rigid(self, spec) -> bool:
         return not self.adaptive or bool(spec.min_gpus and spec.min_gpus == spec.max_gpus)
 
-    def _candidates(self, snap: Snapshot, seen: dict) -> Candidates:
+    def _observe(self, snap: Snapshot, st: dict, ran: np.ndarray) -> None:
+        """Record what each job that trained since the last round measured (its throughput model
+        is refitted when it has a new point), as Sia's jobs report profiles (job.py
+        update_params)."""
+        j = snap.jobs
+        cl = snap.cluster
+        obs_fn = getattr(snap.perf, "observe", None)
+        if obs_fn is None:
+            return
+        pts = st.setdefault("points", {})
+        fits = st.setdefault("fits", {})
+        grads = st.setdefault("grad", {})
+        for i in np.flatnonzero(ran).tolist():
+            k, cnt = int(j.gtype[i]), int(j.gpus[i])
+            nodes = cl.min_nodes(k, cnt)
+            o = obs_fn(j.specs[i], cl.types[k], cnt, nodes)
+            if o is None:
+                continue
+            row = int(j.rows[i])
+            grads[row] = (o.grad_sqr, o.grad_var)
+            mine = pts.setdefault((row, k), {})
+            key = (min(nodes, 2), cnt, o.local_bsz)
+            if key in mine:
+                continue
+            mine[key] = (o.step_time, o.sync_time)
+            a = np.array([(*kk, *v) for kk, v in sorted(mine.items())])
+            fits[(row, k)] = fit_pollux(a[:, 0], a[:, 1], a[:, 2], a[:, 3], a[:, 4])
+
+    def _learned(self, snap: Snapshot, st: dict, i: int, k: int, counts: list[int]
+                 ) -> list[float] | None:
+        """Goodputs Sia's policy estimates for job i on type k at each GPU count: from the job's
+        own fitted model on k, else projected from the first type (in `project_order`) it has a
+        model on, times the ratio of 1-GPU throughputs (--project_throughputs, sia.py
+        _compute_goodputs_v2, cluster.py compute_throughput_ratios); None when it has run
+        nowhere yet (then only the 1-GPU configuration, worth 1 everywhere: sia.py
+        nnz_speedups). The batch is tuned up to the job's requested batch with `batch_cap`."""
+        j = snap.jobs
+        cl = snap.cluster
+        row = int(j.rows[i])
+        fits = st.get("fits", {})
+        spec = j.specs[i]
+        src = k if (row, k) in fits else None
+        if src is None:
+            order = [cl.type_index(t) for t in self.project_order.split("/") if t
+                     and t in cl.types] or list(range(len(cl.types)))
+            src = next((t for t in order if (row, t) in fits), None)
+            if src is None:
+                return None
+        prof = snap.perf.goodput_profile(spec, cl.types[src])
+        if prof is None:
+            return None
+        mult = 1.0
+        if src != k:
+            a_k = snap.perf.atomic_throughput(spec, cl.types[k])
+            a_s = snap.perf.atomic_throughput(spec, cl.types[src])
+            if not a_k or not a_s:
+                return None
+            mult = a_k / a_s
+        per_node = int(cl.type_node_max[src])
+        cnt = np.array(counts, dtype=float)
+        nodes = np.ceil(cnt / per_node)
+        cap = float(spec.batch_size) if (self.batch_cap and spec.batch_size) else prof.max_batch
+        cap = max(min(cap, prof.max_batch), prof.init_batch)
+        good = pollux_goodput(fits[(row, src)], prof.init_batch, nodes, cnt, cap, prof.min_local,
+                              prof.max_local, st["grad"][row])
+        return (good * mult).tolist()
+
+    def _candidates(self, snap: Snapshot, seen: dict, pinned: np.ndarray,
+                    learned: dict | None = None) -> Candidates:
         j = snap.jobs
         cl = snap.cluster
         counts = [config_counts(int(cl.type_node_max[k]), int(snap.capacity[k]))
                   for k in range(len(cl.types))]
         rows: list[tuple[int, int, int, float]] = []
         for i, spec in enumerate(j.specs):
+            if pinned[i]:
+                rows.append((i, int(j.gtype[i]), int(j.gpus[i]), 1.0))
+                continue
             rigid = self._rigid(spec)
-            plan = None if rigid else ADAPTIVE_BATCH
+            if learned is not None and not rigid and snap.perf.goodput_profile(
+                    spec, cl.types[int(np.flatnonzero(j.allowed[i])[0])]) is not None:
+                for k in np.flatnonzero(j.allowed[i]).tolist():
+                    most = seen.get((int(j.rows[i]), -1 if self.share_max else k), 0)
+                    cap = min(max(2 * most, 1), self.max_gpus)
+                    ok = [c for c in counts[k] if c <= cap]
+                    est = self._learned(snap, learned, i, k, ok)
+                    if est is None:
+                        if 1 in ok:
+                            rows.append((i, k, 1, 1.0))
+                        continue
+                    rows.extend((i, k, c, g) for c, g in zip(ok, est) if g > 0)
+                continue
+            plan = None if rigid else (adaptive_batch_up_to(spec.batch_size) if self.batch_cap
+                                       else ADAPTIVE_BATCH)
             for k in np.flatnonzero(j.allowed[i]).tolist():
                 most = seen.get((int(j.rows[i]), -1 if self.share_max else k), 0)
                 cap = min(max(2 * most, 1), self.max_gpus)

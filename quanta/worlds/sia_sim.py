@@ -5,6 +5,18 @@ Everything here is read from that code; paths are relative to sia-simulator/.
   application's checkpoint-restore time: cifar10 50 s, deepspeech2 25 s, bert 120 s, yolov3 80 s,
   imagenet 250 s, ncf 15 s, others 30 s (applications.py:58-71; job.py `reallocate` and
   `migrate` set `rescale_time` whenever the placement changes, the first time too).
+- Throughput source: the measured placement profiles of Sia's artifact, interpolated as its
+  simulator does (applications.py:247-292; `MeasuredPerf`), not Quanta's fitted model (which
+  misses e.g. imagenet's 2-node sync cost at large batches by ~25%).
+- What Sia's policy knows (`sia` policy parameters pinned below; sia.md section 9): its goodput
+  estimates tune the batch only up to the job's requested batch (job.py:249 `max_batch_size =
+  target_batch_size`: batch_cap); a job still restoring a checkpoint keeps its allocation
+  (cluster.py:424-425 with simulator_config.py:27 preserve_ckpt_allocs: pin_restoring); the
+  restart penalty is per application (sia.py:21-35: penalty_by_app); each job's throughput
+  model is Pollux's fit of the points it has trained on, per GPU type, projected to other types
+  by the ratio of 1-GPU throughputs (job.py:397-412 update_params, goodput.py:149-208,
+  sia.py:423-507 with --project_throughputs; type order aws, dgx-ext, rtx from
+  simulator_config.py:11: learn, project_order).
 - Throughput: every job runs slower than its profile by its application's calibration slowdown
   ("fitted to real-world data"): cifar10 1.8, imagenet 1.2, yolov3 1.2, bert 1.2,
   deepspeech2 1.2, ncf 1.5 (simulator_config.py SLOWDOWNS; job.py `calibration_factor` =
@@ -12,8 +24,7 @@ Everything here is read from that code; paths are relative to sia-simulator/.
 - Goodput, epochs and completion: the gradient statistics of the current epoch at the batch in
   use, progress counted in M0 steps, a job done at the end of its last epoch (job.py `step`,
   applications.py `get_grad_stats`, `get_progress`). Quanta's goodput model does the same in
-  every world (GoodputPerf); the throughput itself is Quanta's fitted model, where Sia's
-  simulator interpolates the measured placements (a documented difference).
+  every world (GoodputPerf).
 - NCF under Sia: global batch 32,768 and rigid at 1 GPU (cluster.py:71-73 sets the batch,
   `get_sia_multi_job_info` caps its replicas at 1 and marks it rigid).
 - Rounds and policies as in the paper's runs (run_experiment.sh): Sia every 60 s with p = -0.5,
@@ -27,7 +38,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
+
 from quanta.model.job import JobSpec
+from quanta.perf.goodput_data import CLUSTER_OF_TYPE, GPUS_PER_NODE, SIA_POLLUX_DIR
 from quanta.sim.engine import RestartCost
 from quanta.worlds import World, world
 
@@ -73,6 +87,177 @@ class SlowedPerf:
         return getattr(self.base, name)
 
 
+class MeasuredPerf:
+    """The throughput of Sia's simulator: the measured profiles themselves, not a fitted model
+    (applications.py:247-292 `get_throughput`). For a Pollux/Sia application on an allocation of
+    K GPUs over N nodes (whole nodes first, as Sia's configurations are), the placement is
+    normalised to its lexicographically smallest rotation; if that placement was profiled, the
+    step and sync times are interpolated linearly in the atomic batch (repeated measurements of
+    one batch averaged; outside the profiled batches there is no answer); otherwise linearly
+    over (nodes <= 16, replicas, atomic batch) through the placement rows averaged by those keys
+    and the scalability rows. Iteration time = step + (step - sync) x accumulation steps
+    (job.py:467-479). Which atomic batch and accumulation the job runs at is the base model's
+    choice (its agent's; with the plan ADAPTIVE_BATCH re-tuned, else the job's own batch split
+    over its GPUs); statistical efficiency is the base model's (the validation runs). Where the
+    profiles give no answer, the base model's rate stands. Other jobs: the base model."""
+
+    def __init__(self, base):
+        self.base = base
+        self._cache: dict[tuple, float] = {}
+        self._tables: dict[tuple[str, str], tuple] = {}
+
+    def __getattr__(self, name):
+        return getattr(self.base, name)
+
+    # -- the measured tables ----------------------------------------------------------------
+    def _table(self, app: str, gpu_type: str):
+        key = (app, gpu_type)
+        hit = self._tables.get(key)
+        if hit is None:
+            hit = self._tables[key] = _load_measured(app, gpu_type)
+        return hit
+
+    def step_sync(self, app: str, gpu_type: str, placement: tuple[int, ...], local_bsz: float
+                  ) -> tuple[float, float] | None:
+        tab = self._table(app, gpu_type)
+        if tab is None:
+            return None
+        exact, nd = tab
+        pl = tuple(x for x in placement if x)
+        pl = min(pl[i:] + pl[:i] for i in range(len(pl)))
+        pid = int("".join(map(str, pl)))
+        if pid in exact:
+            xs, st, sy = exact[pid]
+            if not xs[0] <= local_bsz <= xs[-1]:
+                return None
+            return float(np.interp(local_bsz, xs, st)), float(np.interp(local_bsz, xs, sy))
+        v = nd([min(len(pl), 16), sum(pl), local_bsz])[0]
+        if not np.all(np.isfinite(v)):
+            return None
+        return float(v[0]), float(v[1])
+
+    # -- PerfModel ----------------------------------------------------------------------------
+    def _goodput_app(self, job: JobSpec):
+        gp = self.base.goodput
+        return gp._app(job) if self.base.model_for(job) is gp else None
+
+    def _measured_rate(self, job, app, gpu_type, num_gpus, num_nodes, plan):
+        from quanta.perf.goodput import canonical_type, efficiency, is_adaptive
+        if num_gpus <= 0:
+            return 0.0
+        model = self.base.goodput.catalog[app]
+        t = canonical_type(gpu_type)
+        if CLUSTER_OF_TYPE.get(t) is None or not self.base.goodput._profiled(app, t):
+            return None
+        epoch = min(job.phase, model.noise.epochs - 1)
+        nodes = 2 if num_nodes > 1 and num_gpus > 1 else 1
+        if is_adaptive(plan):
+            m, s = model.best_config(t, nodes, num_gpus, epoch=epoch)[:2]
+        else:
+            batch = job.batch_size or model.init_batch
+            m, s = model.fixed_config(t, nodes, num_gpus, batch, epoch=epoch)[:2]
+        per_node = GPUS_PER_NODE.get(t, 8)
+        ss = self.step_sync(app, t, _shape(num_gpus, num_nodes, per_node), m)
+        if ss is None:
+            return None
+        step, sync = ss
+        t_iter = step + (step - sync) * s
+        batch = num_gpus * m * (s + 1)
+        sqr, var = model.noise.at_epoch(epoch, batch)
+        gain = float(efficiency(sqr, var, model.init_batch, batch)) * batch / model.init_batch
+        return gain / t_iter
+
+    def rate_with(self, job, gpu_type, num_gpus, num_nodes=1, consolidated=None, plan=None,
+                  cpus=0.0, mem_gb=0.0, net_gbps=0.0):
+        from quanta.perf.base import rate_with
+        app = self._goodput_app(job)
+        if app is not None and plan is not None and "<=" in str(plan):
+            app = None              # a scheduler's capped estimate: the base model's
+        if app is not None:
+            key = (app, gpu_type, num_gpus, max(1, num_nodes), job.phase, str(plan),
+                   job.batch_size)
+            hit = self._cache.get(key, -1.0)
+            if hit == -1.0:
+                hit = self._cache[key] = self._measured_rate(job, app, gpu_type, num_gpus,
+                                                             num_nodes, plan)
+            if hit is not None:
+                return hit
+        return rate_with(self.base, job, gpu_type, num_gpus, num_nodes, consolidated, plan, cpus,
+                         mem_gb, net_gbps)
+
+    def rate(self, job, gpu_type, num_gpus, num_nodes=1, consolidated=None):
+        return self.rate_with(job, gpu_type, num_gpus, num_nodes, consolidated)
+
+    def rate_matrix(self, jobs, types):
+        out = np.array(self.base.rate_matrix(jobs, types), dtype=float)
+        for i, job in enumerate(jobs):
+            if self._goodput_app(job) is None:
+                continue
+            for k, t in enumerate(types):
+                if out[i, k] > 0:
+                    per_node = GPUS_PER_NODE.get(t, 8)
+                    n = job.num_gpus
+                    out[i, k] = self.rate(job, t, n, max(1, -(-n // per_node)), True)
+        return out
+
+    def observe(self, job, gpu_type, num_gpus, num_nodes=1):
+        """What the job measures there: the base model's choice of batch, the measured times."""
+        from quanta.perf.goodput import Observation, canonical_type
+        o = self.base.observe(job, gpu_type, num_gpus, num_nodes)
+        app = self._goodput_app(job)
+        if o is None or app is None:
+            return o
+        t = canonical_type(gpu_type)
+        ss = self.step_sync(app, t, _shape(num_gpus, num_nodes, GPUS_PER_NODE.get(t, 8)),
+                            o.local_bsz)
+        return o if ss is None else Observation(o.local_bsz, o.accum_steps, ss[0], ss[1],
+                                                o.grad_sqr, o.grad_var)
+
+
+def _shape(num_gpus: int, num_nodes: int, per_node: int) -> tuple[int, ...]:
+    """GPUs per node: whole nodes first, the rest on one more node (Sia's configurations)."""
+    if num_nodes <= 1 or num_gpus <= per_node:
+        return (num_gpus,)
+    full, rest = divmod(num_gpus, per_node)
+    return (per_node,) * full + ((rest,) if rest else ())
+
+
+def _load_measured(app: str, gpu_type: str):
+    """({placement id: (atomic batches, step times, sync times)}, interpolator over (nodes,
+    replicas, atomic batch)) from the bundled profiles of Sia's artifact, or None."""
+    import csv
+
+    from scipy.interpolate import LinearNDInterpolator
+    cluster = CLUSTER_OF_TYPE.get(gpu_type)
+    folder = SIA_POLLUX_DIR / app
+    pl, sc = folder / f"placements-{cluster}.csv", folder / f"scalability-{cluster}.csv"
+    if cluster is None or not pl.exists():
+        return None
+    groups: dict[int, dict[float, list[tuple[float, float]]]] = {}
+    keyed: dict[tuple[float, float, float], list[tuple[float, float]]] = {}
+    with open(pl, newline="") as f:
+        for r in csv.DictReader(f):
+            pid = int(float(r["placement"]))
+            digits = str(pid)
+            b, st, sy = float(r["local_bsz"]), float(r["step_time"]), float(r["sync_time"])
+            groups.setdefault(pid, {}).setdefault(b, []).append((st, sy))
+            keyed.setdefault((len(digits), sum(map(int, digits)), b), []).append((st, sy))
+    exact = {}
+    for pid, by_b in groups.items():
+        xs = np.array(sorted(by_b))
+        vals = np.array([np.mean(by_b[b], axis=0) for b in xs])
+        exact[pid] = (xs, vals[:, 0], vals[:, 1])
+    pts = [k for k in keyed]
+    ys = [np.mean(keyed[k], axis=0) for k in pts]
+    if sc.exists():
+        with open(sc, newline="") as f:
+            for r in csv.DictReader(f):
+                pts.append((float(r["num_nodes"]), float(r["num_replicas"]), float(r["local_bsz"])))
+                ys.append(np.array([float(r["step_time"]), float(r["sync_time"])]))
+    nd = LinearNDInterpolator(np.array(pts), np.array(ys))
+    return exact, nd
+
+
 def _prepare(policy: str, specs: Sequence[JobSpec]) -> list[JobSpec]:
     if policy != "sia":
         return list(specs)
@@ -86,8 +271,9 @@ def sia_sim() -> World:
         "sia-sim", "Sia's simulator: per-application restart delays (first start too) and "
                    "calibration slowdowns, NCF rigid at batch 32768 under Sia, the paper's rounds",
         restart=lambda _delay: RestartCost(DEFAULT_RESCALE_S, RESCALE_S, first_start_as_restart=True),
-        perf=lambda base: SlowedPerf(base, SLOWDOWNS),
-        policy_params={"sia": "interval=60,p=-0.5,lambda_n=1.1,share_max=true",
+        perf=lambda base: SlowedPerf(MeasuredPerf(base), SLOWDOWNS),
+        policy_params={"sia": ("interval=60,p=-0.5,lambda_n=1.1,share_max=true,batch_cap=true,"
+                                "pin_restoring=true,penalty_by_app=true,learn=true,project_order=t4/a100/rtx"),
                        "pollux": "interval=60,p=-1,aware=false",
                        "gavel-throughput": "interval=360"},
         prepare=_prepare,

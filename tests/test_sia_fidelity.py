@@ -1,0 +1,83 @@
+"""Sia's simulator semantics in the `sia-sim` world and Quanta's Sia (bench/anchors/sia.md)."""
+
+import numpy as np
+
+from quanta.perf.base import ADAPTIVE_BATCH
+from quanta.perf.catalog_model import CatalogModel
+from quanta.perf.goodput import (adaptive_batch_up_to, fit_pollux, load_goodput_catalog,
+                                 pollux_step_time)
+from quanta.runner import SimulationRequest, run_simulations
+from quanta.model.job import JobSpec
+
+SIA_CLUSTER = "t4:6x4,rtx:3x8,a100:2x8"
+
+
+def _run(tmp_path, rows, world="sia-sim", policy="sia"):
+    p = tmp_path / "w.csv"
+    p.write_text("name,time,application,num_replicas,batch_size\n"
+                 + "".join(f"{r}\n" for r in rows))
+    req = SimulationRequest(trace=str(p), cluster=SIA_CLUSTER, policies=[policy], out=None,
+                            plots=False, world=world, events=True)
+    _rows, _h, res = run_simulations(req, keep_results=True)
+    return res[0]
+
+
+def test_sia_keeps_a_restoring_job_and_grows_only_from_counts_it_trained_on(tmp_path):
+    # bert restores for 120 s at its first start (applications.py); Sia's simulator keeps its
+    # allocation meanwhile (preserve_ckpt_allocs) and may double it only once it has trained
+    # on it (max_profiled_replicas): no resize within 120 s of the start, and 1 -> 2 first.
+    res = _run(tmp_path, ["bert-0,0,bert,8,384"])
+    ev = [e for e in res.event_log if e[1] == 0 and e[2] in ("start", "resize", "migrate")]
+    assert ev[0][4] == 1
+    assert ev[1][0] - ev[0][0] >= 120.0
+    assert ev[1][4] == 2
+
+
+def test_capped_adaptive_plan_tunes_only_up_to_the_cap():
+    m = load_goodput_catalog()["imagenet"]
+    capped = m.best_config("a100", 2, 16, epoch=35, max_batch=1600)
+    free = m.best_config("a100", 2, 16, epoch=35)
+    assert 16 * capped.local_bsz * (capped.accum_steps + 1) <= 1600 + 16
+    assert capped.goodput < 0.8 * free.goodput
+    perf = CatalogModel()
+    job = JobSpec(job_id="j", submit_time=0.0, job_type="imagenet", num_gpus=10, batch_size=1600).with_(phase=35)
+    a = perf.rate_with(job, "a100", 16, 2, True, ADAPTIVE_BATCH)
+    b = perf.rate_with(job, "a100", 16, 2, True, adaptive_batch_up_to(1600))
+    assert b < 0.8 * a
+    assert adaptive_batch_up_to(None) == ADAPTIVE_BATCH
+
+
+def test_pollux_fit_is_optimistic_about_what_it_has_not_seen():
+    # one 1-GPU point: alpha_c pinned to half the accumulation time and no network cost, so
+    # 2 and 8 GPUs on one node, and 16 over two, are predicted to step as fast as one GPU
+    x = fit_pollux([1], [1], [128], [0.2], [0.0])
+    assert abs(x[0] - 0.1) < 1e-9
+    t1 = pollux_step_time(x, 1, 1, 128)
+    for nodes, k in ((1, 2), (1, 8), (2, 16)):
+        assert abs(pollux_step_time(x, nodes, k, 128) - t1) / t1 < 1e-3
+    # once a 2-node point is seen, its network cost is learnt
+    x = fit_pollux([1, 2], [1, 16], [128, 128], [0.2, 0.5], [0.0, 0.3])
+    assert pollux_step_time(x, 2, 16, 128) > 1.5 * pollux_step_time(x, 1, 1, 128)
+
+
+def test_sia_sim_runs_at_the_measured_profiles():
+    from quanta.worlds.sia_sim import MeasuredPerf
+    perf = MeasuredPerf(CatalogModel())
+    # imagenet on 2 x 8 A100s at atomic batch 653: the profiled placement 88 itself
+    st, sy = perf.step_sync("imagenet", "a100", (8, 8), 653)
+    assert abs(st - 0.9454) < 1e-3 and abs(sy - 0.3054) < 1e-3
+    # a placement nobody profiled: interpolated over (nodes, replicas, batch)
+    assert perf.step_sync("imagenet", "a100", (3,), 100) is not None
+    # the fitted model misses the 2-node cost at large batches; the replay world does not
+    job = JobSpec(job_id="j", submit_time=0.0, job_type="imagenet", num_gpus=16, batch_size=1600).with_(phase=40)
+    base = CatalogModel()
+    assert (perf.rate_with(job, "a100", 16, 2, True, ADAPTIVE_BATCH)
+            < 0.95 * base.rate_with(job, "a100", 16, 2, True, ADAPTIVE_BATCH))
+
+
+def test_sia_sim_replay_is_deterministic(tmp_path):
+    rows = ["cifar10-0,0,cifar10,4,2048", "deepspeech2-1,30,deepspeech2,6,320",
+            "bert-2,90,bert,8,384"]
+    a = _run(tmp_path, rows)
+    b = _run(tmp_path, rows)
+    assert np.array_equal(a.table.end, b.table.end)
