@@ -36,10 +36,10 @@ class Adapter:
         default=lambda w: _bundled_trace(w))   # workload -> (trace path, max jobs)
     restart_delay: float = 30.0      # restart delay of the Quanta world (Quanta's default)
     format: str = "auto"             # the workload's trace format
-    seed: Callable[[dict], int] = field(default=lambda summary: _seed_of(summary))
+    seed: Callable[[dict], int] = field(default=lambda summary: seed_of(summary))
 
 
-def _seed_of(summary: dict) -> int:
+def seed_of(summary: dict) -> int:
     """The reference run's --seed (0 when it has none)."""
     m = re.search(r"--seed (\d+)", summary.get("command", ""))
     return int(m.group(1)) if m else 0

@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import math
-import re
 import sys
 import time
 from pathlib import Path
@@ -46,6 +45,7 @@ TRACES = HERE.parents[1] / "quanta" / "data" / "traces" / "gavel_gen"
 # Gavel's policy name -> (Quanta's policy, whether Gavel treats it as heterogeneity-agnostic)
 from quanta.worlds.gavel_sim import GAVEL_POLICIES as GAVEL_POLICY  # noqa: E402
 from quanta.worlds.gavel_sim import WholeSteps  # noqa: E402
+from quanta.reproduce import seed_of  # noqa: E402
 
 MODES = ("quanta", "gavel-sim", "gavel-sim+world")
 
@@ -54,11 +54,6 @@ def cluster_of(spec: str):
     from quanta.model import Cluster, NodeSpec
     counts = [int(x) for x in spec.split(":")]
     return Cluster(tuple(NodeSpec(t, t, c) for t, c in zip(("v100", "p100", "k80"), counts) if c))
-
-
-def seed_of(summary: dict) -> int:
-    m = re.search(r"--seed (\d+)", summary.get("command", ""))
-    return int(m.group(1)) if m else 0
 
 
 SOLUTION: str | None = None   # --solution: overrides GAVEL_SIM's (e.g. ecos, in a venv with cvxpy)
