@@ -4,8 +4,8 @@ import numpy as np
 
 from quanta.perf.base import ADAPTIVE_BATCH
 from quanta.perf.catalog_model import CatalogModel
-from quanta.perf.goodput import adaptive_batch_up_to, fit_throughput, load_goodput_catalog
-from quanta.perf.goodput_fit import iteration_time
+from quanta.perf.goodput import (adaptive_batch_up_to, fit_pollux, load_goodput_catalog,
+                                 pollux_step_time)
 from quanta.runner import SimulationRequest, run_simulations
 from quanta.model.job import JobSpec
 
@@ -50,14 +50,14 @@ def test_capped_adaptive_plan_tunes_only_up_to_the_cap():
 def test_pollux_fit_is_optimistic_about_what_it_has_not_seen():
     # one 1-GPU point: alpha_c pinned to half the accumulation time and no network cost, so
     # 2 and 8 GPUs on one node, and 16 over two, are predicted to step as fast as one GPU
-    x = fit_throughput([1], [1], [128], [0.2], [0.0], per_node=[1])
-    assert abs(x.alpha_c - 0.1) < 1e-9
-    t1 = iteration_time(x, 1, 1, 128)
+    x = fit_pollux([1], [1], [128], [0.2], [0.0])
+    assert abs(x[0] - 0.1) < 1e-9
+    t1 = pollux_step_time(x, 1, 1, 128)
     for nodes, k in ((1, 2), (1, 8), (2, 16)):
-        assert abs(iteration_time(x, nodes, k, 128) - t1) / t1 < 1e-3
+        assert abs(pollux_step_time(x, nodes, k, 128) - t1) / t1 < 1e-3
     # once a 2-node point is seen, its network cost is learnt
-    x = fit_throughput([1, 2], [1, 16], [128, 128], [0.2, 0.5], [0.0, 0.3], per_node=[1, 1])
-    assert iteration_time(x, 2, 16, 128) > 1.5 * iteration_time(x, 1, 1, 128)
+    x = fit_pollux([1, 2], [1, 16], [128, 128], [0.2, 0.5], [0.0, 0.3])
+    assert pollux_step_time(x, 2, 16, 128) > 1.5 * pollux_step_time(x, 1, 1, 128)
 
 
 def test_sia_sim_runs_at_the_measured_profiles():

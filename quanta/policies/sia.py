@@ -29,7 +29,7 @@ import numpy as np
 from quanta.core.decision import Decision
 from quanta.core.snapshot import Snapshot
 from quanta.perf.base import ADAPTIVE_BATCH, rate_with
-from quanta.perf.goodput import adaptive_batch_up_to, fit_throughput, pollux_goodput
+from quanta.perf.goodput import adaptive_batch_up_to, fit_pollux, pollux_goodput
 from quanta.policies.base import Policy
 from quanta.policies.config_ilp import Candidates, decide_configs, restart_factor
 from quanta.policies.registry import register
@@ -143,10 +143,7 @@ class Sia(Policy):
                 continue
             mine[key] = (o.step_time, o.sync_time)
             a = np.array([(*kk, *v) for kk, v in sorted(mine.items())])
-            # Pollux's fit, optimistic about what the points cannot tell (goodput_fit's pinning
-            # rules); per_node=1: Pollux's model has no busiest-node term (beta_p pinned to 0)
-            fits[(row, k)] = fit_throughput(a[:, 0], a[:, 1], a[:, 2], a[:, 3], a[:, 4],
-                                            per_node=np.ones(len(a)))
+            fits[(row, k)] = fit_pollux(a[:, 0], a[:, 1], a[:, 2], a[:, 3], a[:, 4])
 
     def _learned(self, snap: Snapshot, st: dict, i: int, k: int, counts: list[int]
                  ) -> list[float] | None:
