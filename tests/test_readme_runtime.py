@@ -23,12 +23,15 @@ def readme_block() -> list[str]:
 
 
 def test_readme_run_real_jobs_block_verbatim(tmp_path):
-    from tests.test_service import free_port
+    import socket
+    with socket.socket() as sock:                  # a free port on 127.0.0.1
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
     lines = readme_block()
     assert lines[0].startswith("quanta serve") and lines[0].endswith("&")
     assert "quanta submit quanta/examples/jobs/mlp.yaml" in lines
     (tmp_path / "quanta").symlink_to(ROOT / "quanta")          # the repository's relative paths
-    url = f"http://127.0.0.1:{free_port()}"
+    url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "QUANTA_URL": url, "OMP_NUM_THREADS": "1",
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     env.pop("QUANTA_TOKEN", None)

@@ -4,8 +4,8 @@ import numpy as np
 
 from quanta.perf.base import ADAPTIVE_BATCH
 from quanta.perf.catalog_model import CatalogModel
-from quanta.perf.goodput import (adaptive_batch_up_to, fit_pollux, load_goodput_catalog,
-                                 pollux_step_time)
+from quanta.perf.goodput import adaptive_batch_up_to, load_goodput_catalog
+from quanta.perf.pollux_online import fit_pollux, pollux_step_time
 from quanta.runner import SimulationRequest, run_simulations
 from quanta.model.job import JobSpec
 

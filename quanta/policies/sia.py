@@ -29,7 +29,8 @@ import numpy as np
 from quanta.core.decision import Decision
 from quanta.core.snapshot import Snapshot
 from quanta.perf.base import ADAPTIVE_BATCH, rate_with
-from quanta.perf.goodput import adaptive_batch_up_to, fit_pollux, pollux_goodput
+from quanta.perf.goodput import adaptive_batch_up_to
+from quanta.perf.pollux_online import fit_pollux, pollux_goodput
 from quanta.policies.base import Policy
 from quanta.policies.config_ilp import Candidates, decide_configs, restart_factor
 from quanta.policies.registry import register
