@@ -17,6 +17,7 @@ import numpy as np
 
 from quanta.core.jobtable import PENDING, JobTable
 from quanta.core.snapshot import Snapshot
+from quanta.core.synthetic import start_on_fastest
 from quanta.model import Cluster, JobSpec, NodeSpec
 from quanta.perf.table import TableModel
 from quanta.placement import Occupancy
@@ -45,14 +46,7 @@ def snapshot_of(n: int, seed: int = 0) -> Snapshot:
     occ = Occupancy(cluster)
     table.state[:] = PENDING
     now = float(n) + 3600.0
-    for row in rng.permutation(n)[: n // 2].tolist():
-        allowed = np.flatnonzero(table.allowed[row])
-        for t in allowed[np.argsort(-table.rates[row, allowed])].tolist():
-            got = occ.place(t, int(table.req[row]))
-            if got is not None:
-                occ.assign(row, got[0])
-                table.hold(row, float(row), "start", t, got[0], float(table.rates[row, t]), 0.0)
-                break
+    start_on_fastest(table, occ, rng.permutation(n)[: n // 2].tolist())
     table.att0[:] = rng.uniform(0, 20_000, n)
     table.prog0[:] = table.total * rng.uniform(0, 0.8, n)
     table.t0[:] = now       # progress and attained service as set above, at `now`

@@ -146,9 +146,9 @@ class Gavel(Policy):
         st = {} if st is None else st
         j = snap.jobs
         n = len(j)
-        T = j.rates
-        z = j.req.astype(np.int64)
         N = snap.capacity
+        T = np.where(N[None, :] > 0, j.rates, 0.0)   # a type with no GPU up offers nothing
+        z = j.req.astype(np.int64)
         T_alloc = (T > 0).astype(float) if self.agnostic else T
         obj = self.objective
         if obj in ("max_min", "hierarchical"):

@@ -115,15 +115,30 @@ def max_min(T: np.ndarray, z: np.ndarray, N: np.ndarray, coef: np.ndarray,
     job, NaN = none: water-filling's frozen jobs) keep coef_j * tau_j >= floor_j instead.
     Returns X and the optimal level. Solved over classes of interchangeable jobs."""
     n = T.shape[0]
-    if n == 0 or not (T > 0).any():
+    if n == 0 or not (T > 0).any() or not (np.asarray(N) > 0).any():
         return np.zeros_like(T, dtype=float), 0.0
     fl = np.full(n, np.nan) if floor is None else floor
-    pos = coef[coef > 0]
-    if pos.size:   # a job about to finish has a huge coefficient: it never binds; keep HiGHS sane
-        coef = np.minimum(coef, 1e6 * float(np.median(pos)))
+    coef, scale = sane_coefficients(coef, T)
     first, inv, mult = classes(T, z, coef, fl)
-    Xc, lev = _max_min_rows(T[first], z[first], N, coef[first], fl[first], mult, refine=refine)
-    return Xc[inv], lev
+    Xc, lev = _max_min_rows(T[first], z[first], N, coef[first], fl[first] / scale, mult,
+                            refine=refine)
+    return Xc[inv], lev * scale
+
+
+def sane_coefficients(coef: np.ndarray, T: np.ndarray) -> tuple[np.ndarray, float]:
+    """Fairness coefficients HiGHS can take, and the factor that maps the LP's level back.
+    A job about to finish (or a cluster with almost nothing up) has a huge coefficient: it never
+    binds, so it is capped at 1e6 x the median. Where the largest coefficient x throughput still
+    exceeds 1e9 (HiGHS reads 1e15 as infinite: "Model error"), all are divided by one factor,
+    which scales the max-min level and leaves the allocation unchanged."""
+    pos = coef[coef > 0]
+    if pos.size:
+        coef = np.minimum(coef, 1e6 * float(np.median(pos)))
+    big = float(np.max(coef[:, None] * T)) if T.size else 0.0
+    if big <= 1e9:
+        return coef, 1.0
+    scale = big / 1e9
+    return coef / scale, scale
 
 
 def _max_min_rows(T: np.ndarray, z: np.ndarray, N: np.ndarray, coef: np.ndarray,
@@ -284,7 +299,7 @@ def min_max_ratio(T: np.ndarray, z: np.ndarray, N: np.ndarray, num: np.ndarray, 
     For a fixed rho the condition is linear: tau_j >= num_j / (rho den_j - base_j); so
     level(rho) = max_X min_j tau_j (rho den_j - base_j) / num_j is a max-min LP and rho is
     feasible iff level >= 1. rho is found by regula falsi (Illinois) on level(rho) - 1."""
-    if T.shape[0] == 0:
+    if T.shape[0] == 0 or not (T > 0).any() or not (np.asarray(N) > 0).any():
         return np.zeros_like(T, dtype=float), 0.0
 
     def level(rho: float, refine: bool = False) -> tuple[np.ndarray, float]:
@@ -297,7 +312,9 @@ def min_max_ratio(T: np.ndarray, z: np.ndarray, N: np.ndarray, num: np.ndarray, 
         v_try = level(guess * 0.8)[1]
         if v_try < 1.0:
             lo = guess * 0.8
-    while v_hi < 1.0:
+    for _ in range(64):      # level grows without bound in rho unless some job can never run
+        if v_hi >= 1.0:
+            break
         lo, hi = hi, hi * 4.0
         v_hi = level(hi)[1]
     v_lo = level(lo)[1]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.sparse import coo_matrix
 
-from quanta.policies.gavel.allocations import _solve, classes, second_stage
+from quanta.policies.gavel.allocations import _solve, classes, sane_coefficients, second_stage
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,10 @@ def packed_max_min(T: np.ndarray, z: np.ndarray, N: np.ndarray, coef: np.ndarray
     """`kind`: an integer job-type id per job; pair_rate(a_job, b_job, k) -> steps/s of job a
     packed with job b on type k (0 = they cannot run together)."""
     n, K = T.shape
+    if n == 0 or not (T > 0).any() or not (np.asarray(N) > 0).any():
+        return PackedAllocation(np.zeros(n, dtype=np.int64), np.zeros(0, dtype=np.int64),
+                                np.zeros((n, K)), {}, 0.0)
+    coef, scale = sane_coefficients(coef, T)
     first, inv, mult = classes(T, z, coef, kind)
     C = len(first)
     Tc, zc, cc = T[first], z[first], coef[first]
@@ -98,4 +102,4 @@ def packed_max_min(T: np.ndarray, z: np.ndarray, N: np.ndarray, coef: np.ndarray
             pair_time[(b, a, k)] = pair_time.get((b, a, k), 0.0) + mass / mult[b]
         else:
             pair_time[(a, a, k)] = pair_time.get((a, a, k), 0.0) + mass / mult[a]
-    return PackedAllocation(inv, mult, single_c[inv], pair_time, float(x[-1]))
+    return PackedAllocation(inv, mult, single_c[inv], pair_time, float(x[-1]) * scale)
