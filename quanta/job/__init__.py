@@ -27,6 +27,7 @@ instead of silently starting over.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
@@ -114,6 +115,25 @@ def _atomic_write(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def _to_cpu(obj: Any) -> Any:
+    """A state dict (nested dicts, lists, tuples) with every tensor copied to host memory."""
+    if hasattr(obj, "is_cuda") and hasattr(obj, "cpu"):
+        return obj.cpu() if obj.is_cuda else obj
+    if isinstance(obj, dict):
+        return type(obj)((k, _to_cpu(v)) for k, v in obj.items())
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):      # a named tuple
+        return type(obj)(*(_to_cpu(v) for v in obj))
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_cpu(v) for v in obj)
+    return obj
+
+
+def _destroy_process_group() -> None:
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def write_json(path: Path, obj: Any) -> None:
     _atomic_write(Path(path), json.dumps(obj).encode())
 
@@ -150,27 +170,41 @@ class Job:
         self.stop_requested = True
 
     # -- distributed -------------------------------------------------------------------------
-    def init_distributed(self) -> None:
-        """Join the job's process group (gloo on CPU, nccl on GPUs) when world_size > 1."""
+    @property
+    def on_gpu(self) -> bool:
+        return self.alloc.device.startswith("cuda")
+
+    def init_distributed(self, force: bool = False) -> None:
+        """Join the job's process group (gloo on CPU, nccl on GPUs) when world_size > 1 (or
+        `force`: a group of one process, e.g. to run the nccl path on a single GPU)."""
         a = self.alloc
-        if a.world_size <= 1 or self._dist:
+        if (a.world_size <= 1 and not force) or self._dist:
             return
+        import torch
         import torch.distributed as dist
         os.environ.setdefault("MASTER_ADDR", a.master_addr)
         os.environ.setdefault("MASTER_PORT", str(a.master_port))
-        backend = "nccl" if a.device.startswith("cuda") else "gloo"
-        dist.init_process_group(backend, rank=a.rank, world_size=a.world_size)
+        if self.on_gpu:
+            # nccl binds a process to the current device: make it this rank's device before the
+            # group exists (otherwise every rank's communicator and barrier use cuda:0)
+            torch.cuda.set_device(torch.device(a.device))
+            dist.init_process_group("nccl", rank=a.rank, world_size=a.world_size)
+            # a clean exit tears the communicator down (else ProcessGroupNCCL warns of a leak)
+            atexit.register(_destroy_process_group)
+        else:
+            dist.init_process_group("gloo", rank=a.rank, world_size=a.world_size)
         self._dist = True
 
-    def wrap(self, model):
-        """The model on this process's device, in DistributedDataParallel when distributed."""
+    def wrap(self, model, distributed: bool | None = None):
+        """The model on this process's device, in DistributedDataParallel when distributed
+        (default: when world_size > 1; True forces a process group even for one process)."""
         import torch
         model = model.to(torch.device(self.alloc.device))
-        if self.alloc.world_size <= 1:
+        if not (self.alloc.world_size > 1 if distributed is None else distributed):
             return model
-        self.init_distributed()
+        self.init_distributed(force=True)
         from torch.nn.parallel import DistributedDataParallel
-        ids = [torch.device(self.alloc.device).index] if self.alloc.device.startswith("cuda") else None
+        ids = [torch.device(self.alloc.device).index] if self.on_gpu else None
         return DistributedDataParallel(model, device_ids=ids)
 
     def _agree_stop(self) -> bool:
@@ -179,7 +213,9 @@ class Job:
             return self.stop_requested
         import torch
         import torch.distributed as dist
-        flag = torch.tensor([1 if self.stop_requested else 0])
+        # nccl reduces device tensors only: a CPU tensor there raises at the first step
+        flag = torch.tensor([1 if self.stop_requested else 0],
+                            device=torch.device(self.alloc.device) if self.on_gpu else None)
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         return bool(flag.item())
 
@@ -193,9 +229,14 @@ class Job:
         import numpy as np
         import torch
         module = getattr(model, "module", model)
-        state = {"step": step, "model": module.state_dict(), "optimizer": optimizer.state_dict(),
-                 "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(),
-                         "python": random.getstate()},
+        rng = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(),
+               "python": random.getstate()}
+        if self.on_gpu:   # the generator of this process's GPU (dropout, randn on the device)
+            rng["cuda"] = torch.cuda.get_rng_state(torch.device(self.alloc.device))
+        # tensors are written as CPU tensors: the checkpoint loads anywhere (a CPU slot, another
+        # GPU index, a machine without CUDA); restore puts them back on the model's devices
+        state = {"step": step, "model": _to_cpu(module.state_dict()),
+                 "optimizer": _to_cpu(optimizer.state_dict()), "rng": rng,
                  "world_size": self.alloc.world_size, "global_batch": self.alloc.global_batch}
         buf = io.BytesIO()
         torch.save(state, buf)
@@ -229,15 +270,19 @@ class Job:
                 data = path.read_bytes()
                 if hashlib.sha256(data).hexdigest() != entry["sha256"]:
                     raise ValueError("its SHA-256 does not match the manifest")
-                state = torch.load(io.BytesIO(data), weights_only=False)
+                # map_location: a checkpoint of GPU tensors (older ones were saved so) must not
+                # be loaded onto the device it was saved from, which may be absent or another job's
+                state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
             except Exception as err:   # noqa: BLE001 - any failure means: not usable
                 print(f"quanta: checkpoint {path} is corrupt ({err}); trying an older one",
                       file=sys.stderr, flush=True)
                 continue
             module = getattr(model, "module", model)
-            module.load_state_dict(state["model"])
-            optimizer.load_state_dict(state["optimizer"])
+            module.load_state_dict(state["model"])        # copies into the model's devices
+            optimizer.load_state_dict(state["optimizer"])  # moves its state to the parameters'
             torch.set_rng_state(state["rng"]["torch"])
+            if self.on_gpu and "cuda" in state["rng"]:
+                torch.cuda.set_rng_state(state["rng"]["cuda"], torch.device(self.alloc.device))
             np.random.set_state(state["rng"]["numpy"])
             random.setstate(state["rng"]["python"])
             return int(state["step"])

@@ -69,7 +69,11 @@ class LocalBackend:
         workdir = Path(job.workdir).resolve()
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "exit.json").unlink(missing_ok=True)
-        write_json(workdir / "launch.json", job.as_json(free_port()))
+        spec = job.as_json(free_port())
+        for r in spec["ranks"]:     # the cluster's device indices -> this machine's CUDA devices
+            r["cuda_visible_devices"] = physical_devices(r["cuda_visible_devices"],
+                                                         os.environ.get("CUDA_VISIBLE_DEVICES"))
+        write_json(workdir / "launch.json", spec)
         env = dict(os.environ)
         env.setdefault("OMP_NUM_THREADS", "1")
         popen = subprocess.Popen([sys.executable, "-m", "quanta.runtime.launch", str(workdir)],
@@ -129,15 +133,50 @@ class LocalBackend:
         self.procs.clear()
 
 
+def physical_devices(devices: str, visible: str | None) -> str:
+    """A rank's CUDA_VISIBLE_DEVICES. The cluster numbers this machine's GPUs 0..n-1 as the
+    scheduler sees them; when the scheduler itself runs under CUDA_VISIBLE_DEVICES (e.g. "2,3" or
+    GPU UUIDs), index i is the i-th entry of that list, not the machine's GPU i."""
+    if not devices or visible is None or not visible.strip():
+        return devices
+    entries = [v.strip() for v in visible.split(",") if v.strip()]
+    out = []
+    for d in devices.split(","):
+        d = d.strip()
+        out.append(entries[int(d)] if d.isdigit() and int(d) < len(entries) else d)
+    return ",".join(out)
+
+
+def gpu_type_of(device_name: str) -> str | None:
+    """The GPU type of a CUDA device name ("NVIDIA H200", "Tesla V100-SXM2-16GB",
+    "NVIDIA A100-SXM4-80GB", "Quadro RTX 6000"), or None if no known type is named in it. A type
+    must be a word of the name (or two adjacent words joined), optionally followed by letters
+    ("a10g") or preceded by them ("gh200"), never by digits: "a10" is not found in "A100"."""
+    import re
+
+    from quanta.model.gpu import GPU_TYPES
+    words = re.findall(r"[a-z0-9]+", device_name.lower())
+    words += [a + b for a, b in zip(words, words[1:])]
+    pattern = {t: re.compile(rf"[a-z]*{re.escape(t)}[a-z]*") for t in GPU_TYPES if t != "cpu"}
+    for t in sorted(pattern, key=len, reverse=True):
+        if any(pattern[t].fullmatch(w) for w in words):
+            return t
+    return None
+
+
 def detect_cluster() -> str:
-    """This machine as an inline cluster spec: its CUDA GPUs, else one CPU slot per core."""
+    """This machine as an inline cluster spec: its CUDA GPUs (those CUDA_VISIBLE_DEVICES
+    leaves visible), else one CPU slot per core."""
     try:
         import torch
         n = torch.cuda.device_count()
         if n:
-            from quanta.model.gpu import GPU_TYPES
-            name = torch.cuda.get_device_name(0).lower()
-            known = next((t for t in sorted(GPU_TYPES, key=len, reverse=True) if t in name), "v100")
+            names = [torch.cuda.get_device_name(i) for i in range(n)]
+            types = [gpu_type_of(nm) for nm in names]
+            known = types[0] or "v100"
+            if types[0] is None or len(set(types)) > 1:
+                print(f"quanta: GPUs {', '.join(sorted(set(names)))}: counted as {n} x {known} "
+                      "(pass --cluster to say otherwise)", file=sys.stderr, flush=True)
             return f"{known}:1x{n}"
     except Exception:   # noqa: BLE001 - no usable CUDA: CPU slots
         pass
