@@ -3,44 +3,100 @@ workload (406 jobs of vit, roberta, bert, t5, gpt2, llama7, llama30 over 13.2 h,
 `rubick-base`).
 
     python bench/repro_rubick.py [--seed 0] [--guaranteed 0.48] [--policies rubick,sia,synergy,fifo]
+                                 [--first-start-charge] [--run-measured] [--artifact]
+                                 [--sla-from PATH] [--reference PATH]
+    python bench/repro_rubick.py --ablation        # each artifact behaviour alone, then all of them
     python bench/repro_rubick.py --round-time      # rubick's decide time at 64 / 512 / 2,048 GPUs
 
-The Base workload has no guaranteed job (is_sla = 0 everywhere); Rubick's Multi-tenant workload,
-which has 194 of 406, is not bundled and differs from Base in more than the flag. So a fraction
-`--guaranteed` (default 194/406) of Base's jobs is marked guaranteed by a seeded draw
-(numpy default_rng([seed, 0x5A1])). Jobs whose model has no feasible plan on 2 GPUs (LLaMA-30B)
+The Base workload has no guaranteed job (is_sla = 0 everywhere). So a fraction `--guaranteed`
+(default 194/406) of Base's jobs is marked guaranteed by a seeded draw (numpy
+default_rng([seed, 0x5A1])). Rubick's Multi-tenant workload (simulator/workloads/workload-mt.csv in
+the artifact, not bundled) is Base with is_sla = 1 on 194 jobs and nothing else changed; `--sla-from
+workload-mt.csv` takes the guaranteed jobs from it (by name) instead of the draw. Jobs whose model has
+no feasible plan on 2 GPUs (LLaMA-30B)
 are marked rigid (min = max = requested GPUs): Sia starts a job at 1 GPU and grows it at most 2x
 per step, so without that it never runs them; Rubick and the Synergy-like baseline ignore it.
 Restarts cost 260 s (Rubick's simulator), rounds are 60 s, the plan model is the one fitted on
 Rubick's profiles (docs/perf-plan.md).
 
+Where Rubick's artifact differs from its paper (quanta/policies/rubick.py, "Paper vs artifact"):
+- `--first-start-charge` (R4): a job's first start pays the 260 s too, as every placement change
+  does in the artifact's simulator (simulator/job.py:218-227): RestartCost(first_start_as_restart).
+- `--run-measured`: jobs run at the artifact's measured iteration time where it has the exact
+  (plan, placement) row (quanta/perf/plan_measured.py), the fitted model elsewhere, and every
+  policy decides on the fitted model (quanta/policies/decide_on.py), as in the artifact's
+  simulator. Each job's work is its trace duration at the measured rate of its request, so alone on
+  its request it runs exactly its trace duration in both worlds. The SLA columns then compare
+  with the measured throughput of the request. Printed below the table: how many rate queries of
+  the run were answered from a measured row, and measured / fitted over those.
+- `--artifact`: all of the artifact's behaviours at once: rubick with `ARTIFACT_PARAMS` (R1
+  shrink_running=false, R2 scale_cap=node, R3 normalize=model8, SLA sla_admit=1.5),
+  --first-start-charge and --run-measured (the two world options apply to every policy listed).
+- `--ablation`: rubick with the paper's defaults, then each artifact behaviour alone, then all.
+
 SLA columns, over guaranteed jobs: "floor kept" = every rate the job ran at was >= the rate of its
-requested GPUs, plan and CPUs; "no slower" = its time from first start to end was <= its run time
-alone on its request (restart delays count against it).
+requested GPUs, plan and CPUs; "2/3 kept" = >= 1/1.5 of it (what the artifact's sla_admit = 1.5
+admits); "no slower" = its time from first start to end was <= its run time alone on its request
+(restart delays count against it).
+
+`--reference PATH` (default: quanta/data/reference/rubick/rubick_workload-base__morphling.json if
+recorded): a run of Rubick's own simulator in the common format (bench/anchors/rubick.py), printed
+under the table.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import json
 import time
+from pathlib import Path
 
 import numpy as np
 
 from quanta.model.presets import resolve_cluster
 from quanta.perf.catalog_model import CatalogModel
+from quanta.perf.plan_measured import MeasuredPlanPerf
 from quanta.policies import make_policy
+from quanta.policies.decide_on import DecideOn
 from quanta.report.metrics import summary
 from quanta.sim.engine import RestartCost, Simulator
 from quanta.workloads.builder import build_workload
 from quanta.workloads.formats import load_trace
 
 RESTART_S = 260.0
+ARTIFACT_PARAMS = "shrink_running=false,scale_cap=node,normalize=model8,sla_admit=1.5"
+REFERENCE = (Path(__file__).resolve().parents[1] / "quanta" / "data" / "reference" / "rubick"
+             / "rubick_workload-base__morphling.json")
+# --ablation: (label, rubick's parameters, first start charged, run at measured throughput)
+ABLATION = (
+    ("paper, no scale-out cap (before)", "scale_cap=none", False, False),
+    ("paper (default: evidence cap)", "", False, False),
+    ("R1 shrink_running=false", "shrink_running=false", False, False),
+    ("R2 scale_cap=node", "scale_cap=node", False, False),
+    ("R3 normalize=model8", "normalize=model8", False, False),
+    ("R4 --first-start-charge", "", True, False),
+    ("SLA sla_admit=1.5", "sla_admit=1.5", False, False),
+    ("--run-measured", "", False, True),
+    ("--artifact (all)", ARTIFACT_PARAMS, True, True),
+)
 
 
-def workload(perf, seed: int, guaranteed: float):
+def read_sla_flags(path) -> dict[str, bool]:
+    """name -> is_sla from a Rubick-format CSV (e.g. the artifact's workload-mt.csv)."""
+    with open(path, newline="") as fh:
+        return {r["name"]: r.get("is_sla", "0").strip() in ("1", "1.0", "True", "true")
+                for r in csv.DictReader(fh)}
+
+
+def workload(perf, seed: int, guaranteed: float, sla_from: str | None = None, world=None):
+    """The jobs; `world` (default `perf`) turns each trace duration into steps at its request."""
     trace = load_trace("rubick-base", "auto")
     rng = np.random.default_rng([seed, 0x5A1])
     mark = rng.random(len(trace.jobs)) < guaranteed
+    if sla_from:
+        flags = read_sla_flags(sla_from)
+        mark = np.array([flags.get(j.job_id, False) for j in trace.jobs])
     jobs = []
     for j, g in zip(trace.jobs, mark):
         small = perf.plan.best_plan(j.job_type, 2) if perf.plan.family(j.job_type) else None
@@ -48,17 +104,90 @@ def workload(perf, seed: int, guaranteed: float):
         jobs.append(j.with_(guaranteed=bool(g), min_gpus=j.num_gpus if rigid else 0,
                             max_gpus=j.num_gpus if rigid else 0))
     trace.jobs = jobs
-    return build_workload(trace, perf, seed=seed).specs
+    return build_workload(trace, world if world is not None else perf, seed=seed).specs
 
 
-def sla_met(res) -> tuple[float, float, int]:
+def sla_met(res) -> tuple[float, float, float, int]:
     t = res.table
     g = np.array([s.guaranteed for s in t.specs]) & ~np.isnan(t.end)
     floor = t.rates[:, 0]
     kept = t.min_rate[g] >= floor[g] * (1 - 1e-9)
+    kept23 = t.min_rate[g] >= floor[g] / 1.5 * (1 - 1e-9)
     alone = t.total[g] / floor[g]
     no_slower = (t.end[g] - t.first_start[g]) <= alone * (1 + 1e-9)
-    return float(kept.mean()), float(no_slower.mean()), int(g.sum())
+    n = int(g.sum())
+    if not n:
+        return float("nan"), float("nan"), float("nan"), 0
+    return float(kept.mean()), float(kept23.mean()), float(no_slower.mean()), n
+
+
+def simulate(specs, name: str, perf, *, first_start: bool = False, measured: bool = False):
+    """One run on rubick-64: (result, the world's perf model)."""
+    cluster = resolve_cluster("rubick-64")
+    policy = make_policy(name)
+    world = perf
+    if measured:
+        world = MeasuredPlanPerf(perf)
+        policy = DecideOn(policy, perf)
+    restart = RestartCost(RESTART_S, first_start_as_restart=first_start)
+    sim = Simulator(specs, cluster, policy, world, restart=restart)
+    if measured:
+        world.reset_counts()
+    return sim.run(), world
+
+
+HEADER = ("| {first} | avg JCT (h) | avg JCT guaranteed / best-effort (h) | makespan (h) | "
+          "SLA floor kept | SLA 2/3 kept | SLA no slower | reconfigurations | preemptions | "
+          "GPU util | policy ms / round | sim time |")
+
+
+def row(label: str, res, specs, wall: float) -> str:
+    s = summary(res)
+    t = res.table
+    jct = t.end - t.submit
+    g = np.array([x.guaranteed for x in specs])
+    kept, kept23, slower, _ = sla_met(res)
+    jg = f"{np.nanmean(jct[g]) / 3600:.2f}" if g.any() else "-"
+    jb = f"{np.nanmean(jct[~g]) / 3600:.2f}" if (~g).any() else "-"
+    pct = lambda x: "-" if np.isnan(x) else f"{x:.0%}"  # noqa: E731
+    return (f"| {label} | {s['avg_jct_s'] / 3600:.2f} | {jg} / {jb} | "
+            f"{s['makespan_s'] / 3600:.2f} | {pct(kept)} | {pct(kept23)} | {pct(slower)} | "
+            f"{int(t.reconfigs.sum())} | {int(t.preemptions.sum())} | {s['gpu_util']:.2f} | "
+            f"{1000 * res.decide_s / max(res.decisions, 1):.1f} | {wall:.0f} s |")
+
+
+MODELS = ("vit", "roberta", "bert", "t5", "gpt2", "llama7", "llama30")
+
+
+def per_model(label: str, res) -> str:
+    """| label | avg JCT (h) of each model's jobs |"""
+    t = res.table
+    jct = (t.end - t.submit) / 3600
+    kind = np.array([s.job_type for s in t.specs])
+    return f"| {label} | " + " | ".join(
+        f"{np.nanmean(jct[kind == m]):.2f}" if (kind == m).any() else "-" for m in MODELS) + " |"
+
+
+def measured_note(world) -> str:
+    if not isinstance(world, MeasuredPlanPerf):
+        return ""
+    q = world.hits + world.misses
+    r = np.array(world.ratios)
+    if not q:
+        return "rate queries: none"
+    tail = (f"; measured / fitted over those: median {np.median(r):.2f}, mean "
+            f"{np.mean(r):.2f}, mean |error| {np.mean(np.abs(r - 1)):.0%}" if r.size else "")
+    return f"rate queries answered from a measured row: {world.hits} of {q} ({world.hits / q:.0%}){tail}"
+
+
+def reference_line(path) -> str:
+    p = Path(path)
+    if not p.exists():
+        return ""
+    d = json.loads(p.read_text())
+    return (f"{d['system']}'s own simulator ({d['policy']}, {d['workload']}): avg JCT "
+            f"{d['avg_jct_s'] / 3600:.2f} h, makespan {d['makespan_s'] / 3600:.2f} h, {d['jobs']} "
+            f"jobs; command: {d['command']}")
 
 
 def round_time(specs, perf, jobs_per_64: int = 32) -> None:
@@ -102,32 +231,77 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--guaranteed", type=float, default=194 / 406)
+    ap.add_argument("--sla-from", default=None,
+                    help="take guaranteed jobs (is_sla) by name from this Rubick-format CSV")
     ap.add_argument("--policies", default="rubick,sia,synergy,synergy:tune=false,fifo")
+    ap.add_argument("--first-start-charge", action="store_true",
+                    help="R4: the first start pays the 260 s restart too (the artifact's simulator)")
+    ap.add_argument("--run-measured", action="store_true",
+                    help="run jobs at the artifact's measured times where it has them; decide on "
+                         "the fitted model")
+    ap.add_argument("--artifact", action="store_true",
+                    help="all of the artifact's behaviours: rubick:" + ARTIFACT_PARAMS
+                         + ", --first-start-charge, --run-measured")
+    ap.add_argument("--ablation", action="store_true",
+                    help="rubick with the paper's defaults, each artifact behaviour alone, all")
+    ap.add_argument("--reference", default=str(REFERENCE))
+    ap.add_argument("--per-model", action="store_true",
+                    help="also print each model's average JCT per row")
     ap.add_argument("--round-time", action="store_true")
     a = ap.parse_args()
     perf = CatalogModel()
-    specs = workload(perf, a.seed, a.guaranteed)
+    specs = workload(perf, a.seed, a.guaranteed, a.sla_from)
     if a.round_time:
         return round_time(specs, perf)
-    cluster = resolve_cluster("rubick-64")
-    print(f"{len(specs)} jobs, {sum(s.guaranteed for s in specs)} guaranteed, seed {a.seed}")
-    print("| policy | avg JCT (h) | avg JCT guaranteed / best-effort (h) | makespan (h) | "
-          "SLA floor kept | SLA no slower | reconfigurations | preemptions | GPU util | "
-          "policy ms / round | sim time |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for name in a.policies.split(","):
-        t0 = time.perf_counter()
-        res = Simulator(specs, cluster, make_policy(name), perf, restart=RestartCost(RESTART_S)).run()
-        s = summary(res)
-        t = res.table
-        jct = t.end - t.submit
-        g = np.array([x.guaranteed for x in specs])
-        kept, slower, n_g = sla_met(res)
-        print(f"| {name} | {s['avg_jct_s'] / 3600:.2f} | {np.nanmean(jct[g]) / 3600:.2f} / "
-              f"{np.nanmean(jct[~g]) / 3600:.2f} | {s['makespan_s'] / 3600:.2f} | {kept:.0%} | "
-              f"{slower:.0%} | {int(t.reconfigs.sum())} | {int(t.preemptions.sum())} | "
-              f"{s['gpu_util']:.2f} | {1000 * res.decide_s / max(res.decisions, 1):.1f} | "
-              f"{time.perf_counter() - t0:.0f} s |", flush=True)
+    measured_specs = None
+
+    def jobs(measured: bool):
+        nonlocal measured_specs
+        if not measured:
+            return specs
+        if measured_specs is None:
+            measured_specs = workload(perf, a.seed, a.guaranteed, a.sla_from, MeasuredPlanPerf(perf))
+        return measured_specs
+
+    src = f"is_sla from {a.sla_from}" if a.sla_from else f"seed {a.seed}"
+    print(f"{len(specs)} jobs, {sum(s.guaranteed for s in specs)} guaranteed ({src})")
+    notes, models = [], []
+    if a.ablation:
+        print(HEADER.format(first="rubick variant"))
+        print("|---" * 12 + "|")
+        for label, params, first, measured in ABLATION:
+            t0 = time.perf_counter()
+            sp = jobs(measured)
+            res, world = simulate(sp, "rubick" + (":" + params if params else ""), perf,
+                                  first_start=first, measured=measured)
+            print(row(label, res, sp, time.perf_counter() - t0), flush=True)
+            models.append(per_model(label, res))
+            if measured:
+                notes.append(f"{label}: {measured_note(world)}")
+    else:
+        first = a.first_start_charge or a.artifact
+        measured = a.run_measured or a.artifact
+        sp = jobs(measured)
+        print(HEADER.format(first="policy"))
+        print("|---" * 12 + "|")
+        for name in a.policies.split(","):
+            if a.artifact and name.split(":")[0] == "rubick":
+                name = "rubick:" + ",".join(filter(None, [ARTIFACT_PARAMS,
+                                                          name.partition(":")[2]]))
+            t0 = time.perf_counter()
+            res, world = simulate(sp, name, perf, first_start=first, measured=measured)
+            print(row(name, res, sp, time.perf_counter() - t0), flush=True)
+            models.append(per_model(name, res))
+            if measured:
+                notes.append(f"{name}: {measured_note(world)}")
+    if a.per_model:
+        print("\n| run | " + " | ".join(MODELS) + " |\n" + "|---" * (len(MODELS) + 1) + "|")
+        print("\n".join(models))
+    for line in notes:
+        print(line)
+    ref = reference_line(a.reference)
+    if ref:
+        print(ref)
 
 
 if __name__ == "__main__":

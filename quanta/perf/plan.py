@@ -524,27 +524,34 @@ class PlanPerf:
         return res
 
     @staticmethod
-    def _plan_rate(model: PlanModel, job: JobSpec, res: Resources,
-                   plan: ExecutionPlan | str | None) -> float:
-        """Steps/s on the A800 reference at `plan`, or at job.plan / the best plan if None."""
+    def plan_for(model: PlanModel, job: JobSpec, res: Resources,
+                 plan: ExecutionPlan | str | None) -> ExecutionPlan | None:
+        """The plan a job runs on `res`: `plan` if it fits (None if not), else job.plan if it
+        fits, else the best plan (None if no plan fits). A malformed `plan` string raises
+        ValueError; a malformed job.plan falls back to the best plan."""
         n = res.gpus
         fits = lambda p: (p is not None and p.num_gpus == n and feasible(model.spec, p, res)  # noqa: E731
                           and (not p.is_3d or model.params_3d is not None))
         if plan is not None:
             if isinstance(plan, str):
                 plan = parse_plan(plan, n)
-            if not fits(plan):
-                return 0.0
-        else:
-            if job.plan:
-                try:
-                    plan = parse_plan(job.plan, n)
-                except ValueError:
-                    plan = None
-            if not fits(plan):
-                plan, _ = best_plan(model, res)
-                if plan is None:
-                    return 0.0
+            return plan if fits(plan) else None
+        if job.plan:
+            try:
+                plan = parse_plan(job.plan, n)
+            except ValueError:
+                plan = None
+        if not fits(plan):
+            plan, _ = best_plan(model, res)
+        return plan
+
+    @staticmethod
+    def _plan_rate(model: PlanModel, job: JobSpec, res: Resources,
+                   plan: ExecutionPlan | str | None) -> float:
+        """Steps/s on the A800 reference at `plan`, or at job.plan / the best plan if None."""
+        plan = PlanPerf.plan_for(model, job, res, plan)
+        if plan is None:
+            return 0.0
         t = float(model.iteration_ms([plan], res)[0])
         return 1000.0 / t if np.isfinite(t) and t > 0 else 0.0
 

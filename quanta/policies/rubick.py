@@ -2,7 +2,9 @@
 and host memory chosen together from each job's resource-sensitivity curve, with throughput
 guarantees (SLAs) for guaranteed jobs. ALGORITHMS.md section 5. Tags: [C] = as the artifact
 (AlibabaPAI/reconfigurable-dl-scheduler @ 80e8524, sched/morphling_sched/policy/morphling.py)
-does it; [U] = reconstructed here, not confirmed against the paper or the artifact.
+does it; [P] = as the paper says, where the artifact does otherwise (see "Paper vs artifact");
+[U] = reconstructed here, not confirmed against the paper or the artifact. Paths below are the
+artifact's; `morphling.py:N` is line N of its policy.
 
 Per round (60 s [C]):
 1. Curve per job [C, performance_model.py]: for every GPU count g (1..8, then whole nodes up to
@@ -12,22 +14,26 @@ Per round (60 s [C]):
    (`host_memory_gb`: ZeRO-Offload's optimizer states). Options are ordered by their dominant
    share cost max(g, c_total / CPUs-per-GPU, mem / memory-per-GPU of the nodes) [U: the artifact
    walks GPUs and CPUs separately]; one that gains < 1% over a cheaper option is dropped [C: the
-   curve is made monotone the same way]. Values are normalised by the throughput of the job's
-   request (its GPUs, plan and CPUs) [C: slope = dRmax / (T_orig * dGPU)].
-2. SLA [C]: a guaranteed job (JobSpec.guaranteed) must run at least at sla x T_orig (sla 0 = 1.0:
-   the throughput of its requested resources and plan). Guaranteed jobs below it, oldest first,
+   curve is made monotone the same way]. Options beyond the scale-out cap (`scale_cap`, R2) are
+   left out, except the job's own requested GPU count. Values are normalised (`normalize`, R3):
+   by the throughput of the job's request (its GPUs, plan and CPUs) [P: slope = dRmax /
+   (T_orig * dGPU)], or by one constant per model [C].
+2. SLA [P]: a guaranteed job (JobSpec.guaranteed) must run at least at sla x T_orig (sla 0 = 1.0:
+   the throughput of its requested resources and plan); with `sla_admit` = a > 1 an option whose
+   predicted rate x a reaches that is enough [C: a = 1.5]. Guaranteed jobs below it, oldest first,
    get the cheapest option that meets it, taking resources from best-effort jobs (down to zero)
-   and from guaranteed jobs above their own SLA option, lowest loss per freed unit first [C: the
-   artifact takes from co-located jobs with the lowest slope]. A guaranteed job that cannot be
-   given its SLA waits.
+   and from guaranteed jobs above their own SLA option, lowest loss per freed unit first [P; the
+   artifact means to take from co-located jobs with the lowest slope but never does, R1]. A
+   guaranteed job that cannot be given its SLA waits.
 3. Marginal gain [C, scale-up pass + take-from-victims]: repeatedly, the job whose move to another
    option has the steepest slope (gain / dominant cost) gets it, from free resources or by taking
-   from victims whose loss per freed unit is lower than the requester's gain per unit, never
-   below a guaranteed victim's SLA, never from a job restarted `max_restarts` times or more
+   from victims whose loss per freed unit is lower than the requester's gain per unit [P; R1],
+   never below a guaranteed victim's SLA, never from a job restarted `max_restarts` times or more
    [C: < 5 restarts]. Moves are global over the cluster [U: the artifact works node by node, most
-   free GPUs first]. Each job's cheapest shrink is kept in numpy tables, one per
-   pattern of short resources, refreshed only for jobs that moved: a victim is one argmin. A job raised this round is not a victim and a victim does not grow again in
-   the same round [U: guarantees the round ends].
+   free GPUs first]. Each job's cheapest shrink is kept in numpy tables, one per pattern of short
+   resources, refreshed only for jobs that moved: a victim is one argmin. A job raised this round
+   is not a victim and a victim does not grow again in the same round [U: guarantees the round
+   ends].
 4. A running job is reconfigured only for a relative gain of at least `min_gain` [U: the artifact
    relies on its restart limit alone; a 260 s restart per move is not free].
 5. The plan of a job is the argmax plan of its option [C]; CPU threads and host memory follow
@@ -36,9 +42,61 @@ Per round (60 s [C]):
    charges the restart delay; the plan model keeps the global batch by construction) [C: 260 s].
 6. The decision is tried through the real placement (`mechanism.dry_run`): a job that would not
    be placed (nodes without room for its GPUs, CPUs or memory) keeps what it holds, or waits if
-   it held nothing [U].
+   it held nothing [U]. The decision's state says which scale-out caps cut this round's curves
+   (`Decision.state["notes"]["scale_cap"]`, one line per model family).
 Homogeneous clusters as in the paper; on several GPU types each job uses its fastest allowed type
 [U]. Rubick does not share GPUs and needs no job lengths.
+
+Paper vs artifact. Each artifact behaviour is a parameter; the defaults are the paper's, except
+the scale-out cap, whose default is the range the performance model was measured on.
+- R1 `shrink_running` (default true; artifact: false). morphling.py:239 reads
+  `if "llama" or "3B" in targeted_job or targeted_job == job: continue`: the literal "llama" is
+  true, so every candidate victim is skipped and the take-from-victims loop (lines 237-307) never
+  takes a GPU from another job; a guaranteed job below its SLA too only gets free GPUs. The one
+  shrink left is lines 65-73: LLaMA jobs holding >= 32 GPUs are emptied each round and placed again
+  by the 3D pass (lines 100-123). false: no running job is shrunk or preempted for another.
+- R2 `scale_cap` (default "evidence"; artifact: "node"; "none" = every GPU count up to
+  `max_gpus`, the behaviour before the cap). The artifact's curve spans 1..64 GPUs
+  (performance_model.py:36), but its policy reads it only up to 8 (morphling.py:199, 271, 356
+  `min(..., 8)`) and places a data-parallel job on one node (schedule_job, lines 130-160:
+  alloc_per_node on a single node; adapt_execution_plan, lines 330-333, puts all its GPUs there);
+  only llama7, llama30 and t5_3B go through the 3D pass, on the profiled shapes of
+  sched/models/<model>.py `gpu_to_placements` (llama30: 24-48 GPUs). "evidence": per model family
+  and plan class (DP-family or 3D), no more GPUs and nodes than the largest measured run of the
+  artifact's data (quanta/perf/plan_evidence.py: DP-family <= 8 GPUs for every family; 3D up to
+  40-64 GPUs on 8 nodes for t5, gpt2, llama7, llama30). The fitted model's multi-node error is
+  already ~20% where measured (docs/perf-plan.md); beyond, nothing checks it: before this cap a
+  lone 2-GPU vit job was given all 64 GPUs on 8 nodes (+28% predicted over 8 GPUs). An option whose
+  best plan lies outside the range is dropped, not replaced by a lesser plan inside it [U].
+  "node": DP-family plans on one node (the artifact), 3D plans as "evidence". On rubick-64 (8-GPU
+  nodes) "evidence" and "node" give the same curves. Models without a measured range (not the plan
+  model's families): "evidence" caps nothing, "node" keeps them on one node.
+- R3 `normalize` (default "request"; artifact: "model8"). job_res_slope (morphling.py:346-361)
+  divides every gain by `origin_tpt`, which simulator.py:179 sets from job.py:121
+  `self.model.orig_tpt`: one constant per model, the batch over its measured iteration time on
+  8 GPUs (sched/models/bert.py:17 `32 / 0.15768` = simulator/traces/bert/placements.csv line 14,
+  `ga` on one 8-GPU node; the same for vit, roberta, t5, gpt2 and llama7 (ZeRO-Offload); llama30:
+  4 / 2.759, its 32-GPU `442` run). "model8" here: the job type's best-plan throughput on one
+  whole node (the node's CPU threads) from the performance model, one constant per model and GPU
+  type [U: the model's value, not the measured one; the policy sees only the model].
+- R4 (not a policy parameter): the artifact's simulator charges 260 s on every placement change,
+  the first start included (simulator/job.py:218-227 `reallocate`: reallocate_time = 260 whenever
+  the placement differs, () -> first placement too; spent before progress, job.py:160-163). In
+  Quanta: RestartCost(260, first_start_as_restart=True); bench/repro_rubick.py
+  --first-start-charge.
+- SLA `sla_admit` (default 1.0; artifact: 1.5). morphling.py:243-247, 274-278, 309-313 admit a
+  guaranteed job, and stop taking for it, once `res_matrix[g][1][0][0] * 1.5 >= sla_perf` (or its
+  requested GPU count is reached); sla_perf is the batch over the measured iteration time of the
+  request (simulator/job.py:122-125). So the artifact guarantees about 1/1.5 = 67% of the
+  request's throughput; 1.0 guarantees all of it.
+- Measured throughput (not a policy parameter): in the artifact's simulator a job runs at the
+  measured iteration time of its placement and plan (simulator/job.py:165-171 ->
+  sched/applications.py:101-130: the exact row of simulator/traces/<model>/placements.csv, else
+  that placement's `ga` row, else a linear interpolation over nodes and GPUs), while the policy
+  decides on the fitted model (res_matrix). bench/repro_rubick.py --run-measured does the same:
+  jobs run at the measured time where the artifact has the exact (plan, placement) row
+  (quanta/perf/plan_measured.py), the fitted model elsewhere; every policy decides on the fitted
+  model (quanta/policies/decide_on.py).
 """
 
 from __future__ import annotations
@@ -65,12 +123,16 @@ class Options:
     rate: np.ndarray
     plans: list
     floor: int = -1          # the cheapest option meeting the SLA (-1: none asked)
+    note: str = ""           # the scale-out cap, when it removed options from this curve
 
 
 def curve_options(snap: Snapshot, i: int, k: int, counts: list[int], cpu_options, sla_rate: float,
-                  unit: tuple[float, float]) -> Options:
-    """Rubick's resource-sensitivity curve of snapshot row i on GPU type k, made monotone."""
+                  unit: tuple[float, float], cap=None, note: str = "") -> Options:
+    """Rubick's resource-sensitivity curve of snapshot row i on GPU type k, made monotone.
+    `cap(g, nodes, plan)`: whether an option is within the scale-out cap (None: no cap); `note`
+    is kept on the curve when the cap removed an option."""
     spec, cl = snap.jobs.specs[i], snap.cluster
+    cut = False
     gname, node_g = cl.types[k], int(cl.type_node_max[k])
     node_c, node_m = unit[0] * node_g, unit[1] * node_g
     rows = []
@@ -82,6 +144,9 @@ def curve_options(snap: Snapshot, i: int, k: int, counts: list[int], cpu_options
                 continue
             plan, r = best_plan_rate(snap.perf, spec, gname, g, nodes, True, c)
             if r <= 0:
+                continue
+            if cap is not None and not cap(g, nodes, plan):
+                cut = True
                 continue
             m = host_memory_gb(snap.perf, spec, plan)
             if m / nodes > node_m + EPS:
@@ -104,7 +169,7 @@ def curve_options(snap: Snapshot, i: int, k: int, counts: list[int], cpu_options
             floor = keep.index(f)
     return Options(np.array([r[1] for r in keep], dtype=np.int64), np.array([r[2] for r in keep]),
                    np.array([r[3] for r in keep]), np.array([r[4] for r in keep]),
-                   [r[5] for r in keep], floor)
+                   [r[5] for r in keep], floor, note if cut else "")
 
 
 @register("rubick", "Rubick: execution plans and GPUs / CPUs / memory by resource-sensitivity "
@@ -116,11 +181,29 @@ class Rubick(Policy):
     max_restarts: int = 5           # [C] jobs restarted this often are left alone
     max_gpus: int = 64              # [C] the curve's GPU range
     cpu_options: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 12.0, 16.0, 24.0)  # [U] threads per GPU
+    # Where the artifact differs from the paper (module docstring, "Paper vs artifact"):
+    shrink_running: bool = True     # R1: False = the artifact's: no job ever shrinks another
+    scale_cap: str = "evidence"     # R2: evidence | node (the artifact's) | none
+    normalize: str = "request"      # R3: request | model8 (the artifact's per-model constant)
+    sla_admit: float = 1.0          # SLA: admitted when sla_admit x rate >= SLA (artifact 1.5)
     _memo: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        from quanta.errors import QuantaError
+        if self.scale_cap not in SCALE_CAPS:
+            raise QuantaError(f"rubick: scale_cap must be one of {', '.join(SCALE_CAPS)}, "
+                              f"got '{self.scale_cap}'")
+        if self.normalize not in NORMALIZE:
+            raise QuantaError(f"rubick: normalize must be one of {', '.join(NORMALIZE)}, "
+                              f"got '{self.normalize}'")
+        if not self.sla_admit > 0:
+            raise QuantaError(f"rubick: sla_admit must be > 0, got {self.sla_admit}")
 
     def decide(self, snap: Snapshot) -> Decision:
         j = snap.jobs
         n = len(j)
+        if n == 0:
+            return Decision.empty(snap)
         cl = snap.cluster
         k_of = np.where(j.allowed.any(axis=1), np.argmax(j.rates, axis=1), 0)
         t_orig = j.rates[np.arange(n), k_of]
@@ -128,11 +211,16 @@ class Rubick(Policy):
         G = cl.num_gpus
         unit = (cap_c / G if np.isfinite(cap_c) else np.inf, cap_m / G if np.isfinite(cap_m) else np.inf)
         opts = [self._options(snap, i, int(k_of[i]), float(t_orig[i]), unit) for i in range(n)]
-        return Round(self, snap, opts, k_of, t_orig, unit).run()
+        if self.normalize == "model8":
+            norm = np.array([self._model_norm(snap, i, int(k_of[i]), unit) for i in range(n)])
+            norm = np.where(norm > 0, norm, t_orig)
+        else:
+            norm = t_orig
+        return Round(self, snap, opts, k_of, norm, unit).run()
 
     def _options(self, snap: Snapshot, i: int, k: int, t_orig: float, unit) -> Options:
         spec = snap.jobs.specs[i]
-        sla = (spec.sla or 1.0) * t_orig if spec.guaranteed else 0.0
+        sla = (spec.sla or 1.0) * t_orig / self.sla_admit if spec.guaranteed else 0.0
         cap = int(snap.cluster.capacity[k])
         key = (spec.job_type, spec.plan, spec.num_gpus, spec.cpus, k, sla, cap, unit)
         hit = self._memo.get(key)
@@ -141,15 +229,65 @@ class Rubick(Policy):
             top = min(self.max_gpus, cap)
             counts = sorted(set(range(1, min(node_g, top) + 1)) | set(range(node_g, top + 1, node_g))
                             | ({spec.num_gpus} if spec.num_gpus <= cap else set()))
-            hit = curve_options(snap, i, k, counts, self.cpu_options, sla, unit)
+            within, note = self._scale_cap(snap, spec, node_g)
+            hit = curve_options(snap, i, k, counts, self.cpu_options, sla, unit, within, note)
             self._memo[key] = hit
         return hit
+
+    def _scale_cap(self, snap: Snapshot, spec, node_g: int):
+        """(whether an option (GPUs, nodes, plan) is within the cap, the cap in words) or (None, "")
+        for no cap. The job's own requested GPU count is always within: the user asked for it."""
+        if self.scale_cap == "none":
+            return None, ""
+        from quanta.perf.plan_evidence import describe, evidence_for
+        ev = evidence_for(snap.perf, spec)
+        if self.scale_cap == "evidence":
+            if ev is None:                  # a model without a measured range: nothing to cap by
+                return None, ""
+            fam, rng = ev
+            lim = dict(rng)
+            note = describe(fam, rng)
+        else:                               # "node": the artifact's DP jobs stay on one node
+            lim = {"dp": (node_g, 1)}
+            if ev is not None and "3d" in ev[1]:
+                lim["3d"] = ev[1]["3d"]
+            note = (f"{spec.job_type}: DP-family plans on one node (<= {node_g} GPUs)"
+                    + (f", 3D <= {lim['3d'][0]} GPUs on <= {lim['3d'][1]} nodes" if "3d" in lim else ""))
+        req = int(spec.num_gpus)
+
+        def within(g: int, nodes: int, plan) -> bool:
+            if g == req:
+                return True
+            got = lim.get("3d" if getattr(plan, "is_3d", False) else "dp")
+            return got is not None and g <= got[0] and nodes <= got[1]
+
+        return within, note
+
+    def _model_norm(self, snap: Snapshot, i: int, k: int, unit) -> float:
+        """R3, the artifact's normalisation: one constant per model, its throughput on one whole
+        node (best plan, the node's CPU threads) [C: orig_tpt, e.g. sched/models/bert.py:17, is
+        the batch over the measured 8-GPU iteration time]."""
+        spec = snap.jobs.specs[i]
+        key = ("norm", spec.job_type, k)
+        hit = self._memo.get(key)
+        if hit is None:
+            cl = snap.cluster
+            node_g = int(cl.type_node_max[k])
+            c = float(unit[0] * node_g) if np.isfinite(unit[0]) else 0.0
+            one = spec.with_(num_gpus=node_g, cpus=0.0, min_gpus=0, max_gpus=0)
+            hit = float(best_plan_rate(snap.perf, one, cl.types[k], node_g, 1, True, c)[1])
+            self._memo[key] = hit
+        return hit
+
+
+SCALE_CAPS = ("evidence", "node", "none")
+NORMALIZE = ("request", "model8")
 
 
 class Round:
     """One round's greedy over (job, option) moves; see the module docstring."""
 
-    def __init__(self, pol: Rubick, snap: Snapshot, opts: list[Options], k_of, t_orig, unit):
+    def __init__(self, pol: Rubick, snap: Snapshot, opts: list[Options], k_of, norm, unit):
         self.pol, self.snap, self.opts, self.k_of = pol, snap, opts, k_of
         j = snap.jobs
         n = len(j)
@@ -163,7 +301,7 @@ class Round:
         self.at = np.full(n, -1, dtype=np.int64)          # option held / targeted (-1: none)
         self.floor_v = np.zeros(n)
         self.floor_at = np.full(n, -1, dtype=np.int64)
-        norm = np.where(t_orig > 0, t_orig, 1.0)
+        norm = np.where(norm > 0, norm, 1.0)
         for i, o in enumerate(opts):
             L = len(o.g)
             self.G[i, :L], self.C[i, :L], self.M[i, :L] = o.g, o.c, o.m
@@ -197,7 +335,9 @@ class Round:
         self.shrunk = np.zeros(n, dtype=bool)
         self.R = np.stack([self.G, self.C, self.M], axis=2)   # (job, option, resource)
         self.finite = np.isfinite(self.V)
-        self.pinned = self.frozen & self.was_running
+        # never a victim: a running job restarted max_restarts times, or any running job when
+        # running jobs are not shrunk for others (R1, the artifact)
+        self.pinned = self.was_running & (self.frozen | (not pol.shrink_running))
         self._shrink: dict = {}
 
     # -- helpers ---------------------------------------------------------------------------------
@@ -372,7 +512,7 @@ class Round:
             placed = dry_run(snap, dec)
             miss = np.flatnonzero((self.at >= 0) & ~placed)
             if miss.size == 0:
-                return dec
+                return self._noted(dec)
             for i in miss.tolist():       # keeps what it holds if that still fits, or waits
                 back = int(self.cur[i]) if self.at[i] != self.cur[i] else -1
                 self.move(i, -1)
@@ -382,4 +522,11 @@ class Round:
         dec.gpu_type[~placed] = -1
         dec.cpus[~placed] = 0.0
         dec.mem_gb[~placed] = 0.0
+        return self._noted(dec)
+
+    def _noted(self, dec: Decision) -> Decision:
+        """R2: the decision says which scale-out caps cut this round's curves (Decision.state
+        "notes" -> "scale_cap": one line per model family; empty when none did)."""
+        if self.pol.scale_cap != "none":
+            dec.state = {"notes": {"scale_cap": sorted({o.note for o in self.opts if o.note})}}
         return dec
