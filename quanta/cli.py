@@ -65,8 +65,11 @@ def simulate(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar or table"),
     world: str = typer.Option("quanta", "--world", help="the simulated world: quanta (Quanta's own "
                               "model) or a reference simulator's replay profile (see `quanta worlds`)"),
+    window: Optional[str] = typer.Option(None, "--window", help="steady-state window A:B: metrics "
+                                         "over jobs A..B-1 by arrival order (Gavel: 4000:5000)"),
 ) -> None:
     """Replay a trace on a cluster under one or more policies and compare them."""
+    from quanta.report.window import parse_window
     from quanta.runner import SimulationRequest, run_simulations
 
     req = SimulationRequest(trace=trace, format=format, cluster=cluster,
@@ -74,7 +77,7 @@ def simulate(
                             max_jobs=max_jobs, load_scale=load_scale, restart_delay=restart_delay,
                             drop_impossible=drop_impossible, node_mtbf_h=node_mtbf_h,
                             repair_h=repair_h, until_h=until_h, plots=plots, events=events,
-                            world=world)
+                            world=world, window=parse_window(window))
     rows, header = run_simulations(req, console=None if quiet else console)
     if not quiet:
         table = Table(title="Quanta: " + "; ".join(header[:2]), title_justify="left",
@@ -97,6 +100,109 @@ def simulate(
             console.print(f"[dim]note: {h}[/dim]")
         console.print(f"results in {out}/ (summary.csv, report.md, <policy>/jobs.csv, timeline.csv"
                       + (", jct_cdf.png, utilisation.png)" if plots else ")"))
+
+
+def _numbers(values: Optional[List[str]], kind: type, flag: str) -> Optional[tuple]:
+    """Repeated flags, each a comma list (seeds: A-B ranges too), as one tuple; None if none."""
+    if not values:
+        return None
+    from quanta.sweepfile import int_range
+    out: list = []
+    for v in values:
+        for part in filter(None, (p.strip() for p in v.split(","))):
+            try:
+                out += int_range(part) if kind is int and not part.startswith("-") else [kind(part)]
+            except ValueError:
+                raise QuantaError(f"bad value '{part}': want " + ("integers, comma lists or ranges "
+                                  "A-B" if kind is int else "numbers or comma lists"),
+                                  field=flag) from None
+    return tuple(dict.fromkeys(out))
+
+
+@app.command()
+def sweep(
+    file: Optional[Path] = typer.Argument(None, help="sweep YAML (see docs/sweeps.md); flags "
+                                          "given here override its fields"),
+    trace: Optional[List[str]] = typer.Option(None, "--trace", help="trace (repeat): file, "
+                                              "sample name or synthetic:JOBS_PER_HOUR:NUM_JOBS"),
+    rate: Optional[List[str]] = typer.Option(None, "--rate", help="synthetic Gavel-style arrival "
+                                             "rates, jobs/hour (repeat or 1,2,3)"),
+    jobs: Optional[int] = typer.Option(None, "--jobs", min=1, help="jobs per synthetic trace "
+                                       "(default 1000)"),
+    cluster: Optional[List[str]] = typer.Option(None, "--cluster", help="cluster (repeat): preset, "
+                                                "YAML file or TYPE:NODESxGPUS[,...]"),
+    policy: Optional[List[str]] = typer.Option(None, "--policy", "-p", help="policy (repeat): "
+                                               "NAME[:k=v,...] or module.path:Class[:k=v,...]"),
+    seed: Optional[List[str]] = typer.Option(None, "--seed", "--seeds", help="seeds (repeat, "
+                                             "0,1,2 or 0-4)"),
+    load_scale: Optional[List[str]] = typer.Option(None, "--load-scale", help="load scales "
+                                                   "(repeat or 1,1.5,2)"),
+    window: Optional[str] = typer.Option(None, "--window", help="steady-state window A:B (jobs by "
+                                         "arrival order)"),
+    format: Optional[str] = typer.Option(None, "--format", help="trace format (default auto)"),
+    max_jobs: Optional[int] = typer.Option(None, "--max-jobs", min=1, help="keep the first N jobs"),
+    restart_delay: Optional[float] = typer.Option(None, "--restart-delay", min=0.0,
+                                                  help="checkpoint-restore seconds (default 30)"),
+    node_mtbf_h: Optional[float] = typer.Option(None, "--node-mtbf-h", min=0.0,
+                                                help="node failures: mean hours between"),
+    repair_h: Optional[float] = typer.Option(None, "--repair-h", min=0.0, help="repair hours"),
+    until_h: Optional[float] = typer.Option(None, "--until-h", help="stop each run at this hour"),
+    drop_impossible: Optional[bool] = typer.Option(None, "--drop-impossible/--no-drop-impossible",
+                                                   help="report jobs that never fit"),
+    world: Optional[str] = typer.Option(None, "--world", help="simulated world (default quanta)"),
+    out: Path = typer.Option(Path("quanta-sweep"), help="output folder (finished cells are "
+                             "reused from it)"),
+    workers: Optional[int] = typer.Option(None, "--workers", "-j", min=1, help="local worker "
+                                          "processes (default: every core)"),
+    ray: Optional[str] = typer.Option(None, "--ray", help="run on the Ray cluster at ADDRESS "
+                                      "(or auto) instead of local processes"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar or table"),
+) -> None:
+    """Sweep traces or rates x clusters x policies x load scales x seeds, in parallel and
+    resumably; tidy results and mean / 95% CI over seeds."""
+    from dataclasses import replace
+
+    from quanta.report.window import parse_window
+    from quanta.sweeps import SweepSpec, run_sweep
+    if file is not None:
+        from quanta.sweepfile import load_sweep_file
+        spec = load_sweep_file(file)
+    else:
+        spec = SweepSpec()
+    over = {"traces": tuple(dict.fromkeys(trace)) if trace else None,
+            "rates": _numbers(rate, float, "--rate"), "jobs": jobs,
+            "clusters": tuple(dict.fromkeys(cluster)) if cluster else None,
+            "policies": tuple(dict.fromkeys(policy)) if policy else None,
+            "seeds": _numbers(seed, int, "--seed"),
+            "load_scales": _numbers(load_scale, float, "--load-scale"),
+            "window": parse_window(window), "format": format, "max_jobs": max_jobs,
+            "restart_delay": restart_delay, "node_mtbf_h": node_mtbf_h, "repair_h": repair_h,
+            "until_h": until_h, "drop_impossible": drop_impossible, "world": world}
+    spec = replace(spec, **{k: v for k, v in over.items() if v is not None})
+    res = run_sweep(spec, out, workers=workers, ray=ray, console=None if quiet else console)
+    if quiet:
+        return
+    console.print(f"Quanta sweep: {len(res.cells)} cells ({res.ran} run, {res.reused} reused) "
+                  f"in {res.wall_s:.1f} s; mean ± 95% CI over seeds", highlight=False,
+                  markup=False, soft_wrap=True)
+    table = Table(box=box.SIMPLE_HEAD)
+    cols = ["trace", "cluster", "policy", "load", "seeds", "avg JCT h", "p99 JCT h", "util",
+            "preempt"]
+    for c in cols:
+        table.add_column(c, justify="left" if c in ("trace", "cluster", "policy") else "right",
+                         overflow="fold")
+
+    def pm(r: dict, m: str, scale: float = 1.0, fmt: str = ".2f") -> str:
+        mean, ci = r[f"{m}_mean"] / scale, r[f"{m}_ci95"] / scale
+        return f"{mean:{fmt}}" + ("" if ci != ci else f" ± {ci:{fmt}}")
+
+    for r in res.aggregate:
+        table.add_row(r["trace"], r["cluster"], r["policy"], f"{r['load_scale']:g}",
+                      str(r["seeds"]), pm(r, "avg_jct_s", 3600), pm(r, "p99_jct_s", 3600),
+                      pm(r, "gpu_util"), pm(r, "preemptions", 1.0, ".0f"))
+    console.print(table)
+    console.print(f"results in {res.out}/ (results.csv, results.parquet, aggregate.csv, "
+                  f"aggregate.parquet, jobs.parquet, cells/)", highlight=False)
 
 
 @app.command()
@@ -179,8 +285,14 @@ def worlds() -> None:
 def policies() -> None:
     """List the scheduling policies."""
     from quanta.policies import POLICIES
+    from quanta.policies.plugins import entry_point_infos
     for name, info in sorted(POLICIES.items()):
-        console.print(f"{name:24s} {info.description}", highlight=False)
+        origin = f" (from {info.origin})" if info.origin else ""
+        console.print(f"{name:24s} {info.description}{origin}", highlight=False, markup=False)
+    for info in entry_point_infos():
+        if info.name not in POLICIES:
+            console.print(f"{info.name:24s} {info.description} (plugin: {info.origin})",
+                          highlight=False, markup=False)
 
 
 @app.command()
@@ -233,14 +345,27 @@ def _usage_error(e: BaseException) -> str | None:
     return f"error: {msg}{where}"
 
 
+# modules of the optional extras (pyproject.toml) -> the extra that installs them
+_EXTRAS = {"torch": "runtime", "fastapi": "runtime", "starlette": "runtime", "uvicorn": "runtime",
+           "httpx": "runtime", "ray": "ray"}
+
+
 def main() -> None:
     try:
         rv = app(standalone_mode=False)
     except QuantaError as e:
-        err_console.print(f"error: {e}", highlight=False, soft_wrap=True)
+        err_console.print(f"error: {e}", highlight=False, soft_wrap=True, markup=False)
         sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
         sys.exit(130)
+    except ModuleNotFoundError as e:
+        extra = _EXTRAS.get((e.name or "").split(".")[0])
+        if extra is None:
+            raise
+        err_console.print(f"error: this command needs the '{extra}' extra (no module '{e.name}'): "
+                          f"pip install 'quanta[{extra}]'", highlight=False, soft_wrap=True,
+                          markup=False)
+        sys.exit(2)
     except Exception as e:
         line = _usage_error(e)
         if line is None:

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
+
+import numpy as np
 
 from quanta.errors import QuantaError
 from quanta.model.cluster import Cluster
 from quanta.model.job import JobSpec, Trace
 from quanta.model.presets import resolve_cluster
 from quanta.perf.catalog_model import CatalogModel
-from quanta.policies import make_policy
+from quanta.policies import Policy, make_policy
+from quanta.report.window import Window, parse_window
 from quanta.sim.engine import SimResult, Simulator
 from quanta.sim.faults import FailureModel
 from quanta.workloads.builder import build_workload
@@ -22,7 +26,7 @@ class SimulationRequest:
     trace: str = "philly"
     format: str = "auto"
     cluster: str = "gavel-108"
-    policies: Sequence[str] = ("fifo", "sjf", "srtf", "las")
+    policies: Sequence[str | Policy] = ("fifo", "sjf", "srtf", "las")   # specs or Policy objects
     seed: int = 0
     out: Path | None = Path("quanta-out")
     max_jobs: int | None = None
@@ -35,7 +39,27 @@ class SimulationRequest:
     plots: bool = True
     events: bool = False
     world: str = "quanta"          # the simulated world (quanta.worlds): Quanta's own or a replay
+    window: Window | str | None = None   # steady-state window: metrics over jobs A..B-1 by arrival
     extra_notes: list[str] = field(default_factory=list)
+
+
+def build_policy(p: str | Policy, world, seed: int) -> Policy:
+    """A fresh policy for one run: from a spec (with the world's parameters for it, labelled as
+    the user named it), or a copy of a Policy object (labelled by its label(), else its class)."""
+    if isinstance(p, Policy):
+        pol = copy.deepcopy(p)
+        label = p.label() or type(p).__name__
+        try:
+            pol.name = label      # type: ignore[misc]
+        except AttributeError:    # a read-only name: label() already says it
+            pass
+        return pol
+    if not isinstance(p, str):
+        raise QuantaError(f"a policy is a name[:k=v,...] or a quanta.policies.Policy object, "
+                          f"not {type(p).__name__}", field="policies")
+    pol = make_policy(world.policy_spec(p, seed))
+    pol.name = make_policy(p).label()      # labelled as the user named it
+    return pol
 
 
 def load_any_trace(spec: str, fmt: str, seed: int) -> Trace:
@@ -83,11 +107,8 @@ def run_simulations(req: SimulationRequest, console=None, keep_results: bool = F
     from quanta.worlds import get_world
     world = get_world(req.world)
     cluster = resolve_cluster(req.cluster)
-    policies = []
-    for p in req.policies:
-        pol = make_policy(world.policy_spec(p, req.seed))
-        pol.name = make_policy(p).label()      # labelled as the user named it
-        policies.append(pol)
+    window = parse_window(req.window)
+    policies = [build_policy(p, world, req.seed) for p in req.policies]
     trace = load_any_trace(req.trace, req.format, req.seed)
     if not trace.jobs:
         raise QuantaError("the trace has no jobs", source=trace.source or req.trace)
@@ -104,9 +125,12 @@ def run_simulations(req: SimulationRequest, console=None, keep_results: bool = F
                                        f"restart delay {req.restart_delay:g} s")
               + ("" if world.name == "quanta" else f" ({world.description})")]
     header += list(world.notes) + wl.notes + req.extra_notes
+    if window is not None:
+        window.mask(np.array([s.submit_time for s in wl.specs]), trace.source or req.trace)
+        header.append(window.describe(len(wl.specs)))
     results: list[SimResult] = []
-    for i, (spec, pol) in enumerate(zip(req.policies, policies)):
-        specs = world.jobs_for(spec.partition(":")[0].strip(), wl.specs)
+    for i, pol in enumerate(policies):
+        specs = world.jobs_for(pol.label().partition(":")[0].strip(), wl.specs)
         sim = Simulator(specs, cluster, pol, perf, restart=restart,
                         failures=failures, until=until, record_events=req.events,
                         rounds_from_first_arrival=world.rounds_from_first_arrival,
@@ -126,8 +150,8 @@ def run_simulations(req: SimulationRequest, console=None, keep_results: bool = F
     rows: list[dict]
     if req.out is not None:
         from quanta.report.output import write_run
-        rows = write_run(req.out, results, header=header, plots=req.plots)
+        rows = write_run(req.out, results, header=header, plots=req.plots, window=window)
     else:
         from quanta.report.metrics import summary
-        rows = [summary(r) for r in results]
+        rows = [summary(r, window) for r in results]
     return (rows, header, results) if keep_results else (rows, header)

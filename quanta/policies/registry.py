@@ -2,6 +2,9 @@
 
 A policy module registers itself with `@register("name", "one-line description", **defaults)`;
 adding a policy touches its own module and one import line in quanta/policies/__init__.py.
+A user's own policy needs no edit here: `make_policy("my_pkg.my_mod:MyPolicy:k=v")` imports it,
+and installed packages name theirs in the `quanta.policies` entry-point group
+(`quanta/policies/plugins.py`).
 """
 
 from __future__ import annotations
@@ -20,18 +23,29 @@ class PolicyInfo:
     description: str
     cls: type[Policy]
     defaults: dict[str, Any]
+    origin: str = ""            # "" = built in; else where a plugin came from
 
 
 POLICIES: dict[str, PolicyInfo] = {}
 
 
 def register(name: str, description: str, **defaults: Any) -> Callable[[type[Policy]], type[Policy]]:
+    """Register a policy class under `name`. Registering the same name again from the same module
+    (a notebook cell run twice, `importlib.reload`) replaces the entry; from another module it is
+    an error naming both."""
     def wrap(cls: type[Policy]) -> type[Policy]:
-        if name in POLICIES:
-            raise RuntimeError(f"policy '{name}' registered twice")
-        POLICIES[name] = PolicyInfo(name, description, cls, defaults)
+        old = POLICIES.get(name)
+        if old is not None and old.cls.__module__ != cls.__module__:
+            raise QuantaError(f"policy '{name}' registered twice: by {old.cls.__module__}."
+                              f"{old.cls.__qualname__} and by {cls.__module__}.{cls.__qualname__}")
+        POLICIES[name] = PolicyInfo(name, description, cls, defaults,
+                                    old.origin if old is not None else _origin(cls))
         return cls
     return wrap
+
+
+def _origin(cls: type) -> str:
+    return "" if cls.__module__.startswith("quanta.policies.") else cls.__module__
 
 
 def _convert(value: str, typ: Any, field_name: str, spec: str) -> Any:
@@ -57,13 +71,36 @@ def _convert(value: str, typ: Any, field_name: str, spec: str) -> Any:
                           f"got '{value}'") from None
 
 
-def make_policy(spec: str) -> Policy:
-    """Build a policy from `name` or `name:key=value,key=value`."""
-    name, _, params = spec.strip().partition(":")
+def split_spec(spec: str) -> tuple[str, str]:
+    """(name, parameters) of `name[:k=v,...]` or of a plugin's `module:Class[:k=v,...]`."""
+    spec = spec.strip()
+    name, _, params = spec.partition(":")
+    if name not in POLICIES:
+        from quanta.policies.plugins import is_import_spec
+        if is_import_spec(spec):
+            attr, _, params = params.partition(":")
+            name = f"{name}:{attr}"
+    return name, params
+
+
+def policy_info(name: str) -> PolicyInfo:
+    """The registered policy `name`, a plugin `module:Class`, or an installed entry point."""
     info = POLICIES.get(name)
+    if info is not None:
+        return info
+    from quanta.policies import plugins
+    info = plugins.find(name)
     if info is None:
-        known = ", ".join(sorted(POLICIES))
-        raise QuantaError(f"unknown policy '{name}' (known: {known})")
+        known = ", ".join(sorted(set(POLICIES) | set(plugins.entry_point_names())))
+        raise QuantaError(f"unknown policy '{name}' (known: {known}; or a plugin "
+                          f"module.path:ClassName)", field="--policy")
+    return info
+
+
+def make_policy(spec: str) -> Policy:
+    """Build a policy from `name`, `name:key=value,key=value` or `module.path:Class[:k=v,...]`."""
+    name, params = split_spec(spec)
+    info = policy_info(name)
     kwargs = dict(info.defaults)
     fields = {f.name: f for f in dataclasses.fields(info.cls)} if dataclasses.is_dataclass(info.cls) else {}
     for item in filter(None, (p.strip() for p in params.split(","))):
@@ -72,6 +109,9 @@ def make_policy(spec: str) -> Policy:
             allowed = ", ".join(sorted(fields)) or "none"
             raise QuantaError(f"policy '{spec}': unknown parameter '{key}' (parameters: {allowed})")
         kwargs[key] = _convert(value, fields[key].type, key, spec)
-    policy = info.cls(**kwargs)
+    try:
+        policy = info.cls(**kwargs)
+    except TypeError as err:          # a plugin class whose constructor wants something else
+        raise QuantaError(f"policy '{spec}': cannot build {info.cls.__qualname__} ({err})") from None
     policy.name = spec.strip() if params else name   # type: ignore[misc]
     return policy

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from quanta.core.jobtable import DONE, STATE_NAMES
+from quanta.report.window import Window
 from quanta.sim.engine import SimResult
 
 SUMMARY_COLUMNS = ["policy", "jobs", "finished", "avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s",
@@ -68,18 +69,35 @@ def timeline_integral(res: SimResult, values: np.ndarray) -> float:
     return float(np.sum(values[:-1] * np.diff(res.times)))
 
 
-def summary(res: SimResult) -> dict[str, float | int | str]:
+def timeline_integral_between(res: SimResult, values: np.ndarray, a: float, b: float) -> float:
+    """The integral of a timeline series over [a, b] only."""
+    t = res.times
+    overlap = np.clip(np.minimum(t[1:], b) - np.maximum(t[:-1], a), 0.0, None)
+    return float(np.sum(values[:-1] * overlap))
+
+
+def summary(res: SimResult, window: Window | None = None,
+            source: str = "") -> dict[str, float | int | str]:
+    """Per-policy metrics; with a window, over the window's jobs only (makespan and utilisation
+    from the window's first arrival to its last completion)."""
     t = res.table
     m = job_metrics(res)
-    fin = m.finished
+    sel = None if window is None else window.mask(t.submit, source)
+    fin = m.finished if sel is None else m.finished & sel
     jct = m.jct[fin]
     cap = res.cluster.num_gpus
+    start = 0.0 if not len(t) else float(np.min(t.submit if sel is None else t.submit[sel]))
     if fin.any():
-        makespan = float(np.max(t.end[fin]) - np.min(t.submit))
+        makespan = float(np.max(t.end[fin]) - start)
     else:
         makespan = 0.0
-    gpu_seconds = float(np.sum(m.gpu_seconds))
-    busy_seconds = timeline_integral(res, res.busy.sum(axis=1)) if len(res.times) else 0.0
+    gpu_seconds = float(np.sum(m.gpu_seconds if sel is None else m.gpu_seconds[sel]))
+    if not len(res.times):
+        busy_seconds = 0.0
+    elif sel is None:
+        busy_seconds = timeline_integral(res, res.busy.sum(axis=1))
+    else:
+        busy_seconds = timeline_integral_between(res, res.busy.sum(axis=1), start, start + makespan)
     rho = m.rho[fin]
     inv = 1.0 / rho[rho > 0] if rho.size else np.zeros(0)
 
@@ -87,7 +105,8 @@ def summary(res: SimResult) -> dict[str, float | int | str]:
         return float(np.percentile(jct, q)) if jct.size else float("nan")
 
     return {
-        "policy": res.policy, "jobs": int(len(t)), "finished": int(fin.sum()),
+        "policy": res.policy, "jobs": int(len(t) if sel is None else sel.sum()),
+        "finished": int(fin.sum()),
         "avg_jct_s": float(jct.mean()) if jct.size else float("nan"),
         "p50_jct_s": pct(50), "p95_jct_s": pct(95), "p99_jct_s": pct(99),
         "avg_queue_s": float(m.queue[fin].mean()) if jct.size else float("nan"),
@@ -96,7 +115,7 @@ def summary(res: SimResult) -> dict[str, float | int | str]:
         "ftf_rho_max": float(rho.max()) if rho.size else float("nan"),
         "ftf_unfair_frac": float(np.mean(rho > 1.0)) if rho.size else float("nan"),
         "jain": float(inv.sum() ** 2 / (inv.size * np.sum(inv ** 2))) if inv.size else float("nan"),
-        "preemptions": int(t.preemptions.sum()),
+        "preemptions": int(t.preemptions.sum() if sel is None else t.preemptions[sel].sum()),
         "gpu_hours": gpu_seconds / 3600.0,
     }
 

@@ -10,6 +10,7 @@ from typing import Sequence
 
 
 from quanta.report.metrics import JOB_COLUMNS, SUMMARY_COLUMNS, job_metrics, job_rows, summary
+from quanta.report.window import Window
 from quanta.sim.engine import SimResult
 
 
@@ -26,9 +27,9 @@ def _fmt(v) -> str:
 
 
 def write_run(out: Path, results: Sequence[SimResult], *, header: Sequence[str] = (),
-              plots: bool = True) -> list[dict]:
+              plots: bool = True, window: Window | None = None) -> list[dict]:
     out.mkdir(parents=True, exist_ok=True)
-    rows = [summary(r) for r in results]
+    rows = [summary(r, window) for r in results]
     with open(out / "summary.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(SUMMARY_COLUMNS)

@@ -1,0 +1,68 @@
+"""Where sweep cells run: local worker processes (one thread each) or tasks on a Ray cluster.
+Both call `fn(payload)` for every payload and hand each result to `on_result(index, result)` in
+this process as it arrives; `on_result` returning False stops the run (the rest is cancelled).
+Ray is the distributed engine: no scheduler of workers is written here."""
+
+from __future__ import annotations
+
+import multiprocessing
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from typing import Any, Callable, Sequence
+
+from quanta.errors import QuantaError
+
+OnResult = Callable[[int, Any], bool]
+
+
+def run_local(fn: Callable, payloads: Sequence, workers: int, on_result: OnResult,
+              initializer: Callable[[], None] | None = None) -> None:
+    """`workers` = 1: in this process, in order. Else a process pool of fresh interpreters
+    (spawn: safe beside threads, the same on every OS), at most `workers` cells in flight."""
+    if workers <= 1:
+        for i, p in enumerate(payloads):
+            if on_result(i, fn(p)) is False:
+                return
+        return
+    ctx = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=initializer)
+    try:
+        futures = {pool.submit(fn, p): i for i, p in enumerate(payloads)}
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for f in sorted(done, key=futures.__getitem__):
+                if on_result(futures[f], f.result()) is False:
+                    return
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def run_ray(fn: Callable, payloads: Sequence, address: str, on_result: OnResult) -> None:
+    """Every payload as a Ray task of one CPU on the cluster at `address` ('auto': the running
+    one; a Ray already connected in this process is used as it is)."""
+    try:
+        import ray
+    except ImportError:
+        raise QuantaError("--ray needs Ray: pip install 'quanta[ray]'", field="--ray") from None
+    started = False
+    if not ray.is_initialized():
+        try:
+            ray.init(address=address, log_to_driver=False, configure_logging=False)
+        except (ConnectionError, ValueError, RuntimeError) as err:
+            raise QuantaError(f"cannot connect to a Ray cluster at '{address}': "
+                              f"{' '.join(str(err).split())[:200]}", field="--ray") from None
+        started = True
+    try:
+        task = ray.remote(num_cpus=1)(fn)
+        refs = {task.remote(p): i for i, p in enumerate(payloads)}
+        pending = list(refs)
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            for r in done:
+                if on_result(refs[r], ray.get(r)) is False:
+                    for left in pending:
+                        ray.cancel(left)
+                    return
+    finally:
+        if started:
+            ray.shutdown()

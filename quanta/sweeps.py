@@ -1,0 +1,395 @@
+"""Sweeps: the cartesian product of traces (or synthetic rates), clusters, policies, load scales
+and seeds, one `quanta simulate` run per cell (the same code path: `runner.run_simulations`),
+in parallel on local processes or on a Ray cluster, resumable, gathered into tidy tables.
+
+A cell is one (trace, cluster, load scale, policy, seed). Its key is a hash of its full
+configuration (every option, the bytes of trace and cluster files, a plugin policy's module) and
+of the code version; finished cells are kept in `<out>/cells/` and never run twice.
+Outputs in `<out>/`: results.csv/.parquet (a row per cell), aggregate.csv/.parquet (mean and 95%
+confidence interval over seeds), jobs.parquet (a row per job per cell), sweep.json (the spec).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import os
+import pickle
+import sys
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Sequence
+
+from quanta.cellstore import CellStore, cell_key, code_version, file_digest
+from quanta.errors import QuantaError
+from quanta.policies.base import Policy
+from quanta.report.window import Window, parse_window
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """What to sweep. Axes are tuples; every other field is one value for all cells."""
+    traces: tuple[str, ...] = ()              # files, sample names, synthetic:RATE:JOBS
+    rates: tuple[float, ...] = ()             # synthetic Gavel-style arrivals (jobs/hour) ...
+    jobs: int = 1000                          # ... with this many jobs each
+    clusters: tuple[str, ...] = ("gavel-108",)
+    policies: tuple[str | Policy, ...] = ("fifo", "sjf", "srtf", "las")
+    seeds: tuple[int, ...] = (0,)
+    load_scales: tuple[float, ...] = (1.0,)
+    format: str = "auto"
+    max_jobs: int | None = None
+    restart_delay: float = 30.0
+    node_mtbf_h: float = 0.0
+    repair_h: float = 1.0
+    until_h: float | None = None
+    drop_impossible: bool = False
+    world: str = "quanta"
+    window: Window | None = None
+
+    def all_traces(self) -> list[str]:
+        out = list(self.traces) + [f"synthetic:{r:g}:{self.jobs}" for r in self.rates]
+        return out or ["philly"]
+
+
+@dataclass(frozen=True)
+class Cell:
+    index: int
+    trace: str
+    cluster: str
+    policy: str | Policy
+    seed: int
+    load_scale: float
+    config: dict = field(hash=False, compare=False)
+    key: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.trace} | {self.cluster} | {policy_label(self.policy)} | " \
+               f"load x{self.load_scale:g} | seed {self.seed}"
+
+
+def policy_label(p: str | Policy) -> str:
+    if isinstance(p, Policy):
+        return p.label() or type(p).__name__
+    from quanta.policies import make_policy
+    return make_policy(p).label()
+
+
+def synthetic_rate(trace: str) -> float | None:
+    if not trace.startswith("synthetic:"):
+        return None
+    try:
+        return float(trace.split(":")[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def _policy_config(p: str | Policy) -> dict:
+    """What identifies a policy in a cell's key: its spec (and its module's bytes if a plugin),
+    or an object's class, module bytes and field values."""
+    from quanta.policies.registry import policy_info, split_spec
+    if isinstance(p, Policy):
+        cls = type(p)
+        state = sorted((k, repr(v)) for k, v in vars(p).items())
+        return {"object": f"{cls.__module__}.{cls.__qualname__}", "fields": state,
+                "module": _module_digest(cls)}
+    info = policy_info(split_spec(p)[0])
+    return {"spec": p.strip(), "module": _module_digest(info.cls) if info.origin else None}
+
+
+def _module_digest(cls: type) -> str | None:
+    try:
+        return file_digest(inspect.getsourcefile(cls) or "")
+    except TypeError:          # defined in a notebook or an interactive session
+        return None
+
+
+def expand(spec: SweepSpec) -> list[Cell]:
+    """Every cell of the sweep, in table order (trace, cluster, load scale, policy, seed);
+    cells with the same key (a value given twice) appear once."""
+    version = code_version()
+    common = {k: getattr(spec, k) for k in ("format", "max_jobs", "restart_delay", "node_mtbf_h",
+                                            "repair_h", "until_h", "drop_impossible", "world")}
+    common["window"] = None if spec.window is None else str(spec.window)
+    common["code"] = version
+    pol_cfg = [_policy_config(p) for p in spec.policies]
+    cells, seen = [], set()
+    for trace in spec.all_traces():
+        tdig = file_digest(trace) if not trace.startswith("synthetic:") else None
+        for cluster in spec.clusters:
+            cdig = file_digest(cluster)
+            for scale in spec.load_scales:
+                for pol, pcfg in zip(spec.policies, pol_cfg):
+                    for seed in spec.seeds:
+                        config = {**common, "trace": trace, "trace_digest": tdig,
+                                  "cluster": cluster, "cluster_digest": cdig, "policy": pcfg,
+                                  "seed": int(seed), "load_scale": float(scale)}
+                        key = cell_key(config)
+                        if key in seen:
+                            continue
+                        seen.add(key)
+                        cells.append(Cell(len(cells), trace, cluster, pol, int(seed),
+                                          float(scale), config, key))
+    return cells
+
+
+def validate(spec: SweepSpec) -> None:
+    """Fail before running anything on an input no cell could use (one-line QuantaError)."""
+    from quanta.model.presets import resolve_cluster
+    from quanta.runner import build_policy, load_any_trace
+    from quanta.worlds import get_world
+    world = get_world(spec.world)
+    if not spec.policies:
+        raise QuantaError("no policies to sweep", field="policies")
+    if not spec.clusters:
+        raise QuantaError("no clusters to sweep", field="clusters")
+    if not spec.seeds:
+        raise QuantaError("no seeds to sweep", field="seeds")
+    for s in spec.seeds:
+        if int(s) < 0:
+            raise QuantaError(f"seed {s} is negative", field="seeds")
+    for x in spec.load_scales:
+        if not x > 0:
+            raise QuantaError(f"load scale {x} is not positive", field="load_scales")
+    for r in spec.rates:
+        if not r > 0:
+            raise QuantaError(f"rate {r} is not positive (jobs/hour)", field="rates")
+    if spec.jobs <= 0:
+        raise QuantaError(f"jobs {spec.jobs} is not positive", field="jobs")
+    for p in spec.policies:
+        build_policy(p, world, 0)
+    for c in spec.clusters:
+        resolve_cluster(c)
+    for t in spec.all_traces():
+        tr = load_any_trace(t, spec.format, 0)
+        if spec.window is not None and spec.window.lo >= min(len(tr.jobs), spec.max_jobs or
+                                                             len(tr.jobs)):
+            raise QuantaError(f"window {spec.window} starts past the last of the trace's "
+                              f"{min(len(tr.jobs), spec.max_jobs or len(tr.jobs))} jobs",
+                              source=t, field="window")
+
+
+# ---------------------------------------------------------------------------------------------
+# one cell (runs in a worker process, a Ray task, or inline)
+
+def cell_payload(cell: Cell, spec: SweepSpec, with_paths: bool = False) -> dict:
+    import cloudpickle
+    trace = cell.trace
+    if not trace.startswith("synthetic:") and Path(trace).exists():
+        trace = str(Path(trace).resolve())
+    cluster = cell.cluster
+    if Path(cluster).is_file():
+        cluster = str(Path(cluster).resolve())
+    pol = cell.policy
+    return {
+        "trace": trace, "cluster": cluster, "seed": cell.seed, "load_scale": cell.load_scale,
+        "policy": pol if isinstance(pol, str) else cloudpickle.dumps(pol),
+        "options": {k: getattr(spec, k) for k in ("format", "max_jobs", "restart_delay",
+                                                  "node_mtbf_h", "repair_h", "until_h",
+                                                  "drop_impossible", "world")},
+        "window": None if spec.window is None else str(spec.window),
+        "paths": [p for p in sys.path if p and os.path.isdir(p)] if with_paths else [],
+        "cwd": os.getcwd(),
+    }
+
+
+def run_cell(payload: dict) -> dict:
+    """Simulate one cell through `quanta simulate`'s own code path; a dict of plain values
+    (`error` set on a user error, which stops the sweep with that one line)."""
+    for p in payload.get("paths", ()):            # a Ray worker: the driver's plugin modules
+        if p not in sys.path:
+            sys.path.append(p)
+    from threadpoolctl import threadpool_limits
+
+    from quanta.report.metrics import job_rows
+    from quanta.runner import SimulationRequest, run_simulations
+    pol = payload["policy"]
+    if isinstance(pol, bytes):
+        pol = pickle.loads(pol)
+    req = SimulationRequest(trace=payload["trace"], cluster=payload["cluster"], policies=[pol],
+                            seed=payload["seed"], load_scale=payload["load_scale"], out=None,
+                            plots=False, window=payload["window"], **payload["options"])
+    cwd = os.getcwd()
+    try:
+        if os.path.isdir(payload.get("cwd", "")):
+            os.chdir(payload["cwd"])                 # relative paths inside cluster files etc.
+        with threadpool_limits(1):
+            rows, header, results = run_simulations(req, keep_results=True)
+    except QuantaError as err:
+        return {"error": str(err)}
+    finally:
+        os.chdir(cwd)
+    res = results[0]
+    window = parse_window(payload["window"])
+    submit = res.table.submit
+    import numpy as np
+    rank = np.empty(len(submit), dtype=np.int64)
+    rank[np.argsort(submit, kind="stable")] = np.arange(len(submit))
+    inside = window.mask(submit) if window is not None else np.ones(len(submit), bool)
+    jobs = [[int(rank[i]), bool(inside[i])] + [_plain(v) for v in row]
+            for i, row in enumerate(job_rows(res))]
+    return {"summary": {k: _plain(v) for k, v in rows[0].items()}, "jobs": jobs, "notes": header,
+            "events": int(res.events), "decisions": int(res.decisions),
+            "transitions": int(res.transitions), "stalled": bool(res.stalled),
+            "wall_s": float(res.wall_s)}
+
+
+def _plain(v):
+    """numpy scalars -> Python values (JSON and identical bytes whatever process made them)."""
+    if hasattr(v, "item"):
+        v = v.item()
+    return v
+
+
+def _init_worker() -> None:
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = "1"
+
+
+# ---------------------------------------------------------------------------------------------
+# the rows of the tables
+
+def result_row(cell: Cell, spec: SweepSpec, data: dict) -> dict:
+    from quanta.policies.registry import split_spec
+    import quanta
+    label = policy_label(cell.policy)
+    if isinstance(cell.policy, Policy):
+        name, params = type(cell.policy).__name__, ""
+    else:
+        name, params = split_spec(cell.policy)
+    s = data["summary"]
+    row = {"trace": cell.trace, "rate": synthetic_rate(cell.trace), "cluster": cell.cluster,
+           "policy": label, "policy_name": name, "params": params, "seed": cell.seed,
+           "load_scale": cell.load_scale, "format": spec.format, "world": spec.world,
+           "max_jobs": spec.max_jobs, "restart_delay": float(spec.restart_delay),
+           "node_mtbf_h": float(spec.node_mtbf_h), "repair_h": float(spec.repair_h),
+           "until_h": spec.until_h, "drop_impossible": spec.drop_impossible,
+           "window": "" if spec.window is None else str(spec.window),
+           "quanta_version": quanta.__version__, "code_version": cell.config["code"],
+           "cell": cell.key}
+    for k, v in s.items():
+        if k != "policy":
+            row[k] = v
+    for k in ("events", "decisions", "transitions", "stalled"):
+        row[k] = data[k]
+    return row
+
+
+def job_table_rows(cell: Cell, row: dict, data: dict) -> list[dict]:
+    from quanta.report.metrics import JOB_COLUMNS
+    head = {c: row[c] for c in ("trace", "rate", "cluster", "policy", "seed", "load_scale", "cell")}
+    cols = ["arrival", "in_window"] + JOB_COLUMNS
+    return [{**head, **dict(zip(cols, j))} for j in data["jobs"]]
+
+
+# ---------------------------------------------------------------------------------------------
+# running a sweep
+
+@dataclass
+class SweepOutcome:
+    out: Path
+    cells: list[Cell]
+    rows: list[dict]              # results, a row per cell in table order
+    aggregate: list[dict]
+    ran: int                      # cells simulated now
+    reused: int                   # cells found finished
+    wall_s: float
+
+
+def default_workers() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def run_sweep(spec: SweepSpec, out: Path, *, workers: int | None = None, ray: str | None = None,
+              console=None, on_cell: Callable[[int, int], None] | None = None) -> SweepOutcome:
+    """Run every cell not already finished in `out`, then write the tables. `workers`: local
+    processes (default: every core; 1 = in this process); `ray`: a Ray cluster's address (or
+    'auto'; an already connected Ray is used as it is). `console`: a rich progress bar on it;
+    `on_cell(done, total)` after each cell."""
+    from quanta.executors import run_local, run_ray
+    t0 = time.time()
+    out = Path(out)
+    validate(spec)
+    cells = expand(spec)
+    store = CellStore(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "sweep.json").write_text(json.dumps(spec_record(spec), indent=1) + "\n")
+    done: dict[int, dict] = {}
+    for c in cells:
+        got = store.get(c.key)
+        if got is not None:
+            done[c.index] = got
+    todo = [c for c in cells if c.index not in done]
+    reused = len(done)
+    total = len(cells)
+
+    bar = task = None
+    if console is not None:
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeElapsedColumn, TimeRemainingColumn)
+        bar = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(),
+                       TextColumn("cells"), TimeElapsedColumn(), TextColumn("ETA"),
+                       TimeRemainingColumn(), console=console, transient=True)
+        task = bar.add_task("sweep", total=total, completed=reused)
+        bar.start()
+    failure: list[str] = []
+
+    def finished(i: int, data: dict) -> bool:
+        """Store a result; False to stop the sweep (a user error in that cell)."""
+        cell = todo[i]
+        if "error" in data:
+            failure.append(f"cell {cell.label}: {data['error']}")
+            return False
+        store.put(cell.key, {"config": cell.config, **data})
+        done[cell.index] = data
+        if bar is not None:
+            bar.advance(task)
+        if on_cell is not None:
+            on_cell(len(done), total)
+        return True
+
+    try:
+        if todo:
+            if ray is not None:
+                payloads = [cell_payload(c, spec, with_paths=True) for c in todo]
+                run_ray(run_cell, payloads, ray, finished)
+            else:
+                payloads = [cell_payload(c, spec) for c in todo]
+                n = min(workers or default_workers(), len(todo))
+                run_local(run_cell, payloads, n, finished, _init_worker)
+    finally:
+        if bar is not None:
+            bar.stop()
+    if failure:
+        raise QuantaError(failure[0])
+    rows = [result_row(c, spec, done[c.index]) for c in cells]
+    agg = write_outputs(out, cells, rows, done)
+    return SweepOutcome(out, cells, rows, agg, len(todo), reused, time.time() - t0)
+
+
+def write_outputs(out: Path, cells: Sequence[Cell], rows: list[dict], data: dict) -> list[dict]:
+    from quanta.report import tables
+    agg = tables.aggregate(rows)
+    tables.write_tables(out, "results", rows, tables.RESULT_COLUMNS)
+    tables.write_tables(out, "aggregate", agg, tables.aggregate_columns())
+    jobs = [j for c, r in zip(cells, rows) for j in job_table_rows(c, r, data[c.index])]
+    tables.write_tables(out, "jobs", jobs, tables.JOB_TABLE_COLUMNS, csv_too=False)
+    return agg
+
+
+def spec_record(spec: SweepSpec) -> dict:
+    d = asdict(replace(spec, policies=()))
+    d["policies"] = [p if isinstance(p, str) else policy_label(p) for p in spec.policies]
+    d["window"] = None if spec.window is None else str(spec.window)
+    d["code_version"] = code_version()
+    for k, v in d.items():
+        if isinstance(v, tuple):
+            d[k] = list(v)
+        if isinstance(v, float) and math.isinf(v):
+            d[k] = str(v)
+    return d

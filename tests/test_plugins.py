@@ -1,0 +1,196 @@
+"""A user's own policy without editing Quanta: docs/write-a-policy.md's example, saved as the page
+says, runs in `quanta simulate`, `quanta sweep` (a real process pool) and `quanta serve` (a
+real service over HTTP); an installed package's `quanta.policies` entry point works like a
+built-in name; re-running a notebook cell that registers a policy never fails."""
+
+import csv
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from quanta.errors import QuantaError
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = (ROOT / "docs" / "write-a-policy.md").read_text()
+ENV = {**os.environ, "OMP_NUM_THREADS": "1",
+       "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def blocks(lang):
+    return re.findall(rf"```{lang}\n(.*?)```", DOC, re.S)
+
+
+def run_cli(*args, cwd, env=None):
+    return subprocess.run([sys.executable, "-m", "quanta.cli", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=300, env=env or ENV)
+
+
+@pytest.fixture
+def tutorial(tmp_path):
+    """The page's module, saved where it says (the folder quanta is run from)."""
+    code = blocks("python")[0]
+    assert len(code.strip().splitlines()) <= 20, "the example is meant to be 20 lines"
+    (tmp_path / "my_policies.py").write_text(code)
+    return tmp_path
+
+
+@pytest.mark.parametrize("which", ["simulate", "sweep"])
+def test_tutorial_policy_runs_in_simulate_and_sweep_verbatim(tutorial, which):
+    cmds = [ln.strip() for ln in blocks("bash")[0].splitlines() if ln.strip()]
+    line = next(c for c in cmds if c.startswith(f"quanta {which} "))
+    r = subprocess.run(["bash", "-c", line + " --quiet"], cwd=tutorial, env=ENV,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, (line, r.stderr)
+    if which == "simulate":
+        summary = list(csv.DictReader(open(tutorial / "quanta-out/mine/summary.csv")))
+        assert [s["policy"] for s in summary] == ["my_policies:FewestGpusFirst", "fifo"]
+        assert all(s["finished"] == s["jobs"] == "100" for s in summary)
+        assert int(summary[0]["preemptions"]) > 0 == int(summary[1]["preemptions"])  # it decided
+        return
+    res = list(csv.DictReader(open(tutorial / "quanta-out/mine-sweep/results.csv")))
+    assert len(res) == 2 * 2 * 2                      # rates x policies x seeds, a process pool
+    mine = [r for r in res if r["policy"] == "my_policies:FewestGpusFirst:keep_running=true"]
+    assert len(mine) == 4 and {r["params"] for r in mine} == {"keep_running=true"}
+    assert {r["policy_name"] for r in mine} == {"my_policies:FewestGpusFirst"}
+
+
+def test_tutorial_python_block_with_policy_objects(tutorial, monkeypatch):
+    monkeypatch.chdir(tutorial)
+    monkeypatch.syspath_prepend(str(tutorial))
+    ns: dict = {}
+    exec(blocks("python")[1], ns)                     # the page's notebook cell
+    run = ns["run"]
+    assert list(run.summary["policy"]) == ["FewestGpusFirst", "fifo"]
+    assert (run.summary["finished"] == 100).all()
+    cli = run_cli("simulate", "--trace", "synthetic:3:100", "--cluster", "v100:2x4", "--policy",
+                 "my_policies:FewestGpusFirst", "--quiet", "--no-plots", "--out", "o",
+                 cwd=tutorial)
+    assert cli.returncode == 0, cli.stderr
+    row = next(csv.DictReader(open(tutorial / "o" / "summary.csv")))
+    assert float(row["avg_jct_s"]) == pytest.approx(float(run.summary["avg_jct_s"][0]), rel=1e-6)
+    # objects go to worker processes too (cloudpickle): a 2-process sweep
+    import quanta
+    mod = __import__("my_policies")
+    sw = quanta.sweep(rates=[3], jobs=40, clusters="v100:2x4",
+                      policies=[mod.FewestGpusFirst(keep_running=True)], seeds=[0, 1], workers=2,
+                      out=tutorial / "sw", progress=False)
+    assert list(sw.results["policy"]) == ["FewestGpusFirst"] * 2
+    assert (sw.results["finished"] == 40).all()
+
+
+def test_tutorial_policy_runs_in_serve(tutorial):
+    serve_line = [ln for ln in blocks("bash")[0].splitlines() if "quanta serve" in ln][0]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    env = {**ENV, "QUANTA_URL": url}
+    env.pop("QUANTA_TOKEN", None)
+    cmd = serve_line.rstrip("&").strip() + " --cluster cpu:1x2"
+    proc = subprocess.Popen(["bash", "-c", "exec " + cmd], cwd=tutorial, env=env,
+                            stdout=open(tutorial / "serve.log", "wb"), stderr=subprocess.STDOUT)
+    import httpx
+    try:
+        end = time.time() + 60
+        while True:
+            try:
+                if httpx.get(url + "/v1/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None, (tutorial / "serve.log").read_text()
+            assert time.time() < end, "quanta serve did not come up"
+            time.sleep(0.2)
+        token = (tutorial / "quanta-state" / "admin.token").read_text().strip()
+        h = {"Authorization": f"Bearer {token}"}
+        assert httpx.get(url + "/v1/cluster", headers=h).json()["policy"] == \
+            "my_policies:FewestGpusFirst"
+        ids = [httpx.post(url + "/v1/jobs", headers=h, json={
+            "name": f"j{g}", "gpus": g, "command": [sys.executable, "-c", "pass"]}).json()["id"]
+            for g in (2, 1)]
+        end = time.time() + 60
+        while {httpx.get(f"{url}/v1/jobs/{i}", headers=h).json()["state"] for i in ids} != \
+                {"finished"}:
+            assert time.time() < end, [httpx.get(f"{url}/v1/jobs/{i}", headers=h).json()
+                                       for i in ids]
+            time.sleep(0.2)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_entry_point_plugin_of_an_installed_package(tutorial):
+    """A package installed with a `quanta.policies` entry point (its dist-info on the path)."""
+    dist = tutorial / "site"
+    info = dist / "my_policies_pkg-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: my-policies-pkg\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[quanta.policies]\nfewest-gpus = my_policies:FewestGpusFirst\n"
+        "broken = my_policies:Nope\n")
+    (tutorial / "my_policies.py").rename(dist / "my_policies.py")
+    env = {**ENV, "PYTHONPATH": str(dist)}
+    r = run_cli("policies", cwd=tutorial, env=env)
+    assert r.returncode == 0, r.stderr
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("fewest-gpus"))
+    assert "Fewest GPUs first" in line and "plugin" in line
+    assert "does not load" in next(ln for ln in r.stdout.splitlines() if ln.startswith("broken"))
+    r = run_cli("simulate", "--trace", "synthetic:3:40", "--cluster", "v100:2x4", "--policy",
+               "fewest-gpus:keep_running=true", "--quiet", "--no-plots", "--out", "o",
+               cwd=tutorial, env=env)
+    assert r.returncode == 0, r.stderr
+    assert next(csv.DictReader(open(tutorial / "o/summary.csv")))["policy"] == \
+        "fewest-gpus:keep_running=true"
+
+
+@pytest.mark.parametrize("module, spec, needle", [
+    (None, "no_such_mod:Cls", "no module 'no_such_mod'"),
+    ("x = 1\n", "plug_a:Missing", "module 'plug_a' has no 'Missing'"),
+    ("class NotAPolicy: pass\n", "plug_b:NotAPolicy", "is not a subclass of"),
+    ("def broken(:\n", "plug_c:X", "SyntaxError"),
+    ("import not_installed_dep\n", "plug_d:X", "No module named 'not_installed_dep'"),
+])
+def test_bad_plugin_is_one_line_exit_2(tmp_path, module, spec, needle):
+    if module is not None:
+        (tmp_path / f"{spec.split(':')[0]}.py").write_text(module)
+    r = run_cli("simulate", "--trace", "synthetic:3:20", "--policy", spec, "--quiet", "--out", "o",
+               cwd=tmp_path)
+    assert r.returncode == 2
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in r.stderr, r.stderr
+
+
+CELL = '''
+from dataclasses import dataclass
+import quanta
+from quanta.policies.baselines import Fifo
+
+@quanta.register("notebook-fifo", "FIFO defined in a notebook cell")
+@dataclass
+class NotebookFifo(Fifo):
+    pass
+'''
+
+
+def test_rerunning_a_notebook_cell_that_registers_a_policy(tmp_path):
+    import quanta
+    from quanta.policies import POLICIES
+    for _ in range(2):                                 # the same cell, run twice
+        ns = {"__name__": "__main__"}
+        exec(CELL, ns)
+    assert POLICIES["notebook-fifo"].cls is ns["NotebookFifo"]
+    try:
+        run = quanta.simulate(trace="synthetic:3:30", cluster="v100:2x4",
+                              policies=["notebook-fifo", ns["NotebookFifo"](), "fifo"])
+        assert list(run.summary["policy"]) == ["notebook-fifo", "NotebookFifo", "fifo"]
+        assert len(set(run.summary["avg_jct_s"])) == 1          # all three are FIFO
+        with pytest.raises(QuantaError, match="registered twice"):
+            exec(CELL, {"__name__": "another_module"})
+    finally:
+        POLICIES.pop("notebook-fifo", None)
