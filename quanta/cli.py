@@ -65,6 +65,9 @@ def simulate(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar or table"),
     world: str = typer.Option("quanta", "--world", help="the simulated world: quanta (Quanta's own "
                               "model) or a reference simulator's replay profile (see `quanta worlds`)"),
+    queues: Optional[Path] = typer.Option(None, "--queues", help="queues file (docs/queues.md): "
+                                          "every policy under its quotas, fair share and "
+                                          "priorities; per-queue results in queues.csv"),
     window: Optional[str] = typer.Option(None, "--window", help="steady-state window A:B: metrics "
                                          "over jobs A..B-1 by arrival order (Gavel: 4000:5000)"),
 ) -> None:
@@ -77,7 +80,8 @@ def simulate(
                             max_jobs=max_jobs, load_scale=load_scale, restart_delay=restart_delay,
                             drop_impossible=drop_impossible, node_mtbf_h=node_mtbf_h,
                             repair_h=repair_h, until_h=until_h, plots=plots, events=events,
-                            world=world, window=parse_window(window))
+                            world=world, window=parse_window(window),
+                            queues=str(queues) if queues else None)
     rows, header = run_simulations(req, console=None if quiet else console)
     if not quiet:
         table = Table(title="Quanta: " + "; ".join(header[:2]), title_justify="left",
@@ -328,6 +332,10 @@ def catalog() -> None:
 from quanta.cli_jobs import register as _register_job_commands  # noqa: E402
 
 _register_job_commands(app, console)
+
+from quanta.cli_queues import register as _register_queue_commands  # noqa: E402
+
+_register_queue_commands(app, console)
 
 
 def _usage_error(e: BaseException) -> str | None:

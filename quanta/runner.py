@@ -41,6 +41,7 @@ class SimulationRequest:
     world: str = "quanta"          # the simulated world (quanta.worlds): Quanta's own or a replay
     window: Window | str | None = None   # steady-state window: metrics over jobs A..B-1 by arrival
     extra_notes: list[str] = field(default_factory=list)
+    queues: str | None = None      # queues file: every policy under quotas, fair share, priorities
 
 
 def build_policy(p: str | Policy, world, seed: int) -> Policy:
@@ -125,12 +126,19 @@ def run_simulations(req: SimulationRequest, console=None, keep_results: bool = F
                                        f"restart delay {req.restart_delay:g} s")
               + ("" if world.name == "quanta" else f" ({world.description})")]
     header += list(world.notes) + wl.notes + req.extra_notes
+    if req.queues:
+        from quanta.queues.sim import apply_queues
+        policies, queue_notes = apply_queues(policies, req.queues, wl.specs, cluster,
+                                             trace.source or req.trace)
+        header += queue_notes
     if window is not None:
         window.mask(np.array([s.submit_time for s in wl.specs]), trace.source or req.trace)
         header.append(window.describe(len(wl.specs)))
     results: list[SimResult] = []
+    states: list[dict] = []
     for i, pol in enumerate(policies):
-        specs = world.jobs_for(pol.label().partition(":")[0].strip(), wl.specs)
+        named = getattr(pol, "inner", pol)          # a queue layer: the policy inside it
+        specs = world.jobs_for(named.label().partition(":")[0].strip(), wl.specs)
         sim = Simulator(specs, cluster, pol, perf, restart=restart,
                         failures=failures, until=until, record_events=req.events,
                         rounds_from_first_arrival=world.rounds_from_first_arrival,
@@ -147,6 +155,7 @@ def run_simulations(req: SimulationRequest, console=None, keep_results: bool = F
                 results.append(sim.run())
         else:
             results.append(sim.run())
+        states.append(sim.loop.state)
     rows: list[dict]
     if req.out is not None:
         from quanta.report.output import write_run
@@ -154,4 +163,7 @@ def run_simulations(req: SimulationRequest, console=None, keep_results: bool = F
     else:
         from quanta.report.metrics import summary
         rows = [summary(r, window) for r in results]
+    if req.queues:
+        from quanta.queues.sim import write_queue_report
+        write_queue_report(req.out, results, policies, states)     # OUT/queues.csv
     return (rows, header, results) if keep_results else (rows, header)

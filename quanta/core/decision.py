@@ -31,8 +31,22 @@ class Decision:
     fork: dict[int, float] = field(default_factory=dict)
     # guest row -> (host row, "pack" | "slice"): the guest runs on exactly the host's GPUs
     share: dict[int, tuple[int, str]] = field(default_factory=dict)
+    # guest row (also in `share`, naming one of its hosts) -> {host row: GPUs of that host it
+    # runs on}: a guest spanning GPUs of several hosts of any size and/or idle GPUs (gpus[row]
+    # minus the hosts' GPUs, of the same type, which it owns). A host has at most one guest.
+    span: dict[int, dict[int, int]] = field(default_factory=dict)
+    # a guest whose hosts leave their GPUs in this decision (preempted, moved) keeps running there
+    # as their owner, without a restart, where the decision asks for exactly that (SJF-BSBF);
+    # False: such a guest is placed anew, as before
+    guests_inherit: bool = False
     wake_at: float | None = None     # ask to be called again at this time (e.g. a threshold)
     state: dict[str, Any] | None = None  # the policy's state to hand back next time
+    # why each job this decision leaves waiting waits (snapshot row -> the REASON column, e.g.
+    # "QuotaExceeded(team-a, v100)", "WaitingForReclaim", "FairShare", "Priority", "Resources");
+    # optional: a driver shows its own reason for rows not in it (quanta.queues fills it)
+    reasons: dict[int, str] = field(default_factory=dict)
+    # waiting row -> (position in its queue, 1 = next; estimated start time or None)
+    positions: dict[int, tuple[int, float | None]] = field(default_factory=dict)
 
     @classmethod
     def empty(cls, snap: Snapshot) -> "Decision":

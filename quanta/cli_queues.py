@@ -1,0 +1,242 @@
+"""`quanta queues`: a queues file's tree and quotas, and, on a simulated trace, each queue's usage
+per GPU type, borrowed GPUs, waiting jobs and fair-share factor at a moment (`--at-h`), or its
+results over the whole run; `--jobs` lists the waiting jobs with their reason, position in their
+queue and estimated start (what `quanta queue` shows for a live service).
+
+    quanta queues quanta/examples/queues/teams.yaml                       # check and list
+    quanta queues FILE --trace philly --policy las --at-h 24 [--jobs]     # the state at hour 24
+    quanta queues FILE --trace philly --policy las                        # per-queue results
+    quanta queues [--url URL]            # a running service's queues (its /v1/queues report)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import typer
+from rich import box
+from rich.table import Table
+
+
+def _num(v: float) -> str:
+    if v == math.inf:
+        return "-"
+    return f"{v:g}"
+
+
+def tree_rows(tree, types) -> list[dict]:
+    """One row per queue of the tree: parent, weight, users, quota per type."""
+    comp = tree.compile(types)
+    out = []
+    for q, name in enumerate(tree.names):
+        quota = {}
+        for k, t in enumerate(types):
+            nom, cap = comp.nominal_total[q, k], comp.cap[q, k]
+            lend = comp.nominal_total[q, k] - comp.reserved[q, k]
+            if nom or (q in tree.leaf_pos and comp.usable[tree.leaf_pos[q], k]):
+                quota[t] = {"nominal": float(nom), "max": float(cap),
+                            "lendable": float(lend)}
+        out.append({"queue": name, "parent": tree.names[tree.parent[q]] if tree.parent[q] >= 0 else "",
+                    "leaf": q in tree.leaf_pos, "weight": float(tree.weight[q]),
+                    "users": list(tree.users[q]) or ["*"], "aliases": list(tree.aliases[q]),
+                    "quota": quota})
+    return out
+
+
+def _indent(tree, name: str) -> str:
+    return "  " * tree.depth(tree.names.index(name)) + name
+
+
+def simulate_until(file: Path, trace: str, fmt: str, cluster: str, policy: str, seed: int,
+                   max_jobs: Optional[int], at_h: Optional[float]):
+    """Run `policy` under the queues on the trace until `at_h` hours (None: to the end); returns
+    (layer, simulator, result)."""
+    from quanta.model.presets import resolve_cluster
+    from quanta.perf.catalog_model import CatalogModel
+    from quanta.policies import make_policy
+    from quanta.queues.layer import QueueLayer
+    from quanta.queues.spec import load_queues
+    from quanta.runner import load_any_trace
+    from quanta.sim.engine import Simulator
+    from quanta.workloads.builder import build_workload
+    tree = load_queues(file)
+    cl = resolve_cluster(cluster)
+    tr = load_any_trace(trace, fmt, seed)
+    perf = CatalogModel()
+    wl = build_workload(tr, perf, seed=seed, max_jobs=max_jobs)
+    tree.check_jobs(wl.specs, tr.source or trace)
+    layer = QueueLayer(make_policy(policy), tree)
+    sim = Simulator(wl.specs, cl, layer, perf, until=at_h * 3600.0 if at_h is not None else None)
+    res = sim.run()
+    return layer, sim, res
+
+
+def live_decision(layer, sim, now: float):
+    """The layer's decision on the simulator's jobs at `now` (not applied): reasons, positions."""
+    from quanta.core.jobtable import PENDING, RUNNING
+    from quanta.core.snapshot import Snapshot
+    t = sim.table
+    active = np.flatnonzero((t.state == PENDING) | (t.state == RUNNING))
+    occ = sim.occ
+    snap = Snapshot(now=now, cluster=sim.cluster, perf=sim.perf, jobs=t.view(active, now),
+                    capacity=occ.up_capacity(), node_free=occ.node_free.copy(),
+                    node_up=occ.node_up.copy(), state=sim.loop.state,
+                    resources=occ.up_resources(), network=occ.up_network())
+    return snap, layer.explain(snap)
+
+
+def render_report(console, report: dict, title: str) -> None:
+    """A queue layer's report (Decision.state["report"]): per queue, GPUs held / nominal per type,
+    borrowed, running, waiting jobs and GPUs, fair-share factor; cohorts indented over teams."""
+    qs = report.get("queues", {})
+    types = report.get("types", [])
+
+    def depth(name: str) -> int:
+        d, seen = 0, set()
+        while qs.get(name, {}).get("parent") and name not in seen:
+            seen.add(name)
+            name = qs[name]["parent"]
+            d += 1
+        return d
+
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
+    for col in ["QUEUE"] + [ty.upper() for ty in types] + ["BORROWED", "RUNNING", "PENDING",
+                                                           "PENDING GPUS", "FAIRSHARE"]:
+        t.add_column(col, no_wrap=True, justify="left" if col == "QUEUE" else "right")
+    for name in _tree_order(qs):
+        r = qs[name]
+        cells = [f"{r['usage'][k]:g}/{r['nominal'][k]:g}" for k in range(len(types))]
+        t.add_row("  " * depth(name) + name, *cells, f"{sum(r['borrowed']):g}", str(r["running"]),
+                  str(r["pending"]), str(r["pending_gpus"]), f"{r['fairshare']:.3f}")
+    console.print(t)
+
+
+def _tree_order(qs: dict) -> list[str]:
+    """Queue names depth first, each cohort before its children, siblings in report order."""
+    kids: dict[str, list[str]] = {}
+    for name, r in qs.items():
+        kids.setdefault(r.get("parent") or "", []).append(name)
+    out: list[str] = []
+    stack = list(reversed(kids.get("", [])))
+    while stack:
+        name = stack.pop()
+        if name in out:
+            continue
+        out.append(name)
+        stack.extend(reversed(kids.get(name, [])))
+    return out + [n for n in qs if n not in out]
+
+
+def register(app: typer.Typer, console) -> None:
+    @app.command("queues")
+    def queues(
+        file: Optional[Path] = typer.Argument(None, help="queues YAML (see docs/queues.md); none: "
+                                              "the queues of the service at --url"),
+        cluster: str = typer.Option("gavel-108", help="preset, YAML file or TYPE:NODESxGPUS"),
+        trace: Optional[str] = typer.Option(None, help="simulate this trace under the queues"),
+        format: str = typer.Option("auto", "--format", help="trace format"),
+        policy: str = typer.Option("fifo", "--policy", "-p", help="policy inside the queues"),
+        seed: int = typer.Option(0, help="seed"),
+        max_jobs: Optional[int] = typer.Option(None, "--max-jobs", min=1, help="first N jobs"),
+        at_h: Optional[float] = typer.Option(None, "--at-h", min=0.0, help="show the queues at "
+                                             "this hour of the simulation (default: results "
+                                             "over the whole run)"),
+        jobs: bool = typer.Option(False, "--jobs", help="with --at-h: the waiting jobs, their "
+                                  "reason, position and estimated start"),
+        as_json: bool = typer.Option(False, "--json", help="print JSON"),
+        url: Optional[str] = typer.Option(None, "--url", help="service URL (without FILE; default "
+                                          "$QUANTA_URL or http://127.0.0.1:8472)"),
+        token: Optional[str] = typer.Option(None, "--token", help="API token"),
+    ) -> None:
+        """Queues of a file: tree and quotas; on a simulated trace, usage, borrowed GPUs, waiting
+        jobs and fair-share factor per queue."""
+        from quanta.model.presets import resolve_cluster
+        from quanta.queues.spec import load_queues
+        if file is None:
+            from quanta.service.client import Client
+            report = Client(url, token).call("GET", "/v1/queues")
+            if as_json:
+                console.print_json(json.dumps(report))
+            else:
+                render_report(console, report, "queues of the service: GPUs held/nominal per type")
+            return
+        if trace is None:
+            tree = load_queues(file)
+            types = resolve_cluster(cluster).types
+            rows = tree_rows(tree, types)
+            if as_json:
+                console.print_json(json.dumps({"name": tree.name, "types": list(types),
+                                               "queues": rows}))
+                return
+            t = Table(title=f"queues {tree.name} on {cluster}: nominal / most it may hold "
+                            f"(- no limit) per GPU type", title_justify="left",
+                      box=box.SIMPLE_HEAD)
+            for col in ["QUEUE", "WEIGHT", "USERS"] + [ty.upper() for ty in types]:
+                t.add_column(col, no_wrap=True)
+            for r in rows:
+                cells = [f"{_num(r['quota'][ty]['nominal'])}/{_num(r['quota'][ty]['max'])}"
+                         if ty in r["quota"] else "" for ty in types]
+                t.add_row(_indent(tree, r["queue"]), f"{r['weight']:g}",
+                          ",".join(r["users"]) if r["leaf"] else "", *cells)
+            console.print(t)
+            for note in tree.notes(types):
+                console.print(f"[dim]note: {note}[/dim]")
+            return
+        layer, sim, res = simulate_until(file, trace, format, cluster, policy, seed, max_jobs, at_h)
+        tree = layer.tree
+        types = sim.cluster.types
+        if at_h is None:
+            from quanta.queues.metrics import queue_metrics
+            rows = queue_metrics(res, layer, sim.loop.state)
+            if as_json:
+                console.print_json(json.dumps(rows, default=float))
+                return
+            t = Table(title=f"{layer.label()} on {trace}, {cluster}: per queue over the run",
+                      title_justify="left", box=box.SIMPLE_HEAD)
+            for col in ("QUEUE", "JOBS", "DONE", "AVG JCT H", "WAIT H", "GPU-H", "QUOTA GPU-H",
+                        "BORROWED GPU-H", "RECLAIMED", "PREEMPT"):
+                t.add_column(col, no_wrap=True, justify="left" if col == "QUEUE" else "right")
+            for r in rows:
+                t.add_row(_indent(tree, r["queue"]), str(r["jobs"]), str(r["finished"]),
+                          f"{r['avg_jct_s'] / 3600:.2f}", f"{r['avg_queue_s'] / 3600:.2f}",
+                          f"{r['gpu_hours']:.0f}", f"{r['quota_gpu_hours']:.0f}",
+                          f"{r['borrowed_gpu_hours']:.0f}", str(r["reclaim_preemptions"]),
+                          str(r["preemptions"]))
+            console.print(t)
+            return
+        now = at_h * 3600.0
+        snap, dec = live_decision(layer, sim, now)
+        if jobs:
+            j = snap.jobs
+            out = []
+            for i in sorted(dec.positions, key=lambda i: (layer._leaf[int(j.rows[i])],
+                                                          dec.positions[i][0])):
+                pos, est = dec.positions[i]
+                spec = j.specs[i]
+                q = tree.queue_of(spec)
+                out.append({"job": spec.job_id, "queue": tree.names[q] if q >= 0 else "",
+                            "user": spec.user, "gpus": int(j.req[i]), "priority": spec.priority,
+                            "position": pos, "reason": dec.reasons.get(i, ""),
+                            "est_start_h": None if est is None else est / 3600.0})
+            if as_json:
+                console.print_json(json.dumps(out))
+                return
+            t = Table(title=f"waiting jobs at hour {at_h:g} ({layer.label()})",
+                      title_justify="left", box=box.SIMPLE_HEAD)
+            for col in ("JOBID", "QUEUE", "USER", "GPUS", "PRIO", "POS", "REASON", "EST START H"):
+                t.add_column(col, no_wrap=True)
+            for r in out:
+                t.add_row(r["job"], r["queue"], r["user"], str(r["gpus"]), str(r["priority"]),
+                          str(r["position"]), r["reason"],
+                          "" if r["est_start_h"] is None else f"{r['est_start_h']:.2f}")
+            console.print(t)
+            return
+        if as_json:
+            console.print_json(json.dumps(dec.state["report"]))
+            return
+        render_report(console, dec.state["report"], f"queues at hour {at_h:g} ({layer.label()} "
+                      f"on {trace}, {cluster}): GPUs held/nominal per type")

@@ -1,0 +1,48 @@
+"""The queue layer in `quanta simulate` / `quanta.simulate` / sweeps: wrap every policy of a run,
+check the trace against the queues, write the per-queue results.
+
+The runner calls, for a run with `--queues FILE`:
+
+    layers, notes = apply_queues(policies, req.queues, wl.specs, cluster, trace.source)
+    ...                       # run each layer as its policy; keep each Simulator's loop.state
+    rows = write_queue_report(req.out, results, layers, states)   # OUT/queues.csv
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from quanta.model.cluster import Cluster
+from quanta.model.job import JobSpec
+from quanta.policies.base import Policy
+from quanta.queues.layer import QueueLayer
+from quanta.queues.metrics import queue_metrics, write_queue_metrics
+from quanta.queues.spec import QueueTree, load_queues
+
+
+def apply_queues(policies: Sequence[Policy], queues: str | Path | QueueTree,
+                 specs: Sequence[JobSpec], cluster: Cluster, source: str = ""
+                 ) -> tuple[list[QueueLayer], list[str]]:
+    """Every policy under the queues of `queues` (a file or a tree): the trace's jobs must each
+    belong to a queue (else a QuantaError naming the trace file, the job's line and the field);
+    returns the layers and header notes (the queues, types without quota, jobs too big)."""
+    tree = queues if isinstance(queues, QueueTree) else load_queues(queues)
+    tree.check_jobs(specs, source)
+    layers = [p if isinstance(p, QueueLayer) else QueueLayer(p, tree) for p in policies]
+    scope = layers[0].scope if layers else tree.config.scope
+    notes = [f"queues: {tree.describe()} (scope {scope}, {tree.source})"]
+    notes += tree.notes(cluster.types, specs)
+    return layers, notes
+
+
+def write_queue_report(out: str | Path | None, results: Sequence, layers: Sequence[QueueLayer],
+                       states: Sequence[dict | None]) -> list[dict]:
+    """Per-queue rows of every run (queue_metrics); written to OUT/queues.csv when `out` is set."""
+    rows: list[dict] = []
+    for res, layer, st in zip(results, layers, states):
+        rows += queue_metrics(res, layer, st)
+    if out is not None:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        write_queue_metrics(Path(out) / "queues.csv", rows)
+    return rows

@@ -1,0 +1,275 @@
+"""The queue layer driven by the simulator: quotas hold at every event of a run, no job is
+preempted before its minimum run time, lent GPUs are reclaimed, per-queue metrics add up, runs
+are deterministic; `quanta queues` lists a file and a simulated moment."""
+
+import csv
+import json
+
+import numpy as np
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from quanta.core.jobtable import DONE
+from quanta.errors import QuantaError
+from quanta.model import Cluster, JobSpec, NodeSpec
+from quanta.policies import make_policy
+from quanta.queues import QueueLayer, parse_queues, queue_metrics, with_queues
+from quanta.queues.sim import apply_queues, write_queue_report
+from quanta.report.metrics import job_metrics, summary
+from quanta.sim import Simulator
+from quanta.sim.engine import RestartCost
+
+MIN_RT = 900.0
+
+
+def cl() -> Cluster:
+    return Cluster(tuple([NodeSpec(f"v{i}", "v100", 8) for i in range(4)] +
+                         [NodeSpec(f"p{i}", "p100", 8) for i in range(2)]))
+
+
+def tree():
+    return parse_queues({
+        "name": "two-cohorts",
+        "fairshare": {"half_life_h": 2},
+        "preemption": {"min_runtime_s": MIN_RT, "reclaim_grace_s": 60},
+        "queues": [
+            {"name": "all"},
+            {"name": "r", "parent": "all"}, {"name": "p", "parent": "all"},
+            {"name": "a", "parent": "r", "weight": 2, "quota": {"v100": 8, "p100": 4}},
+            {"name": "b", "parent": "r", "quota": {"v100": 8, "p100": 4}},
+            {"name": "c", "parent": "p", "quota": {"v100": {"nominal": 12, "lending_limit": 4},
+                                                   "p100": 8}},
+            {"name": "d", "parent": "p", "quota": {"v100": 4}, "min_runtime_s": 300}]})
+
+
+def jobs(n=100, seed=3):
+    rng = np.random.default_rng(seed)
+    out, t = [], 0.0
+    for i in range(n):
+        t += float(rng.exponential(120.0))
+        d = float(rng.integers(300, 8000))
+        q = str(rng.choice(["a", "b", "c", "d"], p=[0.4, 0.2, 0.3, 0.1]))
+        out.append(JobSpec(f"j{i:03d}", t, int(rng.choice([1, 1, 2, 4, 8])), "", total_steps=d,
+                           duration_s=d, queue=q, user=f"{q}{int(rng.integers(3))}",
+                           priority=int(rng.choice([0, 0, 0, 10]))))
+    return out
+
+
+def run(inner, perf, scope="queue", specs=None, events=True):
+    layer = QueueLayer(make_policy(inner), tree(), scope=scope)
+    sim = Simulator(specs or jobs(), cl(), layer, perf, restart=RestartCost(30.0),
+                    record_events=events)
+    return layer, sim, sim.run()
+
+
+def replay_usage(res, tr):
+    """Per event time: GPUs per (leaf, type) held, from the event log."""
+    t = res.table
+    leaf = [tr.leaf_pos[tr.queue_of(s)] for s in t.specs]
+    holding: dict[int, tuple[int, int]] = {}
+    use = np.zeros((tr.num_leaves, len(res.cluster.types)))
+    last_start: dict[int, float] = {}
+    snaps, preempt_after = [], []
+    for when, row, what, ty, g, _nodes, _mode in res.event_log:
+        if row in holding:
+            k, old = holding.pop(row)
+            use[leaf[row], k] -= old
+        if what in ("start", "migrate", "resize", "reconfigure", "reshare") and g > 0:
+            holding[row] = (ty, g)
+            use[leaf[row], ty] += g
+            if what != "reshare":
+                last_start[row] = when
+        if what == "preempt":
+            preempt_after.append((row, when - last_start[row]))
+        snaps.append((when, use.copy()))
+    return snaps, preempt_after
+
+
+@pytest.mark.parametrize("inner, scope", [("fifo", "queue"), ("las", "queue"),
+                                          ("las", "cluster"), ("gavel-las", "cluster"),
+                                          ("tiresias-las", "queue")])
+def test_quotas_hold_at_every_event_and_min_runtime(inner, scope, perf):
+    layer, sim, res = run(inner, perf, scope)
+    t = res.table
+    assert not res.stalled and np.all(t.state == DONE)
+    tr = layer.tree
+    comp = tr.compile(res.cluster.types)
+    most = np.array([comp.cap[p].min(axis=0) for p in tr.paths])
+    snaps, preempts = replay_usage(res, tr)
+    by_time = {}
+    for when, u in snaps:
+        by_time[when] = u                       # the state after the last event of each instant
+    for when, u in by_time.items():
+        assert (u <= most + 1e-9).all(), (when, u)
+        for node in range(len(tr.names)):       # cohorts within their caps too
+            sub = [li for li, p in enumerate(tr.paths) if node in p]
+            assert (u[sub].sum(axis=0) <= comp.cap[node] + 1e-9).all()
+    mins = {i: float(tr.min_runtime[tr.queue_of(s)]) for i, s in enumerate(t.specs)}
+    for row, ran in preempts:
+        assert ran >= mins[row] - 1e-6, (row, ran)
+    # per-queue metrics add up to the run's
+    rows = queue_metrics(res, layer, sim.loop.state)
+    leaves = [r for r in rows if r["queue"] in ("a", "b", "c", "d")]
+    s = summary(res)
+    assert sum(r["jobs"] for r in leaves) == s["jobs"]
+    assert sum(r["gpu_hours"] for r in leaves) == pytest.approx(s["gpu_hours"], rel=1e-9)
+    per_type = sum(r["gpu_hours_v100"] + r["gpu_hours_p100"] for r in leaves)
+    # exact for event-driven policies; a round-based one's jobs that end between rounds are
+    # accounted at their estimated end
+    assert per_type == pytest.approx(s["gpu_hours"], rel=1e-6 if layer.interval is None else 0.02)
+    top = next(r for r in rows if r["queue"] == "all")
+    assert top["jobs"] == s["jobs"] and top["gpu_hours"] == pytest.approx(s["gpu_hours"])
+    m = job_metrics(res)
+    a = next(r for r in rows if r["queue"] == "a")
+    sel = [i for i, sp in enumerate(t.specs) if sp.queue == "a"]
+    assert a["avg_jct_s"] == pytest.approx(float(np.mean(m.jct[sel])))
+    assert all(r["borrowed_gpu_hours"] >= 0 for r in rows)
+
+
+def test_reclaim_in_a_run(perf):
+    # b fills its cohort with long jobs while a is idle; a's jobs arrive later and reclaim
+    specs = [JobSpec(f"b{i}", float(i), 4, "", total_steps=20000.0, duration_s=20000.0,
+                     queue="b") for i in range(6)]
+    specs += [JobSpec(f"a{i}", 5000.0 + i, 4, "", total_steps=1000.0, duration_s=1000.0,
+                      queue="a") for i in range(2)]
+    t = parse_queues({"preemption": {"min_runtime_s": MIN_RT, "reclaim_grace_s": 120},
+                      "queues": [{"name": "lab"},
+                                 {"name": "a", "parent": "lab", "quota": {"v100": 8}},
+                                 {"name": "b", "parent": "lab", "quota": {"v100": 8}}]})
+    c = Cluster(tuple(NodeSpec(f"v{i}", "v100", 8) for i in range(2)))
+    layer = QueueLayer(make_policy("fifo"), t)
+    sim = Simulator(specs, c, layer, perf, restart=RestartCost(30.0), record_events=True)
+    res = sim.run()
+    tb = res.table
+    assert np.all(tb.state == DONE)
+    # b borrowed a's 8 GPUs until a came: a's jobs start after the grace, two of b's are reclaimed
+    a_rows = [tb.index["a0"], tb.index["a1"]]
+    assert np.all(tb.first_start[a_rows] == pytest.approx(5000.0 + 120.0, abs=2.0))
+    assert int(tb.preemptions.sum()) == 2
+    rows = queue_metrics(res, layer, sim.loop.state)
+    rb = next(r for r in rows if r["queue"] == "b")
+    assert rb["reclaim_preemptions"] == 2
+    # borrowed GPU-hours: the integral of b's GPUs beyond its nominal 8, from the event log
+    snaps, _ = replay_usage(res, t)
+    times = [w for w, _u in snaps]
+    over = [max(u[t.leaf_pos[t.names.index("b")], 0] - 8.0, 0.0) for _w, u in snaps]
+    want = sum(o * (t1 - t0) for o, t0, t1 in zip(over, times, times[1:])) / 3600.0
+    assert want > 8 * 5000 / 3600
+    assert rb["borrowed_gpu_hours"] == pytest.approx(want, rel=1e-6)
+
+
+def test_same_inputs_same_run(perf):
+    specs = jobs(60)
+    a = run("las", perf, events=False, specs=specs)[2]
+    b = run("las", perf, events=False, specs=specs)[2]
+    assert np.array_equal(a.table.end, b.table.end, equal_nan=True)
+    assert np.array_equal(a.busy, b.busy)
+
+
+def test_apply_queues_and_report(perf, tmp_path):
+    specs = jobs(60)
+    layers, notes = apply_queues([make_policy("fifo"), make_policy("las")], tree(), specs, cl(),
+                                 "trace.csv")
+    assert [p.label() for p in layers] == ["fifo+queues", "las+queues"]
+    assert notes[0].startswith("queues: two-cohorts")
+    results, states = [], []
+    for p in layers:
+        sim = Simulator(specs, cl(), p, perf)
+        results.append(sim.run())
+        states.append(sim.loop.state)
+    rows = write_queue_report(tmp_path, results, layers, states)
+    with open(tmp_path / "queues.csv") as f:
+        got = list(csv.DictReader(f))
+    assert len(got) == len(rows) == 2 * 7
+    assert got[0]["policy"] == "fifo+queues" and "gpu_hours_v100" in got[0]
+    bad = specs + [JobSpec("x", 1.0, 1, "", queue="nowhere", user="eve", source_line=61)]
+    with pytest.raises(QuantaError, match=r"^trace.csv:61: field 'user'"):
+        apply_queues([make_policy("fifo")], tree(), bad, cl(), "trace.csv")
+
+
+def test_with_queues_from_file(tmp_path):
+    p = tmp_path / "q.yaml"
+    p.write_text("queues:\n  - name: a\n    quota: {v100: 4}\n")
+    layer = with_queues(make_policy("srtf"), p)
+    assert layer.label() == "srtf+queues" and layer.interval is None and layer.tree.name == "q"
+
+
+# -- quanta queues ------------------------------------------------------------------------------------
+def app():
+    from rich.console import Console
+    from quanta.cli_queues import register
+    a = typer.Typer()
+
+    @a.callback()
+    def _root() -> None:
+        pass
+
+    register(a, Console(width=200))
+    return a
+
+
+def test_cli_lists_a_file():
+    r = CliRunner().invoke(app(), ["queues", "quanta/examples/queues/teams.yaml"])
+    assert r.exit_code == 0, r.output
+    assert "vision" in r.output and "12/24" in r.output
+    r = CliRunner().invoke(app(), ["queues", "quanta/examples/queues/teams.yaml", "--json"])
+    data = json.loads(r.output)
+    assert {q["queue"] for q in data["queues"]} >= {"vision", "speech", "nlp", "platform"}
+
+
+def test_cli_simulated_moment_and_jobs():
+    base = ["queues", "quanta/examples/queues/teams.yaml", "--trace", "philly", "--max-jobs",
+            "150", "--policy", "las", "--at-h", "6"]
+    r = CliRunner().invoke(app(), base + ["--json"])
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.output)
+    assert set(rep["queues"]) >= {"research", "vision", "production"}
+    q = rep["queues"]["cluster"]
+    assert q["running"] + q["pending"] > 0 and 0 < q["fairshare"] <= 1
+    r = CliRunner().invoke(app(), base + ["--jobs", "--json"])
+    rows = json.loads(r.output)
+    for x in rows:
+        assert x["position"] >= 1 and x["reason"]
+
+
+def test_cli_bad_file_is_one_line(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("queues:\n  - name: a\n    quota:\n      v100: -1\n")
+    r = CliRunner().invoke(app(), ["queues", str(p)])
+    assert isinstance(r.exception, QuantaError)
+    assert str(r.exception).startswith(f"{p}:4: field 'queues[a].quota.v100.nominal'")
+
+
+@pytest.mark.parametrize("inner", ["fifo", "las", "srtf", "tiresias-las", "gavel-las"])
+@pytest.mark.parametrize("scope", ["cluster", "queue"])
+def test_one_queue_holding_the_cluster_changes_nothing(inner, scope, perf):
+    """A single queue whose quota is the whole cluster, no minimum run time, one priority: the
+    layer is transparent, the inner policy's run is reproduced exactly."""
+    t = parse_queues({"default_queue": "all", "preemption": {"min_runtime_s": 0},
+                      "queues": [{"name": "all", "quota": {"v100": 32, "p100": 16}}]})
+    specs = [s.with_(priority=0) for s in jobs(80, seed=5)]
+    plain = Simulator(specs, cl(), make_policy(inner), perf).run()
+    layered = Simulator(specs, cl(), QueueLayer(make_policy(inner), t, scope=scope), perf).run()
+    assert np.array_equal(plain.table.end, layered.table.end, equal_nan=True)
+    assert np.array_equal(plain.table.preemptions, layered.table.preemptions)
+
+
+def test_cli_service_report_rendering():
+    """`quanta queues` without a file shows a service's /v1/queues report: the same table."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from quanta.cli_queues import render_report
+    report = {"types": ["v100"], "queues": {
+        "a": {"parent": "lab", "usage": [4.0], "nominal": [2.0], "borrowed": [2.0], "running": 1,
+              "pending": 2, "pending_gpus": 8, "fairshare": 0.25},
+        "lab": {"parent": "", "usage": [4.0], "nominal": [8.0], "borrowed": [0.0], "running": 1,
+                "pending": 2, "pending_gpus": 8, "fairshare": 0.5}}}
+    buf = StringIO()
+    render_report(Console(file=buf, width=200), report, "t")
+    lines = buf.getvalue().splitlines()
+    lab = next(i for i, x in enumerate(lines) if x.strip().startswith("lab"))
+    a = next(i for i, x in enumerate(lines) if x.strip().startswith("a "))
+    assert lab < a and "4/2" in lines[a] and "0.250" in lines[a]
