@@ -3,15 +3,15 @@ the GPU type where its payoff is best."""
 
 import numpy as np
 import pytest
-
-from quanta.core.jobtable import DONE
-from quanta.model import Cluster, JobSpec, NodeSpec
-from quanta.policies import make_policy
-from quanta.policies.hadar import exponential_price
-from quanta.sim import Simulator
-
 from conftest import ToyPerf, random_jobs
 from test_policies_baselines import snapshot
+
+from quanta.core.jobtable import DONE
+from quanta.core.mechanism import apply, shadow
+from quanta.model import Cluster, JobSpec, NodeSpec
+from quanta.policies import make_policy
+from quanta.policies.hadar import Hadar, best_schedule, exponential_price
+from quanta.sim import Simulator
 
 R = 360.0
 
@@ -72,7 +72,7 @@ def test_job_goes_where_its_payoff_is_best():
     done, _, _ = make_policy("hadar").plan(snap)
     b = next(s for s in done if s.job == 1)
     assert b.gtype == 1 and b.start == 0
-    on_v100 = [s for s in done if s.job == 0][0]
+    on_v100 = next(s for s in done if s.job == 0)
     assert on_v100.gtype == 0                                   # the running job keeps its type
 
 
@@ -115,3 +115,150 @@ def test_mixed_gang_only_when_the_fast_type_lacks_room():
     snap, _ = snapshot(spec, two_types("v100", "p100", gpus=2), perf)
     dec = make_policy("hadar").decide(snap)
     assert dec.gpus[0] == 2 and dec.gpu_type[0] == 0 and not dec.mixed
+
+
+# --- issue: idle GPUs under load, unstable price bounds, crash on zero work, churn, speed ---------
+
+def one_node(gpus=4, gpu="v100"):
+    return Cluster((NodeSpec("n0", gpu, gpus),))
+
+
+def test_idle_gpus_now_are_not_held_back_for_a_far_future_reservation():
+    """B (4 GPUs, first in line) can start only when A ends in 3 rounds; C (2 GPUs) fits the 2
+    GPUs idle now. Reserving B's whole future run blocked C, so 2 GPUs stayed idle; reservations
+    only for the next rounds let C start now. The paper's whole-run schedule stays reachable."""
+    perf = ToyPerf(exponent={"x": 1.0})
+    specs = [JobSpec("A", 0.0, 2, "x", total_steps=2 * 3 * R),
+             JobSpec("B", 1.0, 4, "x", total_steps=4 * 100 * R),
+             JobSpec("C", 2.0, 2, "x", total_steps=2 * 100 * R)]
+    snap, _ = snapshot(specs, one_node(), perf, now=10.0, running={0: (0, 2)})
+    dec = make_policy("hadar").decide(snap)
+    assert list(dec.gpus) == [2, 0, 2]
+    full = make_policy("hadar:horizon=full,starts=8").decide(snap)
+    assert list(full.gpus) == [2, 0, 0]                       # B's reservation blocks C
+
+
+def loaded(n=40, seed=5, gpus=(1, 1, 2, 4), gap=600.0):
+    rng = np.random.default_rng(seed)
+    t, out = 0.0, []
+    for i in range(n):
+        t += float(rng.exponential(gap))
+        g = int(rng.choice(gpus))
+        out.append(JobSpec(f"j{i}", t, g, "x", total_steps=g * float(rng.uniform(1, 8)) * 3600))
+    return out
+
+
+def test_a_loaded_homogeneous_cluster_stays_busy_while_jobs_wait():
+    from quanta.report.metrics import summary
+    perf = ToyPerf(exponent={"x": 1.0})
+    jobs = loaded()
+    cl = Cluster(tuple(NodeSpec(f"n{i}", "v100", 4) for i in range(2)))
+    util = {p: summary(Simulator(jobs, cl, make_policy(p), perf).run())["gpu_util"]
+            for p in ("hadar", "fifo")}
+    assert util["hadar"] >= util["fifo"] - 0.05
+
+
+def test_price_bounds_do_not_move_with_a_nearly_finished_job():
+    """U and L come from the jobs' weights, not their remaining work: a job with one step left
+    (or none) changes no price and no other job's schedule."""
+    perf = ToyPerf(speed={("x", "k80"): 0.3}, exponent={"x": 1.0})
+    base = [JobSpec(f"j{i}", float(i), 1 + i % 2, "x", total_steps=3600.0 * (i + 1)) for i in range(4)]
+    extra = base + [JobSpec("nearly", 10.0, 1, "x", total_steps=1000.0)]
+    pol = make_policy("hadar")
+    snap1, _ = snapshot(base, two_types(), perf, now=R)
+    snap2, t2 = snapshot(extra, two_types(), perf, now=R)
+    t2.prog0[4] = 999.0                                         # one step left
+    done1, _, p1 = pol.plan(snap1)
+    done2, _, p2 = pol.plan(snap2)
+    assert (p1.low, p1.high, p1.idle) == (p2.low, p2.high, p2.idle)
+    assert [(s.job, s.gtype, s.start) for s in done1] == \
+        [(s.job, s.gtype, s.start) for s in done2 if s.job < 4]
+
+
+def test_jobs_with_no_work_left_do_not_crash_it():
+    perf = ToyPerf(exponent={"x": 1.0})
+    specs = [JobSpec("run", 0.0, 2, "x", total_steps=100.0),
+             JobSpec("wait", 1.0, 1, "x", total_steps=100.0),
+             JobSpec("other", 2.0, 1, "x", total_steps=3600.0)]
+    for name in ("hadar", "hadare", "hadar:bounds=round", "hadar:replan=all"):
+        snap, t = snapshot(specs, two_types(), perf, now=R, running={0: (0, 2)})
+        t.prog0[:2] = 100.0                                      # done, not yet reaped
+        dec = make_policy(name).decide(snap)
+        apply(snap, dec, shadow(snap))                           # the mechanism accepts it
+        assert dec.gpus[0] == 2 and dec.gpus[2] >= 1
+
+
+def test_a_running_job_keeps_its_gpus_when_prices_turn_against_it():
+    """Job 0 runs on a K80, 20x slower than a V100: its payoff there is negative, but an admitted
+    schedule is honoured (no preemption); `replan=all` re-plans every job from empty prices,
+    running ones first, and moves them."""
+    perf = ToyPerf(speed={("x", "k80"): 0.05}, exponent={"x": 1.0})
+    specs = [JobSpec("slow", 0.0, 1, "x", total_steps=0.05 * 50 * R),
+             JobSpec("busy", 1.0, 4, "x", total_steps=4 * 50 * R)]
+    snap, _ = snapshot(specs, two_types(), perf, now=R, running={0: (1, 1), 1: (0, 4)})
+    dec = make_policy("hadar").decide(snap)
+    assert list(dec.gpus) == [1, 4] and list(dec.gpu_type) == [1, 0]
+    assert apply(snap, dec, shadow(snap)) == []                 # nothing moves
+    assert apply(snap, make_policy("hadar:replan=all").decide(snap), shadow(snap)) != []
+
+
+def test_a_running_job_moves_to_freed_faster_gpus_when_that_pays_for_the_restart():
+    perf = ToyPerf(speed={("x", "k80"): 0.25}, exponent={"x": 1.0})
+    long = [JobSpec("slow", 0.0, 2, "x", total_steps=2 * 0.25 * 40 * R)]
+    snap, _ = snapshot(long, two_types(), perf, now=R, running={0: (1, 2)})
+    dec = make_policy("hadar").decide(snap)
+    assert dec.gpus[0] == 2 and dec.gpu_type[0] == 0            # V100s are free: it moves
+    short = [JobSpec("slow", 0.0, 2, "x", total_steps=2 * 0.25 * 20.0)]   # 20 s left
+    snap, _ = snapshot(short, two_types(), perf, now=R, running={0: (1, 2)})
+    dec = make_policy("hadar").decide(snap)
+    assert dec.gpus[0] == 2 and dec.gpu_type[0] == 1            # a 30 s restart does not pay
+
+
+def test_only_changed_jobs_are_replanned_so_nothing_is_preempted(perf):
+    cluster = Cluster(tuple(NodeSpec(f"{t}{i}", t, 4) for t in ("v100", "p100", "k80") for i in range(2)))
+    from quanta.workloads.catalog import drawable_types
+    types = drawable_types()
+    rng = np.random.default_rng(3)
+    jobs = [j.with_(job_type=types[int(rng.integers(len(types)))], total_steps=j.total_steps * 20)
+            for j in random_jobs(60, seed=3, gap=300.0, max_gpus=4)]
+    kept = Simulator(jobs, cluster, make_policy("hadar"), perf).run()
+    assert (kept.table.state == DONE).all() and kept.table.preemptions.sum() == 0
+    every = Simulator(jobs, cluster, make_policy("hadar:replan=all"), perf).run()
+    assert (every.table.state == DONE).all() and every.table.preemptions.sum() > 0
+
+
+class Counting:
+    """A schedule search that counts its calls."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        return best_schedule(*args, **kwargs)
+
+
+def test_searches_only_jobs_that_can_start():
+    """A full cluster with a long queue: no search at all; one GPU free: one search, not one
+    per waiting job."""
+    perf = ToyPerf(exponent={"x": 1.0})
+    queue = [JobSpec(f"w{i}", float(i + 2), 1, "x", total_steps=3600.0) for i in range(300)]
+    specs = [JobSpec("a", 0.0, 2, "x", total_steps=1e6), JobSpec("b", 1.0, 2, "x", total_steps=1e6)]
+    for running, free, searches in (({0: (0, 2), 1: (0, 2)}, 0, 0), ({0: (0, 2), 1: (0, 1)}, 1, 1)):
+        snap, _ = snapshot(specs + queue, one_node(), perf, now=R, running=running)
+        count = Counting()
+        dec = Hadar(schedule=count).decide(snap)
+        assert count.calls == searches
+        assert int(dec.gpus[2:].sum()) == free and dec.gpus[2] == free   # the first in line
+
+
+def test_pruning_is_exact():
+    """Skipping the searches that provably find nothing changes no decision."""
+    from test_policy_properties import random_snapshot
+    for seed in range(6):
+        snap = random_snapshot(seed, 120, 12, 3, 0.1, 1, False)
+        for spec in ("hadar", "hadar:mix=false"):
+            a = make_policy(spec).decide(snap)
+            b = make_policy(spec + (",prune=false" if ":" in spec else ":prune=false")).decide(snap)
+            assert np.array_equal(a.gpus, b.gpus) and np.array_equal(a.gpu_type, b.gpu_type)
+            assert a.mixed.keys() == b.mixed.keys()

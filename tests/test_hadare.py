@@ -3,6 +3,7 @@ consolidated back to one when a waiting job needs their GPUs."""
 
 import numpy as np
 import pytest
+from conftest import ToyPerf
 
 from quanta.core.jobtable import DONE, PENDING, JobTable
 from quanta.core.mechanism import Kind, apply
@@ -11,11 +12,9 @@ from quanta.model import Cluster, JobSpec, NodeSpec
 from quanta.perf.base import Part, aggregation_seconds, mixed_rate
 from quanta.placement.occupancy import Occupancy
 from quanta.policies import make_policy
-from quanta.policies.hadare import work_split
+from quanta.policies.hadare import CORE_COPIES, work_split
 from quanta.sim import Simulator
 from quanta.sim.engine import RestartCost
-
-from conftest import ToyPerf
 
 R = 360.0
 RN = "ResNet-50 (batch size 64)"
@@ -105,3 +104,53 @@ def test_hadare_runs_end_to_end_and_raises_utilisation_on_an_idle_tail(perf):
     assert np.array_equal(runs[1].table.end, runs[2].table.end)          # deterministic
     assert runs[1].table.fork_s.sum() == 0                               # finished: cleared
     assert summary(runs[1])["gpu_util"] > summary(runs[0])["gpu_util"]
+
+
+# --- issue: HadarE forks one copy per GPU type, not per node --------------------------------------
+
+def v100s(nodes=4, gpus=4):
+    return Cluster(tuple(NodeSpec(f"n{i}", "v100", gpus, inter_bw_gbps=1.25) for i in range(nodes)))
+
+
+def two_long_jobs():
+    return [JobSpec("a", 0.0, 4, RN, total_steps=4 * 200 * R),
+            JobSpec("b", 0.0, 4, RN, total_steps=4 * 300 * R)]
+
+
+def test_copies_go_to_idle_nodes_even_of_the_jobs_own_type():
+    """Two 4-GPU jobs on four 4-GPU V100 nodes: Hadar fills two nodes, the other two are idle.
+    Forking per node gives copies on those nodes (one per node, the job's gang size, none beside
+    its own gang); per GPU type there is nothing to fork onto."""
+    from test_policies_baselines import snapshot
+    perf = ToyPerf(exponent={RN: 0.9})
+    perf.model_bytes = lambda job: 100e6
+    snap, _ = snapshot(two_long_jobs(), v100s(), perf, now=0.0)
+    pol = make_policy("hadare")
+    dec, copies = pol.fork(snap, per_node=True)
+    assert set(copies) <= {0, 1} and copies
+    used = sum(copies.values())
+    assert used.tolist() == [0, 0, 4, 4] or sorted(used.tolist()) == [0, 0, 4, 4]
+    for r, c in copies.items():
+        assert set(np.unique(c[c > 0]).tolist()) == {4}           # a copy: the job's gang size
+        assert dec.fork[r] == R and dec.gpus[r] == 4 + int(c.sum())
+    plan, _, _ = pol.plan(snap)
+    own = {s.job: s.nodes for s in plan}
+    for r, c in copies.items():
+        assert not (own[r] > 0)[c > 0].any()                     # on other nodes than its gang
+    _, none = pol.fork(snap, per_node=False)
+    assert none == {}                                             # one type: no per-type copy
+
+
+@pytest.mark.skipif(not CORE_COPIES, reason="the core does not place per-node copies yet "
+                                            "(Decision.copies)")
+def test_forking_per_node_beats_hadar_on_a_homogeneous_cluster_with_idle_nodes():
+    from quanta.report.metrics import summary
+    perf = ToyPerf(exponent={RN: 0.9})
+    perf.model_bytes = lambda job: 100e6
+    runs = {p: Simulator(two_long_jobs(), v100s(), make_policy(p), perf,
+                         restart=RestartCost(30.0)).run() for p in ("hadar", "hadare")}
+    assert all((r.table.state == DONE).all() for r in runs.values())
+    s = {p: summary(r) for p, r in runs.items()}
+    assert s["hadare"]["makespan_s"] < 0.8 * s["hadar"]["makespan_s"]
+    assert s["hadare"]["gpu_util"] > 1.3 * s["hadar"]["gpu_util"]
+    assert runs["hadare"].table.restarts.max() <= 2               # copies kept round to round

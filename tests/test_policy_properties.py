@@ -25,10 +25,7 @@ from quanta.workloads.catalog import drawable_types
 
 PERF = TableModel()
 TYPES = drawable_types()
-# crash on a legal snapshot, being fixed (issue 11): remove from here when fixed
-KNOWN_CRASHES = {"hadar", "hadare"}
-NAMES = [pytest.param(n, marks=pytest.mark.xfail(strict=False, reason="issue 11"))
-         if n in KNOWN_CRASHES else n for n in sorted(POLICIES)]
+NAMES = sorted(POLICIES)
 
 
 def random_snapshot(seed: int, n_jobs: int, n_nodes: int, gpu_types: int, done_frac: float,

@@ -1,43 +1,85 @@
 """Hadar (IPDPS'24): online primal-dual scheduling over GPU types and rounds.
 
-Each round (`interval` s) every active job is (re)planned, running jobs first, then waiting ones,
-each group in arrival order (the order an online primal-dual algorithm commits jobs in):
-1. Prices. Every (node h, future round t) has a price per GPU that rises exponentially with the
-   GPUs already planned there, g[h,t] out of c_h (`price`, replaceable; OASiS form [U]):
-       p = L/(4 eta) * (4 eta U / L) ** (g / c)
-   U and L are the largest and smallest utility per GPU-round among this round's jobs (each job at
-   its best type, starting now, on an empty cluster); utility is in GPU-seconds (below).
-2. Dual subroutine (`schedule`, replaceable): a job's schedules are (GPU type k, start round t0 <
-   `starts`), running to completion on z_j GPUs of k: d = ceil(remaining / (T[j,k] * round))
-   rounds (plus the restart delay if the job is not already on k). Its GPUs go to the nodes of k
-   whose summed price over the window is lowest (and that stay free over it). Cost = sum of price
-   x GPUs over the window (rounds past the `horizon` at the idle price L/(4 eta)).
-   Utility of finishing at c [U: the paper's utility is a decreasing function of completion time;
-   this one]: u = w z ideal * (age + ideal) / (c - submit), ideal = remaining time at the best
-   type: z*ideal GPU-seconds of work, scaled by how close the JCT is to the job's best.
-   Payoff = u - cost; the best schedule wins.
-3. Admission: payoff > 0 -> the schedule is committed (its GPUs raise the prices of later jobs);
-   it runs now when t0 = 0, else it only reserves. payoff <= 0 -> the job is delayed this round.
+The paper's structure [P] with our formulas [U] (ALGORITHMS.md section 6; no public code). Every
+round (`interval` s):
+1. Prices. Every (node h, round t of a look-ahead window of `horizon` rounds) has a price per GPU
+   that rises exponentially with the GPUs planned there, g[h,t] out of c_h (`price`, replaceable;
+   OASiS form):  p = L/(4 eta) * (4 eta U / L) ** (g / c).
+   U and L (`bounds`): the highest and lowest utility per GPU-round of a job at its best type,
+   i.e. its weight times a round (utility is in weighted GPU-seconds, below): U = R max w,
+   L = R min w over the active jobs' weights. Fixed by the job mix, not by remaining work (the
+   competitive analysis assumes fixed bounds): with equal weights (every trace here) U = L = R and
+   a price is a fixed function of occupancy, R/(4 eta) on an idle node up to R on a full one; a
+   nearly finished job, or one with no work left, changes nothing. (`bounds=round`: the previous
+   reconstruction, U and L the largest and smallest utility per GPU-round among this round's
+   jobs, remaining work and round rounding included: one nearly finished job rescaled every price.)
+2. Dual subroutine (`schedule`, replaceable): a job's schedules are (GPU type k, start round
+   t0 < `starts`) running to completion on z_j GPUs of k: secs = remaining / T[j,k] (+ the restart
+   delay if the job ran before and is not on k now), d = ceil(secs / round) rounds. It needs room
+   through the window's rounds it covers, on the nodes of k cheapest over them. Cost = price x
+   GPUs over those rounds (the last one in part: what the job uses of it), the rounds past the
+   window at the window's last price. Utility of finishing at c:
+       u = w z size (age + ideal) / (c - submit),
+   size = the whole job's seconds at its best type, ideal = the remaining ones: the job's value
+   (z size weighted GPU-seconds) scaled by how close its JCT is to the best it can still get.
+   Payoff = u - cost; the best schedule wins. A job defers (t0 > 0) only on a type that has no
+   room for it now: never to save price on GPUs that are idle now.
+3. Admission: payoff > 0 -> the schedule is committed (its GPUs raise the prices later jobs see);
+   it runs now when t0 = 0, else it reserves its start rounds. payoff <= 0 -> the job waits.
+4. Idle capacity offered now (`backfill`): GPUs still idle now after 1-3 are offered, at the idle
+   price L/(4 eta) for every round, to the jobs left waiting, in arrival order (room through the
+   window: reservations stand). A job then waits only where no GPU it may use is idle, or where
+   even the idle price is too high (a fresh job at under about half its best speed).
+Order: running jobs that may move first, then waiting jobs in arrival order (the order an online
+primal-dual algorithm commits jobs in; on one GPU type JCT is then FIFO-like).
 Task-level heterogeneity (`mix`, on by default): a job whose fastest types lack room in a round may
-get a schedule over several types (best_schedule), run as one synchronous gang whose rate is the
-performance model's mixed rule (quanta.perf.base.mixed_rate: the slowest worker's per-GPU rate x
-workers); it goes out as Decision.mixed (GPUs per type). Single-type schedules go out as
-Decision.gpus / gpu_type. The mechanism picks the GPUs (consolidated within each type), so the
-nodes priced are those the plan fills, not necessarily those the job gets.
+get a schedule over several types, run as one synchronous gang whose rate is the performance
+model's mixed rule (quanta.perf.base.mixed_rate: the slowest worker's per-GPU rate x workers); it
+goes out as Decision.mixed (GPUs per type). The mechanism picks the GPUs (consolidated within each
+type), so the nodes priced are those the plan fills, not necessarily those the job gets.
+
+Where this reconstruction deliberately differs from the paper's algorithm (each a parameter whose
+other value is the paper's, or the previous reconstruction's; measured in docs/results.md, Hadar):
+- `horizon` (default 2): a schedule reserves only the rounds of the look-ahead window; every
+  round is re-planned anyway. `horizon=full` (with `starts=8`): a job's whole remaining run is
+  reserved, the paper's time-expanded schedule, so far-future reservations block jobs that could
+  use idle GPUs now. A reservation inside the window holds GPUs idle for at most a round or two
+  (EASY-backfill-like: the job first in line keeps GPUs that free up next round).
+- `replan` (default "changed"): a running job keeps its allocation (an admitted schedule is
+  honoured: no preemption); it is searched again only when GPUs of a type it would run faster on
+  are free (a move pays its restart in the payoff). Waiting jobs are planned every round.
+  `replan=all`: every job re-planned every round from empty prices (the previous reconstruction;
+  it moved and preempted running jobs whenever prices shifted).
+- `backfill` (default true; false: the paper's single pass).
+Speed (O(J log N)-ish per round; `prune=false` searches every job, for checking): prices are kept
+per node and updated only on the nodes a commit touches; within a round prices only rise and room
+only shrinks, so a job that has no room, or whose payoff bound (its utility against the cheapest
+free GPU-round of each type) is <= 0, at the start of a pass is never searched, and a pass stops
+when no job left can fit; a round where no waiting job fits the free GPUs and no job can move
+keeps every allocation without building a plan.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar, NamedTuple
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 
 from quanta.core.decision import Decision
 from quanta.core.snapshot import Snapshot
-from quanta.perf.base import Part, mixed_rate
+from quanta.perf.base import Part, aggregation_seconds, link_gbps, mixed_rate
 from quanta.policies.base import Policy
 from quanta.policies.registry import register
+
+FULL_CAP = 4096          # rounds a `horizon=full` plan looks ahead at most (past it: idle price)
+
+
+def spec_of(snap: Snapshot, r: int):
+    """The JobSpec of snapshot row r (without building the whole specs column)."""
+    j = snap.jobs
+    return j.all_specs[int(j.rows[r])]
 
 
 def exponential_price(g: np.ndarray, c: np.ndarray, low: float, high: float, eta: float) -> np.ndarray:
@@ -56,9 +98,13 @@ class Schedule(NamedTuple):
     utility: float
     cost: float
     mixed: bool = False  # over several GPU types (gtype: its slowest); per type: counts()
+    kept: bool = False   # a running job kept where it is (not searched this round)
+    parts: np.ndarray | None = None   # GPUs per type, where `nodes` is not known (kept jobs)
 
     def counts(self, node_type: np.ndarray, types: int) -> np.ndarray:
         """GPUs per type index."""
+        if self.parts is not None:
+            return self.parts.copy()
         return np.bincount(node_type, weights=self.nodes, minlength=types).astype(np.int64)
 
     @property
@@ -66,87 +112,163 @@ class Schedule(NamedTuple):
         return self.utility - self.cost
 
 
-@dataclass
 class Prices:
-    """Planned GPUs per (node, future round) and the price function over them."""
-    used: np.ndarray        # (nodes, horizon) GPUs planned
-    cap: np.ndarray         # (nodes,) GPUs per node (0 if down)
-    low: float
-    high: float
-    eta: float
-    fn: Callable = exponential_price
+    """Planned GPUs per (node, round of the window) and the price function over them. The price
+    table and its running sums over rounds are kept up to date row by row: a commit recomputes
+    only the nodes it touches."""
+
+    def __init__(self, used: np.ndarray, cap: np.ndarray, low: float, high: float, eta: float,
+                 fn: Callable = exponential_price):
+        self.used = used                      # (nodes, horizon) GPUs planned
+        self.cap = cap                        # (nodes,) GPUs per node (0 if down)
+        self.low, self.high, self.eta, self.fn = low, high, eta, fn
+        self.P = np.asarray(fn(used, cap[:, None], low, high, eta), dtype=float)
+        self.cum = np.zeros((used.shape[0], used.shape[1] + 1))
+        np.cumsum(self.P, axis=1, out=self.cum[:, 1:])
+        self.idle = float(fn(np.zeros(1), np.ones(1), low, high, eta)[0])
+        self._groups: dict = {}
+
+    def nodes_of(self, node_type: np.ndarray, types: tuple[int, ...]) -> np.ndarray:
+        """Node indices of the given types (memoised for the round)."""
+        got = self._groups.get(types)
+        if got is None:
+            got = self._groups[types] = np.flatnonzero(np.isin(node_type, types))
+        return got
 
     def table(self) -> np.ndarray:
-        return self.fn(self.used, self.cap[:, None], self.low, self.high, self.eta)
+        return self.P
 
     @property
-    def idle(self) -> float:
-        return float(self.fn(np.zeros(1), np.ones(1), self.low, self.high, self.eta)[0])
+    def free(self) -> np.ndarray:
+        return self.cap[:, None] - self.used
+
+    def add(self, nodes: np.ndarray, t0: int, end: int, sign: int = 1) -> None:
+        """Plan (sign 1) or release (-1) `nodes` GPUs per node over rounds [t0, end)."""
+        end = min(end, self.used.shape[1])
+        rows = np.flatnonzero(nodes)
+        if end <= t0 or rows.size == 0:
+            return
+        self.used[rows, t0:end] += sign * nodes[rows, None]
+        P = np.asarray(self.fn(self.used[rows], self.cap[rows, None], self.low, self.high,
+                               self.eta), dtype=float)
+        self.P[rows] = P
+        self.cum[rows, 1:] = np.cumsum(P, axis=1)
 
     def commit(self, s: Schedule) -> None:
-        end = min(s.start + s.rounds, self.used.shape[1])
-        self.used[:, s.start:end] += s.nodes[:, None]
+        self.add(s.nodes, s.start, s.start + s.rounds)
+
+    def at_floor(self) -> Prices:
+        """The same plan (shared: commits through either show in both) with every GPU-round at
+        the idle price: idle capacity offered at the floor."""
+        view = Prices.__new__(Prices)
+        view.used, view.cap = self.used, self.cap
+        view.low, view.high, view.eta, view.fn, view.idle = self.low, self.high, self.eta, \
+            self.fn, self.idle
+        N, H = self.used.shape
+        view.P = np.full((N, H), self.idle)
+        view.cum = np.repeat(np.arange(H + 1, dtype=float)[None, :] * self.idle, N, axis=0)
+        view._groups = self._groups
+        return view
 
 
 def best_schedule(j: int, z: int, remaining: float, rates: np.ndarray, weight: float, age: float,
                   ideal: float, current: np.ndarray, restart_s: float, round_s: float, starts: int,
                   prices: Prices, node_type: np.ndarray,
-                  mix_rate: Callable[[np.ndarray], float] | None = None) -> Schedule | None:
+                  mix_rate: Callable[[np.ndarray], float] | None = None,
+                  size: float | None = None,
+                  rate_at: Callable[[int, int], float] | None = None) -> Schedule | None:
     """The dual subroutine: the schedule of job j with the highest payoff (None: none fits).
 
-    `current` = GPUs per type the job holds now; `mix_rate(GPUs per node)` = its steps/s on a
+    Utility of finishing `jct` seconds after submission: weight x z x size x (age + ideal) / jct
+    (size: the whole job's seconds at its best type; None: `ideal`, the remaining ones).
+    `restart_s`: seconds a schedule on a type the job does not hold costs it (0 for a first
+    start). `rate_at(k, nodes)` = its steps/s on z GPUs of type k over that many nodes (None:
+    the consolidated rate everywhere): a schedule whose type has room only spread over more nodes
+    than the gang needs runs at that rate. `current` = GPUs per type the job holds now; `mix_rate(GPUs per node)` = its steps/s on a
     gang over several types (None: single-type schedules only). Task-level heterogeneity [U: the
     search is ours]: in a start round where the job's fastest types have too few GPUs, the
     m fastest types together (m = 2, 3, ...; the first m whose types each lack room but together
     have it) give a mixed schedule, its GPUs taken cheapest window first over their nodes."""
-    P = prices.table()
-    free = prices.cap[:, None] - prices.used
-    H = P.shape[1]
-    cum = np.concatenate([np.zeros((len(P), 1)), np.cumsum(P, axis=1)], axis=1)
+    cum, used, cap, P = prices.cum, prices.used, prices.cap, prices.P
+    H = used.shape[1]
+    worth = weight * z * (ideal if size is None else size) * (age + ideal)
+
+    def value(jct: float) -> float:
+        return worth / max(jct, 1e-9)
+
     best: Schedule | None = None
     allowed = np.flatnonzero(rates > 0)
     by_speed = allowed[np.argsort(-rates[allowed], kind="stable")]
     K = len(rates)
+    last = P[:, H - 1]
 
     def candidate(k: int, nodes: np.ndarray, rate: float, t0: int, same: bool,
                   mixed: bool) -> Schedule | None:
-        extra = 0.0 if same else restart_s
-        d = max(int(np.ceil((remaining / rate + extra) / round_s - 1e-9)), 1)
+        secs = remaining / rate + (0.0 if same else restart_s)
+        d = max(int(np.ceil(secs / round_s - 1e-9)), 1)
         end = min(t0 + d, H)
-        room = free[nodes, t0:end].min(axis=1)
+        room = cap[nodes] - used[nodes, t0:end].max(axis=1)
         if room.sum() < z:
             return None
+        if rate_at is not None and not mixed and not same:
+            # the fewest nodes whose room holds the gang: more than it needs -> spread, slower
+            m = int(np.searchsorted(np.cumsum(np.sort(room)[::-1]), z)) + 1
+            slow = rate_at(k, m)
+            if slow < rate:
+                rate = slow
+                secs = remaining / rate + restart_s
+                d = max(int(np.ceil(secs / round_s - 1e-9)), 1)
+                end = min(t0 + d, H)
+                room = cap[nodes] - used[nodes, t0:end].max(axis=1)
+                if room.sum() < z:
+                    return None
+        # GPU-rounds charged: whole rounds, the last one in part (what the job uses of it);
+        # rounds past the window at the window's last price (the plan's best guess of them)
+        part = secs / round_s - (d - 1)
         win = cum[nodes, end] - cum[nodes, t0]
+        if end == t0 + d:
+            win = win - (1.0 - part) * P[nodes, end - 1]
+        else:
+            win = win + ((t0 + d - end) - (1.0 - part)) * last[nodes]
         take = np.zeros(len(nodes), dtype=np.int64)
         left = z
-        for i in np.lexsort((nodes, win)).tolist():      # cheapest window first
+        for i in np.lexsort((nodes, win)).tolist():      # cheapest first
             if left == 0:
                 break
             x = int(min(room[i], left))
             take[i], left = x, left - x
-        cost = float(take @ win) + z * (t0 + d - end) * prices.idle
-        finish = age + (t0 * round_s) + remaining / rate + extra
-        utility = weight * z * ideal * (age + ideal) / max(finish, 1e-9)
+        cost = float(take @ win)
+        utility = value(age + t0 * round_s + secs)
         alloc = np.zeros(len(node_type), dtype=np.int64)
         alloc[nodes] = take
         return Schedule(j, k, t0, d, alloc, utility, cost, mixed)
 
+    def better(s: Schedule | None) -> None:
+        nonlocal best
+        if s is not None and (best is None or s.payoff > best.payoff + 1e-12):
+            best = s
+
+    now = set()             # types (and -1: a mixed gang) with room now: never deferred
     for t0 in range(min(starts, H)):
         fits = []
+        free_t0 = cap - used[:, t0]
         for k in by_speed.tolist():
-            nodes = np.flatnonzero(node_type == k)
-            fits.append(free[nodes, t0].sum() >= z)
+            nodes = prices.nodes_of(node_type, (k,))
+            fits.append(free_t0[nodes].sum() >= z)
+            if not fits[-1] or k in now:
+                continue
             s = candidate(k, nodes, rates[k], t0, current[k] == z, False)
-            if s is not None and (best is None or s.payoff > best.payoff + 1e-12):
-                best = s
-        if mix_rate is None or all(fits[:1]):
+            if s is not None and t0 == 0:
+                now.add(k)
+            better(s)
+        if mix_rate is None or all(fits[:1]) or -1 in now:
             continue
         for m in range(2, len(by_speed) + 1):             # the m fastest types together
             types = by_speed[:m]
             if any(fits[:m]):
                 break                                      # one of them alone has room
-            nodes = np.flatnonzero(np.isin(node_type, types))
-            if free[nodes, t0].sum() < z:
+            nodes = prices.nodes_of(node_type, tuple(sorted(types.tolist())))
+            if free_t0[nodes].sum() < z:
                 continue
             probe = candidate(int(types[-1]), nodes, rates[types[-1]], t0, False, True)
             if probe is None:
@@ -156,10 +278,26 @@ def best_schedule(j: int, z: int, remaining: float, rates: np.ndarray, weight: f
             if rate <= 0 or np.count_nonzero(counts) < 2:
                 continue
             s = candidate(int(types[-1]), nodes, rate, t0, np.array_equal(counts, current), True)
-            if s is not None and (best is None or s.payoff > best.payoff + 1e-12):
-                best = s
+            if s is not None and t0 == 0:
+                now.add(-1)
+            better(s)
             break
     return best
+
+
+class _Round(NamedTuple):
+    """What one round's plan reads about the jobs (snapshot rows)."""
+    rates: np.ndarray       # (n, K) steps/s at the requested count, 0 where not allowed
+    best: np.ndarray        # best rate the job can get (0: it can never run)
+    remaining: np.ndarray
+    ideal: np.ndarray       # remaining seconds at the best rate
+    size: np.ndarray        # the whole job's seconds at the best rate
+    restart: np.ndarray     # seconds a move costs it (0 before its first start)
+    age: np.ndarray
+    weight: np.ndarray      # utility weight (> 0)
+    req: np.ndarray
+    held: np.ndarray        # (n, K) GPUs per type held now (for HadarE: the job's own copy)
+    running: np.ndarray     # holds GPUs now
 
 
 @register("hadar", "Hadar: online primal-dual over GPU types and rounds; per-(node, round) "
@@ -169,20 +307,38 @@ def best_schedule(j: int, z: int, remaining: float, rates: np.ndarray, weight: f
 class Hadar(Policy):
     interval: float = 360.0        # round length (s), as Gavel
     eta: float = 1.0               # price scaling [U]
-    starts: int = 8                # start rounds a schedule may be deferred to
-    horizon: int = 48              # rounds priced ahead (past: idle price)
+    horizon: str = "2"             # rounds reserved and priced ahead; "full": a job's whole run
+    starts: int = 2                # start rounds a schedule may be deferred to (< horizon)
+    replan: str = "changed"        # "changed": running jobs kept unless they can move; "all"
+    bounds: str = "weights"        # U, L from the jobs' weights; "round": from this round's jobs
     restart_s: float = 30.0        # charged in a schedule that moves a job to another type
     mix: bool = True               # task-level heterogeneity: a gang over several GPU types
+    backfill: bool = True          # GPUs still idle after the primal-dual pass: offered at the idle price
+    prune: bool = True             # skip searches that provably find nothing (false: search all)
     price: Callable = field(default=exponential_price, repr=False)
     schedule: Callable = field(default=best_schedule, repr=False)
     mixes_types: ClassVar[bool] = True
 
+    def __post_init__(self) -> None:
+        h = str(self.horizon).strip().lower()
+        if h != "full" and (not h.isdigit() or int(h) < 1):
+            raise ValueError(f"hadar: horizon must be a number of rounds >= 1 or 'full', got {h!r}")
+        self.horizon = h
+        if self.replan not in ("changed", "all"):
+            raise ValueError(f"hadar: replan must be 'changed' or 'all', got {self.replan!r}")
+        if self.bounds not in ("weights", "round"):
+            raise ValueError(f"hadar: bounds must be 'weights' or 'round', got {self.bounds!r}")
+        if self.starts < 1:
+            raise ValueError("hadar: starts must be >= 1")
+
+    # ------------------------------------------------------------------ rates of allocations
     def mix_rate(self, snap: Snapshot, r: int) -> Callable[[np.ndarray], float] | None:
         """Steps/s of job r on a gang over several types given as GPUs per node (the
         performance model's rule for mixed allocations, quanta.perf.base.mixed_rate)."""
-        if not self.mix:
+        cl = snap.cluster
+        if not self.mix or len(cl.types) < 2:
             return None
-        cl, spec = snap.cluster, snap.jobs.specs[r]
+        spec = spec_of(snap, r)
 
         def rate(per_node: np.ndarray) -> float:
             parts = []
@@ -193,51 +349,468 @@ class Hadar(Policy):
             return mixed_rate(snap.perf, spec, parts)
         return rate
 
-    def plan(self, snap: Snapshot) -> tuple[list[Schedule], list[int], Prices]:
-        """(committed schedules, delayed rows, the prices after the round's commitments)."""
+    def held_rate(self, snap: Snapshot, r: int, counts: np.ndarray) -> float:
+        """Steps/s of job r on the GPUs per type it holds (several types: mixed_rate, forked
+        copies averaged every fork_s seconds if it is forked)."""
+        cl, j = snap.cluster, snap.jobs
+        types = np.flatnonzero(counts)
+        if len(types) == 1:
+            k = int(types[0])
+            if counts[k] == j.req[r]:
+                return float(j.rates[r, k])
+            return float(snap.perf.rate(spec_of(snap, r), cl.types[k], int(counts[k])))
+        parts = [Part(cl.types[k], int(counts[k]), cl.min_nodes(k, int(counts[k])), True)
+                 for k in types.tolist()]
+        fork = None
+        if j.fork_s[r] > 0:
+            agg = aggregation_seconds(snap.perf, spec_of(snap, r), len(parts),
+                                      link_gbps(cl, np.arange(len(cl.nodes))))
+            fork = (float(j.fork_s[r]), agg)
+        return float(mixed_rate(snap.perf, spec_of(snap, r), parts, fork))
+
+    def held_rates(self, snap: Snapshot, held: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """held_rate of each row (vectorised for the common case: the requested GPUs of one
+        type)."""
         j = snap.jobs
-        n = len(j)
+        k = held[rows].argmax(axis=1)
+        plain = (held[rows, k] == j.req[rows]) & ((held[rows] > 0).sum(axis=1) == 1)
+        out = np.where(plain, j.rates[rows, k], 0.0)
+        spread = plain & ~j.consolidated[rows] & (j.rate[rows] > 0)
+        if spread.any():                 # over more nodes than it needs: what it makes now
+            out[spread] = np.minimum(out[spread], j.rate[rows[spread]])
+        for i in np.flatnonzero(~plain).tolist():
+            out[i] = self.held_rate(snap, int(rows[i]), held[rows[i]])
+        return out
+
+    def idle_round(self, snap: Snapshot) -> bool:
+        """True when the round can change nothing (replan=changed): no waiting job fits the GPUs
+        free now on a type it may use (or their sum, for a mixed gang), and no running job could
+        run faster on them. Cheap: no prices, no plan."""
+        if self.replan != "changed" or not self.prune:
+            return False
+        cl, j = snap.cluster, snap.jobs
+        extra = self.copy_gpus(snap)
+        free = snap.node_free if extra is None else snap.node_free + extra
+        if not free.any():
+            return True
+        K = len(cl.types)
+        room = np.bincount(cl.node_type, weights=free, minlength=K)
+        allowed = j.allowed
+        wait = j.gpus == 0
+        req = j.req
+        if wait.any():
+            a, z = allowed[wait], req[wait]
+            if (a & (room[None, :] >= z[:, None])).any():
+                return False
+            if self.mix and K > 1 and (a @ room >= z).any():
+                return False
+        if K == 1:
+            return True                 # no other type to move to
+        run = np.flatnonzero(~wait)
+        if run.size:
+            could = (allowed[run] & (room[None, :] >= req[run, None])).any(axis=1)
+            run = run[could]
+        if run.size:
+            now = self.held_rates(snap, self.own_copy(snap), run)
+            faster = allowed[run] & (j.rates[run] > now[:, None] * (1 + 1e-9)) & \
+                (room[None, :] >= req[run, None])
+            if faster.any():
+                return False
+        return True
+
+    def keep_all(self, snap: Snapshot) -> Decision:
+        """Every running job on what it holds; the rest wait."""
+        j = snap.jobs
+        dec = Decision.empty(snap)
+        run = j.gpus > 0
+        dec.gpus[run] = j.gpus[run]
+        dec.gpu_type[run] = j.gtype[run]
+        if j.any_mixed:
+            parts = j.parts
+            for r in np.flatnonzero(j.mixed).tolist():
+                dec.mixed[r] = parts[r].copy()
+                if j.fork_s[r] > 0:
+                    dec.fork[r] = float(j.fork_s[r])
+            copies = getattr(j, "copies", None)      # a core that places copies per node
+            if copies:
+                dec.copies.update({r: c.copy() for r, c in copies.items()})
+        self.consolidate_kept(snap, dec, np.flatnonzero(run))
+        return dec
+
+    def consolidate_kept(self, snap: Snapshot, dec: Decision, rows: np.ndarray) -> None:
+        """Kept jobs placed over more nodes than they need go in Decision.defrag (the mechanism
+        moves one if the free GPUs now allow fewer nodes) when the time that saves pays for the
+        restart."""
+        j = snap.jobs
+        if rows.size == 0 or snap.node_free.max() == 0:
+            return
+        rows = rows[j.gpus[rows] > 1]                 # one GPU is never spread
+        if rows.size == 0:
+            return
+        rows = rows[~j.consolidated[rows] & (j.rate[rows] > 0) & ~j.mixed[rows]]
+        for r in rows.tolist():
+            k = int(j.gtype[r])
+            if dec.gpus[r] != j.gpus[r] or dec.gpu_type[r] != k or r in dec.mixed:
+                continue
+            best = float(j.rates[r, k]) if j.gpus[r] == j.req[r] else 0.0
+            now = float(j.rate[r])
+            rem = float(j.remaining[r])
+            if best > now and rem / now - rem / best > self.restart_s:
+                dec.defrag.add(r)
+
+    # ------------------------------------------------------------------ hooks for HadarE
+    def own_copy(self, snap: Snapshot) -> np.ndarray:
+        """(n, K) GPUs per type each job holds as its own gang. Hadar: all it holds."""
+        return snap.jobs.parts
+
+    def copy_gpus(self, snap: Snapshot) -> np.ndarray | None:
+        """GPUs per node held by copies that are no job's own gang (HadarE's forks; Hadar:
+        None)."""
+        return None
+
+    def node_counts(self, snap: Snapshot, r: int) -> np.ndarray:
+        """GPUs per node that job r holds as its own gang."""
         cl = snap.cluster
-        R = self.interval
+        return np.bincount(cl.gpu_node[snap.jobs.placement[r]], minlength=len(cl.nodes))
+
+    # ------------------------------------------------------------------ the plan
+    def _weights(self, w: np.ndarray) -> np.ndarray:
+        pos = w[w > 0]
+        floor = float(pos.min()) if pos.size else 1.0
+        return np.where(w > 0, w, floor)
+
+    def price_bounds(self, rd: _Round, ok: np.ndarray) -> tuple[float, float]:
+        """(U, L): utility per GPU-round, the highest and the lowest (module docstring)."""
+        R = float(self.interval)
+        if not ok.any():
+            return R, R
+        if self.bounds == "round":
+            rounds_best = np.maximum(np.ceil(rd.ideal[ok] / R - 1e-9), 1)
+            density = rd.weight[ok] * rd.ideal[ok] / (rounds_best * R)
+            density = density[density > 0]
+            if density.size == 0:
+                return R, R
+            return R * float(density.max()), R * float(density.min())
+        w = rd.weight[ok]
+        return R * float(w.max()), R * float(w.min())
+
+    def _round(self, snap: Snapshot) -> _Round:
+        j = snap.jobs
+        n, K = len(j), len(snap.cluster.types)
         rates = np.where(j.allowed, j.rates, 0.0)
-        best = rates.max(axis=1) if n else np.zeros(0)
+        # the best rate a job can get: on a type with room for its gang; a gang too big for
+        # every type alone runs over the fastest types that together hold it, at the slowest's
+        # pace (the mixed rule)
+        fits = rates * (snap.capacity[None, :] >= j.req[:, None])
+        best = fits.max(axis=1) if n else np.zeros(0)
+        if self.mix and K > 1 and n and (best == 0).any():
+            for r in np.flatnonzero((best == 0) & (rates.max(axis=1) > 0)).tolist():
+                by = np.argsort(-rates[r], kind="stable")
+                got = np.cumsum(np.where(rates[r, by] > 0, snap.capacity[by], 0))
+                m = int(np.searchsorted(got, j.req[r]))
+                if m < K and rates[r, by[m]] > 0:
+                    best[r] = rates[r, by[m]]
         remaining = j.remaining
-        ideal = remaining / np.maximum(best, 1e-12)
-        age = snap.now - j.submit
-        # utility per GPU-round of each job's best schedule on an empty cluster
-        rounds_best = np.maximum(np.ceil(ideal / R - 1e-9), 1)
-        density = j.weight * ideal / (rounds_best * R)
-        ok = best > 0
-        high = R * float(density[ok].max()) if ok.any() else R     # per GPU-round
-        low = R * float(density[ok].min()) if ok.any() else R
+        inv = 1.0 / np.maximum(best, 1e-12)
+        held = self.own_copy(snap)
+        restart = np.where((j.executed > 0) | (j.gpus > 0), self.restart_s, 0.0)
+        return _Round(rates, best, remaining, remaining * inv, np.maximum(j.total * inv, 1.0),
+                      restart, snap.now - j.submit, self._weights(j.weight),
+                      j.req.astype(np.int64), held, j.gpus > 0)
+
+    def _window(self, rd: _Round, ok: np.ndarray) -> tuple[int, int]:
+        """(rounds in the window, start rounds)."""
+        if self.horizon != "full":
+            H = int(self.horizon)
+        else:
+            R = float(self.interval)
+            slow = np.where(rd.rates > 0, rd.rates, np.inf).min(axis=1) if len(ok) else np.ones(0)
+            longest = rd.remaining[ok] / slow[ok] + self.restart_s if ok.any() else np.zeros(1)
+            H = int(min(np.ceil(float(longest.max()) / R) + self.starts + 1, FULL_CAP))
+        return H, min(self.starts, H)
+
+    def plan(self, snap: Snapshot) -> tuple[list[Schedule], list[int], Prices]:
+        """(schedules committed this round, kept running jobs included; rows that wait; the
+        prices after the round's commitments)."""
+        j, cl = snap.jobs, snap.cluster
+        n, K, N = len(j), len(cl.types), len(cl.nodes)
+        R = float(self.interval)
+        rd = self._round(snap)
+        ok = rd.best > 0
+        low, high = self.price_bounds(rd, ok)
+        H, S = self._window(rd, ok)
         cap = np.where(snap.node_up, cl.node_gpus, 0).astype(np.int64)
-        prices = Prices(np.zeros((len(cl.nodes), self.horizon), dtype=np.int64), cap, low, high,
-                        self.eta, self.price)
-        order = np.lexsort((j.rows, j.submit, ~j.running))
-        held = j.parts
+        node_type = cl.node_type
+        keep_all = self.replan == "changed"
+        run_rows = np.flatnonzero(rd.running)
         done: list[Schedule] = []
-        delayed: list[int] = []
-        for r in order.tolist():
-            if not ok[r]:
+
+        # GPUs planned now: kept jobs where they are (HadarE's extra copies excluded)
+        if keep_all:
+            extra = self.copy_gpus(snap)
+            used0 = cap - snap.node_free.astype(np.int64)
+            if extra is not None:
+                used0 -= extra
+        else:
+            used0 = np.zeros(N, dtype=np.int64)
+        used0 = np.clip(used0, 0, cap)
+        free0 = cap - used0
+        room0 = np.bincount(node_type, weights=free0, minlength=K)        # free GPUs per type now
+        d_run = np.zeros(n, dtype=np.int64)
+        rate_run = np.zeros(n)
+        if keep_all and run_rows.size:
+            rate_run[run_rows] = self.held_rates(snap, rd.held, run_rows)
+            left = rd.remaining[run_rows] / np.maximum(rate_run[run_rows], 1e-12) + \
+                np.maximum(j.resume_at[run_rows] - snap.now, 0.0)
+            d_run[run_rows] = np.maximum(np.ceil(left / R - 1e-9), 1).astype(np.int64)
+
+        wait_rows = np.flatnonzero(~rd.running)
+        # running jobs that could run faster on GPUs free now: searched again (moves)
+        movers = np.zeros(0, dtype=np.int64)
+        if keep_all and run_rows.size and room0.any():
+            faster = (rd.rates[run_rows] > rate_run[run_rows, None] * (1 + 1e-9)) & \
+                (room0[None, :] >= rd.req[run_rows, None])
+            movers = run_rows[faster.any(axis=1)]
+        if not keep_all or not self.prune:
+            order = np.lexsort((j.rows, j.submit, ~rd.running))
+            if keep_all:
+                order = order[~rd.running[order]]
+            searched = order[ok[order]]
+            delayed = order[~ok[order]].tolist()
+        else:
+            # exact pruning of waiting jobs against the GPUs free in each start round (kept jobs
+            # that finish free theirs; room only shrinks as the round commits)
+            fits = np.zeros(len(wait_rows), dtype=bool)
+            allowed = rd.rates[wait_rows] > 0
+            z = rd.req[wait_rows]
+            room_t = room0.astype(float)
+            for t in range(S):
+                if t:
+                    ends = run_rows[d_run[run_rows] == t]
+                    if ends.size == 0:
+                        continue
+                    room_t = room_t + rd.held[ends].sum(axis=0)
+                fits |= (allowed & (room_t[None, :] >= z[:, None])).any(axis=1)
+                if self.mix and K > 1:
+                    fits |= allowed @ room_t >= z
+            fits &= ok[wait_rows]
+            if not fits.any() and movers.size == 0:      # nothing can start or move: keep all
+                prices = Prices(np.repeat(used0[:, None], H, axis=1), cap, low, high, self.eta,
+                                self.price)
+                return self._kept(snap, rd, run_rows, d_run), wait_rows.tolist(), prices
+            searched = wait_rows[fits]
+            searched = searched[np.lexsort((j.rows[searched], j.submit[searched]))]
+            delayed = wait_rows[~fits].tolist()
+
+        # the window's plan: kept jobs hold their GPUs until they finish
+        used = np.repeat(used0[:, None], H, axis=1)
+        if keep_all:
+            for r in run_rows[d_run[run_rows] < H].tolist():
+                used[:, d_run[r]:] -= self.node_counts(snap, r)[:, None]
+            np.clip(used, 0, cap[:, None], out=used)
+        prices = Prices(used, cap, low, high, self.eta, self.price)
+        if keep_all:
+            moved = set()
+            for r in movers.tolist():
+                s = self._move(snap, rd, r, d_run[r], rate_run[r], prices, S)
+                if s is not None:
+                    done.append(s)
+                    moved.add(r)
+            done.extend(self._kept(snap, rd, np.array([r for r in run_rows.tolist() if r not in moved],
+                                                     dtype=np.int64), d_run))
+            searched = self._prune(snap, rd, searched, prices, S, delayed)
+        self._commit_in_order(snap, rd, searched, prices, prices, S, done, delayed)
+        if self.backfill and delayed and (prices.cap - prices.used[:, 0]).any():
+            delayed = self._backfill(snap, rd, np.array(delayed, dtype=np.int64), prices, done)
+        return done, delayed, prices
+
+    def _backfill(self, snap: Snapshot, rd: _Round, rows: np.ndarray, prices: Prices,
+                  done: list[Schedule]) -> list[int]:
+        """Second pass: the GPUs the primal-dual pass leaves idle now are offered at the idle
+        price, in arrival order, to the jobs it left waiting (a schedule starting now, with room
+        through its window: reservations stand). Returns the rows still waiting."""
+        j = snap.jobs
+        ok = rd.best[rows] > 0
+        left = rows[~ok].tolist()
+        rows = rows[ok]
+        rows = rows[np.lexsort((j.rows[rows], j.submit[rows]))]
+        floor = prices.at_floor()
+        searched = self._prune(snap, rd, rows, floor, 1, left)
+        self._commit_in_order(snap, rd, searched, floor, prices, 1, done, left)
+        return sorted(left, key=lambda r: (j.submit[r], j.rows[r]))
+
+    def _commit_in_order(self, snap: Snapshot, rd: _Round, rows: np.ndarray, priced: Prices,
+                         prices: Prices, S: int, done: list[Schedule], delayed: list[int]) -> None:
+        """Search each row in turn against `priced`; commit those with a positive payoff into
+        `prices`. A row is searched only if some type (or the types together, for a mixed gang)
+        still has room for it in a start round: room only shrinks as the round commits."""
+        if rows.size == 0:
+            return
+        node_type = snap.cluster.node_type
+        K = len(snap.cluster.types)
+        free = prices.cap[:, None] - prices.used[:, :S]
+        room = np.stack([np.bincount(node_type, weights=free[:, t], minlength=K)
+                         for t in range(S)], axis=1)             # (K, S) free GPUs per type
+        req = rd.req[rows]
+        smallest = np.minimum.accumulate(req[::-1])[::-1]        # least req from here on
+        mixing = self.mix and K > 1
+        for i, r in enumerate(rows.tolist()):
+            if self.prune and (room.sum(axis=0).max() if mixing else room.max()) < smallest[i]:
+                delayed.extend(rows[i:].tolist())
+                return
+            z = req[i]
+            allowed = rd.rates[r] > 0
+            mine = room[allowed]
+            if self.prune and not ((mine >= z).any() or (mixing and (mine.sum(axis=0) >= z).any())):
                 delayed.append(r)
                 continue
-            s = self.schedule(r, int(j.req[r]), float(remaining[r]), rates[r], float(j.weight[r]),
-                              float(age[r]), float(ideal[r]), held[r], self.restart_s, R,
-                              self.starts, prices, cl.node_type, self.mix_rate(snap, r))
+            s = self._search(snap, rd, r, priced, S)
             if s is None or s.payoff <= 0:
                 delayed.append(r)
                 continue
             prices.commit(s)
             done.append(s)
-        return done, delayed, prices
+            end = min(s.start + s.rounds, S)
+            if end > s.start:
+                room[:, s.start:end] -= s.counts(node_type, K)[:, None]
+
+    def _search(self, snap: Snapshot, rd: _Round, r: int, prices: Prices, starts: int
+                ) -> Schedule | None:
+        return self.schedule(r, int(rd.req[r]), float(rd.remaining[r]), rd.rates[r],
+                             float(rd.weight[r]), float(rd.age[r]), float(rd.ideal[r]), rd.held[r],
+                             float(rd.restart[r]), float(self.interval), starts, prices,
+                             snap.cluster.node_type, self.mix_rate(snap, r), size=float(rd.size[r]),
+                             rate_at=self.spread_rate(snap, r))
+
+    def spread_rate(self, snap: Snapshot, r: int) -> Callable[[int, int], float]:
+        """Steps/s of job r on its requested GPUs of type k over m nodes (the consolidated rate
+        when m is the fewest that hold them)."""
+        cl, j = snap.cluster, snap.jobs
+        z = int(j.req[r])
+
+        def rate(k: int, m: int) -> float:
+            if m <= cl.min_nodes(k, z):
+                return float(j.rates[r, k])
+            return float(snap.perf.rate(spec_of(snap, r), cl.types[k], z, m, False))
+        return rate
+
+    def _kept(self, snap: Snapshot, rd: _Round, rows: np.ndarray, d_run: np.ndarray) -> list[Schedule]:
+        """Running jobs kept on what they hold (their own gang)."""
+        out = []
+        empty = np.zeros(0, dtype=np.int64)
+        for r in rows.tolist():
+            counts = rd.held[r]
+            types = np.flatnonzero(counts)
+            if types.size == 0:
+                continue
+            mixed = types.size > 1
+            k = int(types[np.argmin(rd.rates[r, types])]) if mixed else int(types[0])
+            out.append(Schedule(r, k, 0, int(max(d_run[r], 1)), empty, np.nan, np.nan, mixed,
+                                True, counts.copy()))
+        return out
+
+    def _move(self, snap: Snapshot, rd: _Round, r: int, d_run: int, rate_now: float,
+              prices: Prices, S: int) -> Schedule | None:
+        """Job r's best schedule now with its own GPUs released, if it beats staying (None:
+        it stays; its GPUs are planned again)."""
+        mine = self.node_counts(snap, r)
+        prices.add(mine, 0, d_run, -1)
+        s = self._search(snap, rd, r, prices, 1)
+        if s is not None and s.start == 0 and not np.array_equal(
+                s.counts(snap.cluster.node_type, len(rd.held[r])), rd.held[r]):
+            H = prices.used.shape[1]
+            R = float(self.interval)
+            secs = float(rd.remaining[r]) / max(rate_now, 1e-12)
+            end = min(d_run, H)
+            win = prices.cum[:, end] - prices.cum[:, 0]
+            past = d_run - end
+            part = secs / R - (d_run - 1)
+            if end == d_run:
+                win = win - (1.0 - part) * prices.P[:, end - 1]
+            else:
+                win = win + (past - (1.0 - part)) * prices.P[:, H - 1]
+            stay_cost = float(mine @ win)
+            a, ideal = float(rd.age[r]), float(rd.ideal[r])
+            stay = float(rd.weight[r]) * int(rd.req[r]) * float(rd.size[r]) * (a + ideal) / \
+                max(a + secs, 1e-9) - stay_cost
+            if s.payoff > stay + 1e-9:
+                prices.commit(s)
+                return s
+        prices.add(mine, 0, d_run, 1)
+        return None
+
+    def _prune(self, snap: Snapshot, rd: _Round, rows: np.ndarray, prices: Prices, S: int,
+               delayed: list[int]) -> np.ndarray:
+        """Rows whose payoff can be positive against the prices now (an upper bound: their own
+        utility at each type and start round, against the cheapest free GPU-round of the type
+        and the idle price after it); the others join `delayed`. Exact: within a round prices
+        only rise and room only shrinks."""
+        if rows.size == 0 or not self.prune:
+            return rows
+        cl = snap.cluster
+        K = len(cl.types)
+        R = float(self.interval)
+        node_type = cl.node_type
+        free = prices.free[:, :S]
+        rates = rd.rates[rows]
+        z = rd.req[rows].astype(float)
+        rem, age, ideal, w = rd.remaining[rows], rd.age[rows], rd.ideal[rows], rd.weight[rows]
+        worth = w * z * rd.size[rows] * (age + ideal)
+        restart = rd.restart[rows]
+        bound = np.full(len(rows), -np.inf)
+        for t0 in range(S):
+            has = free[:, t0] > 0
+            room = np.bincount(node_type, weights=free[:, t0], minlength=K)
+            pmin = np.full(K, np.inf)
+            np.minimum.at(pmin, node_type[has], prices.P[has, t0])
+            for k in range(K):
+                if room[k] <= 0:
+                    continue
+                rate = rates[:, k]
+                okk = (rate > 0) & (z <= room[k])
+                if not okk.any():
+                    continue
+                same = rd.held[rows, k] == rd.req[rows]
+                secs = rem / np.maximum(rate, 1e-12) + np.where(same, 0.0, restart)
+                u = worth / np.maximum(age + t0 * R + secs, 1e-9)
+                b = u - z * (pmin[k] * np.minimum(secs / R, 1) + np.maximum(secs / R - 1, 0) * prices.idle)
+                bound = np.where(okk, np.maximum(bound, b), bound)
+            if self.mix and K > 1:
+                allowed = rates > 0
+                total = allowed @ room
+                cand = (allowed.sum(axis=1) >= 2) & (total >= z)
+                if cand.any():
+                    srt = -np.sort(-rates, axis=1)
+                    second = srt[:, 1]                     # a mixed gang is no faster than this
+                    secs = rem / np.maximum(second, 1e-12)
+                    u = worth / np.maximum(age + t0 * R + secs, 1e-9)
+                    pm = np.where(allowed, pmin[None, :], np.inf).min(axis=1)
+                    b = u - z * (pm * np.minimum(secs / R, 1) + np.maximum(secs / R - 1, 0) * prices.idle)
+                    bound = np.where(cand & (second > 0), np.maximum(bound, b), bound)
+        keep = bound > 0
+        delayed.extend(rows[~keep].tolist())
+        return rows[keep]
 
     def decide(self, snap: Snapshot) -> Decision:
+        if self.idle_round(snap):
+            return self.keep_all(snap)
         dec = Decision.empty(snap)
         schedules, _, _ = self.plan(snap)
-        K = len(snap.cluster.types)
-        for s in schedules:
-            if s.start == 0:
-                dec.gpus[s.job], dec.gpu_type[s.job] = int(s.nodes.sum()), s.gtype
-                if s.mixed:
-                    dec.mixed[s.job] = s.counts(snap.cluster.node_type, K)
+        self.emit(snap, dec, schedules)
         return dec
+
+    def emit(self, snap: Snapshot, dec: Decision, schedules: list[Schedule]) -> None:
+        """Put the schedules that run now into the decision (kept jobs on what they hold)."""
+        K = len(snap.cluster.types)
+        j = snap.jobs
+        for s in schedules:
+            if s.start != 0:
+                continue
+            counts = s.counts(snap.cluster.node_type, K)
+            dec.gpus[s.job], dec.gpu_type[s.job] = int(counts.sum()), s.gtype
+            if np.count_nonzero(counts) > 1:
+                dec.mixed[s.job] = counts
+                if s.kept and j.fork_s[s.job] > 0:
+                    dec.fork[s.job] = float(j.fork_s[s.job])
+        self.consolidate_kept(snap, dec, np.array([s.job for s in schedules if s.kept],
+                                                  dtype=np.int64))

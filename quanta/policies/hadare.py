@@ -1,27 +1,34 @@
 """HadarE (arXiv 2503.10918): Hadar plus job forking.
 
-Each round, Hadar plans every job (quanta.policies.hadar). Then HadarE forks [U: mechanics not
-public; this reconstruction]:
-1. Scarcity. A GPU type is scarce when a waiting job (delayed by Hadar, or deferred to a later
-   round) may use it. Forks take only GPUs of types that are not scarce and that Hadar's plan leaves
-   idle this round. When a type becomes scarce, every copy on it is withdrawn: the job is
-   consolidated back to its one Hadar copy (its GPUs go to the waiting jobs).
-2. Forking. A running single-type job (longest remaining time first; jobs already forked first, so
-   that a fork that still fits is kept without a restart) gets one extra copy on each other
-   non-scarce type with idle GPUs, fastest type first: the job's own gang (its requested GPUs, fewer
-   if fewer are idle) training the same model. A copy is added only if it pays: the forked job's
-   time to finish, plus a restart (adding a copy restarts the job from its checkpoint), is below
-   the time of the copies it has. One copy per GPU type (the core's allocation over types).
+Each round Hadar plans every job (quanta.policies.hadar: running jobs kept, waiting ones admitted
+by payoff). Then HadarE forks [U: the mechanics are not public; this reconstruction]:
+1. Idle nodes. The nodes Hadar's plan leaves wholly idle now and does not reserve for the next
+   round (a waiting job deferred to it) may hold copies (a copy never takes part of a node some
+   gang uses: that would fragment the nodes the next gangs need). A forked job's copies are never part of Hadar's
+   plan: next round Hadar sees their GPUs as free, so a job that waits for them gets them and the
+   copies are withdrawn (the job is consolidated back to its own gang: one restart).
+2. Forking, per node as the paper says (copies "on separate available nodes"): a running job
+   whose own gang (Hadar's allocation, one GPU type) is on some nodes gets one copy on each other
+   idle node of a type it may use, fastest copy first: the job's own gang size on that node (fewer
+   GPUs if fewer are idle there), training the same model. A copy is added only if it pays: the
+   forked job's time to finish plus a restart (adding a copy restarts the job from its
+   checkpoint) is below the time of the copies it has. Jobs already forked come first and keep
+   their copies while those nodes stay idle (no restart); then the longest remaining time first.
+   On a homogeneous cluster with idle nodes this is what makes HadarE differ from Hadar.
 3. Work split (`work_split`): the remaining steps are split among the copies in proportion to
    their throughput (the performance model's steps/s, what the runtime measures), so all copies
    reach the end of every round together.
 4. Aggregation: at every round end (`period` = the round) the copies average their models: a ring
-   all-reduce of the parameters over the slowest link (quanta.perf.base.aggregation_seconds,
-   model size from the performance model, link from the nodes' `inter_bw_gbps`, 10 GbE if not
-   given). The job then progresses at sum of copy rates x (1 - aggregation / period)
-   (quanta.perf.base.mixed_rate with `fork`); it completes when the summed work is done.
-A forked job is a Decision.mixed allocation with Decision.fork[row] = period: the same core path
-as Hadar's task-level heterogeneity, except that its parts synchronise every round, not every step.
+   all-reduce of the parameters over the slowest link among the copies' nodes
+   (quanta.perf.base.aggregation_seconds, model size from the performance model, link from the
+   nodes' `inter_bw_gbps`, 10 GbE if not given). The job progresses at sum of copy rates x
+   (1 - aggregation / period) (quanta.perf.base.mixed_rate with `fork`); it completes when the
+   summed work is done.
+A forked job goes out as Decision.mixed (GPUs per type, copies included) with Decision.fork[row]
+= period and Decision.copies[row] = GPUs per node of the copies beside the own gang. Per-node
+copies need the core to place them (Decision.copies); on a core without it (`per=type`, and the
+fallback), a job gets at most one copy per other GPU type (the previous reconstruction), so on a
+single-type cluster HadarE equals Hadar.
 Cluster resource utilisation (CRU) is the summary's `gpu_util` (busy GPU-seconds / (GPUs x
 makespan)).
 """
@@ -35,8 +42,11 @@ import numpy as np
 from quanta.core.decision import Decision
 from quanta.core.snapshot import Snapshot
 from quanta.perf.base import Part, aggregation_seconds, link_gbps, mixed_rate
-from quanta.policies.hadar import Hadar
+from quanta.policies.hadar import Hadar, Schedule, spec_of
 from quanta.policies.registry import register
+
+# whether the core places a forked job's copies per node (Decision.copies)
+CORE_COPIES = "copies" in getattr(Decision, "__dataclass_fields__", {})
 
 
 def work_split(remaining: float, rates: np.ndarray) -> np.ndarray:
@@ -46,75 +56,200 @@ def work_split(remaining: float, rates: np.ndarray) -> np.ndarray:
     return remaining * rates / rates.sum()
 
 
-@register("hadare", "HadarE: Hadar plus forking jobs into copies on idle GPU types, work split by "
-                    "throughput, model averaging every round; consolidated when GPUs are scarce")
+@register("hadare", "HadarE: Hadar plus forking jobs into copies on idle nodes, work split by "
+                    "throughput, model averaging every round; consolidated when GPUs are needed")
 @dataclass
 class HadarE(Hadar):
-    max_copies: int = 0            # copies per job (0: one per GPU type)
+    max_copies: int = 0            # copies per job, its own gang included (0: no limit)
+    per: str = "node"              # "node": a copy per idle node; "type": one per GPU type
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.per not in ("node", "type"):
+            raise ValueError(f"hadare: per must be 'node' or 'type', got {self.per!r}")
+
+    @property
+    def per_node(self) -> bool:
+        """Copies per node: asked for and placed by the core (Decision.copies)."""
+        return self.per == "node" and CORE_COPIES
+
+    # ------------------------------------------------------------------ own gang vs copies
+    def _copies_of(self, snap: Snapshot) -> dict[int, np.ndarray]:
+        """Snapshot row -> GPUs per node of its copies (everything but its own gang)."""
+        j, cl = snap.jobs, snap.cluster
+        if CORE_COPIES and getattr(j, "copies", None):
+            return j.copies
+        if not j.any_mixed:
+            return {}
+        forked = np.flatnonzero(j.mixed & (j.fork_s > 0))
+        if forked.size == 0:
+            return {}
+        out = {}
+        parts, place = j.parts, j.placement
+        for r in forked.tolist():                 # per-type copies: the own gang's type has most
+            own_k = int(np.argmax(parts[r]))
+            g = place[r]
+            out[r] = np.bincount(cl.gpu_node[g[cl.gpu_type_idx[g] != own_k]],
+                                 minlength=len(cl.nodes))
+        return out
+
+    def own_copy(self, snap: Snapshot) -> np.ndarray:
+        j, cl = snap.jobs, snap.cluster
+        parts = j.parts
+        cps = self._copies_of(snap)
+        if not cps:
+            return parts
+        parts = parts.copy()
+        for r, c in cps.items():
+            parts[r] -= np.bincount(cl.node_type, weights=c, minlength=len(cl.types)).astype(np.int64)
+        return parts
+
+    def copy_gpus(self, snap: Snapshot) -> np.ndarray | None:
+        cps = self._copies_of(snap)
+        return sum(cps.values()) if cps else None
+
+    def node_counts(self, snap: Snapshot, r: int) -> np.ndarray:
+        held = super().node_counts(snap, r)
+        c = self._copies_of(snap).get(r)
+        return held if c is None else held - c
+
+    # ------------------------------------------------------------------ the round
     def decide(self, snap: Snapshot) -> Decision:
-        schedules, delayed, _ = self.plan(snap)
+        if not snap.node_free.any() and self.idle_round(snap):
+            return self.keep_all(snap)             # no idle GPU to fork onto, nothing to start
+        dec, copies = self.fork(snap)
+        if self.per_node:
+            dec.copies.update(copies)
+        return dec
+
+    def fork(self, snap: Snapshot, per_node: bool | None = None
+             ) -> tuple[Decision, dict[int, np.ndarray]]:
+        """Hadar's decision with the forked jobs' allocations (own gang + copies per type in
+        Decision.mixed, fork period), and each forked row's copies as GPUs per node. per_node:
+        copies per idle node (default: `per_node`) or one per GPU type."""
+        per_node = self.per_node if per_node is None else per_node
+        schedules, _, prices = self.plan(snap)
         j, cl = snap.jobs, snap.cluster
         K = len(cl.types)
         dec = Decision.empty(snap)
-        free = snap.capacity.astype(np.int64).copy()
-        single: list = []
+        single: list[Schedule] = []
         for s in schedules:
             if s.start != 0:
                 continue
             counts = s.counts(cl.node_type, K)
             dec.gpus[s.job], dec.gpu_type[s.job] = int(counts.sum()), s.gtype
-            free -= counts
-            if s.mixed:
+            if np.count_nonzero(counts) > 1:
                 dec.mixed[s.job] = counts
-            else:
+            elif counts.sum() == j.req[s.job]:
                 single.append(s)
-        waiting = delayed + [s.job for s in schedules if s.start > 0]
-        scarce = j.allowed[waiting].any(axis=0) if waiting else np.zeros(K, dtype=bool)
-        idle = np.where(scarce, 0, np.maximum(free, 0))
+        out: dict[int, np.ndarray] = {}
+        H = prices.used.shape[1]
+        planned = prices.used[:, :min(2, H)].max(axis=1)   # now, and reserved for next round
+        idle = np.where(planned == 0, prices.cap, 0)     # whole idle nodes: copies never split
+        self.consolidate_kept(snap, dec, np.array([s.job for s in schedules if s.kept],
+                                                  dtype=np.int64))
         if not idle.any() or not single:
-            return dec
-        remaining = j.remaining
-        held = j.parts
+            return dec, out
+        held = self._copies_of(snap)
         forked = j.fork_s > 0
-        single.sort(key=lambda s: (not forked[s.job], -remaining[s.job], int(j.rows[s.job])))
-        bw = link_gbps(cl, np.arange(len(cl.nodes)))
+        remaining = j.remaining
+        single.sort(key=lambda s: (not forked[s.job], -remaining[s.job] / max(j.rates[s.job, s.gtype], 1e-12),
+                                   int(j.rows[s.job])))
         for s in single:
-            counts = self._fork(snap, s.job, s.gtype, idle, held[s.job], forked[s.job], bw)
-            if counts is not None:
-                dec.mixed[s.job] = counts
-                dec.gpus[s.job] = int(counts.sum())
-                dec.fork[s.job] = self.interval
-                idle -= counts
-                idle[s.gtype] += counts[s.gtype]     # the first copy was planned by Hadar
-        return dec
+            own = self._own_nodes(snap, s)
+            copies = self._fork(snap, s, own, idle, held.get(s.job), per_node)
+            if copies is None:
+                continue
+            idle -= copies
+            total = s.counts(cl.node_type, K) + np.bincount(cl.node_type, weights=copies,
+                                                           minlength=K).astype(np.int64)
+            dec.gpus[s.job] = int(total.sum())
+            dec.mixed[s.job] = total
+            dec.fork[s.job] = float(self.interval)
+            dec.defrag.discard(s.job)
+            out[s.job] = copies
+        return dec, out
 
-    def _fork(self, snap: Snapshot, r: int, k: int, idle: np.ndarray, held: np.ndarray,
-              was_forked: bool, bw: float) -> np.ndarray | None:
-        """GPUs per type of job r's copies (its Hadar copy on type k plus copies on idle types),
-        or None if one copy is best."""
+    def _own_nodes(self, snap: Snapshot, s: Schedule) -> np.ndarray:
+        """GPUs per node of a schedule's own gang (a kept job: where it is)."""
+        if s.kept:
+            return self.node_counts(snap, s.job)
+        return s.nodes
+
+    def _fork(self, snap: Snapshot, s: Schedule, own: np.ndarray, idle: np.ndarray,
+              held: np.ndarray | None, per_node: bool) -> np.ndarray | None:
+        """GPUs per node of job s.job's copies beside its own gang, or None if one gang is
+        best."""
         j, cl, perf = snap.jobs, snap.cluster, snap.perf
-        spec, z = j.specs[r], int(j.req[r])
-        rates = j.rates[r]
-        if was_forked and held[k] == z:            # keep a fork that still fits: no restart
-            extra = held.copy()
-            extra[k] = 0
-            if (extra <= idle).all() and (extra[~j.allowed[r]] == 0).all():
-                return held.copy()
-        counts = np.zeros(len(idle), dtype=np.int64)
-        counts[k] = z
-        limit = self.max_copies or len(idle)
-        others = [u for u in np.argsort(-rates, kind="stable").tolist()
-                  if u != k and rates[u] > 0 and idle[u] > 0]
-        best_t = float(j.remaining[r]) / max(perf.rate(spec, cl.types[k], z), 1e-12)
-        for u in others[:limit - 1]:
-            trial = counts.copy()
-            trial[u] = min(z, int(idle[u]))
-            parts = [Part(cl.types[t], int(c), cl.min_nodes(t, int(c)), True)
-                     for t, c in enumerate(trial.tolist()) if c]
-            agg = aggregation_seconds(perf, spec, len(parts), bw)
-            rate = mixed_rate(perf, spec, parts, (self.interval, agg))
-            t_fork = float(j.remaining[r]) / max(rate, 1e-12) + self.restart_s
-            if t_fork < best_t:
-                counts, best_t = trial, t_fork - self.restart_s
-        return counts if np.count_nonzero(counts) > 1 else None
+        r, k = s.job, s.gtype
+        spec, z = spec_of(snap, r), int(j.req[r])
+        allowed = j.allowed[r]
+        if held is not None and s.kept and held.any() and (held <= idle).all() \
+                and allowed[cl.node_type[held > 0]].all():
+            return held.copy()                                  # its copies still fit: kept
+        own_nodes = int(np.count_nonzero(own))
+        own_part = Part(cl.types[k], z, own_nodes, own_nodes <= cl.min_nodes(k, z))
+        rem = float(j.remaining[r])
+        best_t = rem / max(float(j.rates[r, k]), 1e-12)
+        options = self._copy_options(snap, r, own, idle, allowed, z, per_node)
+        limit = (self.max_copies or len(cl.nodes) + 1) - 1
+        chosen: list[np.ndarray] = []
+        for cp in options:
+            if len(chosen) >= limit:
+                break
+            trial = chosen + [cp]
+            parts = [own_part] + [self._part(snap, c) for c in trial]
+            nodes = np.flatnonzero(own + sum(trial))
+            agg = aggregation_seconds(perf, spec, len(parts), link_gbps(cl, nodes))
+            rate = mixed_rate(perf, spec, parts, (float(self.interval), agg))
+            t = rem / max(rate, 1e-12)
+            if t + self.restart_s < best_t:
+                chosen, best_t = trial, t
+        return sum(chosen) if chosen else None
+
+    @staticmethod
+    def _part(snap: Snapshot, per_node: np.ndarray) -> Part:
+        cl = snap.cluster
+        t = int(cl.node_type[np.flatnonzero(per_node)[0]])
+        c, nd = int(per_node.sum()), int(np.count_nonzero(per_node))
+        return Part(cl.types[t], c, nd, nd <= cl.min_nodes(t, c))
+
+    def _copy_options(self, snap: Snapshot, r: int, own: np.ndarray, idle: np.ndarray,
+                      allowed: np.ndarray, z: int, per_node: bool) -> list[np.ndarray]:
+        """GPUs per node of each copy the job could add, fastest copy first. Per node: every idle
+        node of a type it may use, but those of its own gang, holds a copy of up to z GPUs. Per
+        type (per=type, or a core without per-node copies): one copy per other type it may use,
+        up to z of that type's idle GPUs (fullest idle nodes first)."""
+        cl, perf, spec = snap.cluster, snap.perf, spec_of(snap, r)
+        N = len(cl.nodes)
+        opts = []
+        if per_node:
+            for h in np.flatnonzero((idle > 0) & (own == 0)).tolist():
+                t = int(cl.node_type[h])
+                if allowed[t]:
+                    c = int(min(z, idle[h]))
+                    cp = np.zeros(N, dtype=np.int64)
+                    cp[h] = c
+                    opts.append((perf.rate(spec, cl.types[t], c, 1, True), -h, cp))
+        else:
+            own_types = set(cl.node_type[own > 0].tolist())
+            for t in range(len(cl.types)):
+                if t in own_types or not allowed[t]:
+                    continue
+                nodes = np.flatnonzero((cl.node_type == t) & (idle > 0))
+                nodes = nodes[np.argsort(-idle[nodes], kind="stable")]
+                cp = np.zeros(N, dtype=np.int64)
+                left = z
+                for h in nodes.tolist():
+                    x = int(min(idle[h], left))
+                    cp[h], left = x, left - x
+                    if left == 0:
+                        break
+                if cp.any():
+                    opts.append((self._rate_of(snap, spec, cp), -t, cp))
+        opts.sort(key=lambda o: (o[0], o[1]), reverse=True)
+        return [cp for _, _, cp in opts]
+
+    def _rate_of(self, snap: Snapshot, spec, per_node: np.ndarray) -> float:
+        p = self._part(snap, per_node)
+        return snap.perf.rate(spec, p.gpu_type, p.count, p.nodes, p.consolidated)
