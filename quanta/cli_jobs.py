@@ -1,5 +1,8 @@
 """`quanta serve` and the Slurm-like job commands: submit, queue, cancel, hold, release, status,
-logs, users. Each job command has --json (the service's own JSON) for scripts."""
+logs, users. Each job command has --json (the service's own JSON) for scripts.
+
+What users wrote (names, queues, commands, error messages) is printed as plain text: never read as
+rich markup, its control characters (terminal escape sequences) shown as \\xNN."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from typing import List, Optional
 import typer
 from rich import box
 from rich.table import Table
+from rich.text import Text
 
 URL = typer.Option(None, "--url", help="service URL (default $QUANTA_URL or http://127.0.0.1:8472)")
 TOKEN = typer.Option(None, "--token", help="API token (default $QUANTA_TOKEN or the admin token file)")
@@ -23,6 +27,16 @@ def _client(url: Optional[str], token: Optional[str]):
     return Client(url, token)
 
 
+def plain(value: object) -> str:
+    """User data for a terminal: control characters (escape sequences, carriage returns, ...)
+    written as \\xNN, so a name can neither move the cursor nor recolour the screen."""
+    text = str(value)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == "\t" else f"\\x{ord(c):02x}" if ord(c) < 256 else
+                   f"\\u{ord(c):04x}" for c in text)
+
+
 def _hms(seconds: float) -> str:
     s = int(max(0, seconds))
     d, s = divmod(s, 86400)
@@ -31,9 +45,23 @@ def _hms(seconds: float) -> str:
     return (f"{d}-" if d else "") + f"{h:02d}:{m:02d}:{s:02d}" if d or h else f"{m}:{s:02d}"
 
 
+def where_column(j: dict) -> str:
+    """NODES/REASON: a running job's nodes; a waiting job's reason (None before the scheduler
+    looked at it); how a finished one ended ('-' when it simply finished)."""
+    if j["state"] == "running":
+        return j["nodes"] or "-"
+    if j["state"] == "pending":
+        return "JobHeldUser" if j["held"] else (j["reason"] or "None")
+    return j["reason"] or "-"
+
+
 def register(app: typer.Typer, console) -> None:
     def out_json(obj) -> None:
         console.print_json(json.dumps(obj))
+
+    def say(text: str) -> None:
+        """One line that holds user data: printed as it is (no markup, no highlighting)."""
+        console.print(Text(plain(text)), highlight=False, soft_wrap=True)
 
     @app.command()
     def serve(
@@ -68,7 +96,8 @@ def register(app: typer.Typer, console) -> None:
     @app.command()
     def submit(spec: Path = typer.Argument(..., help="job spec YAML"), url: Optional[str] = URL,
                token: Optional[str] = TOKEN, as_json: bool = JSON) -> None:
-        """Submit a job (see `quanta schema` for the fields)."""
+        """Submit a job (see `quanta schema` for the fields). A submission whose answer is lost
+        (the service died mid-request) is retried under the same idempotency key: one job."""
         from quanta.runtime.spec import load_submission
         sub = load_submission(spec)
         res = _client(url, token).submit(sub.model_dump())
@@ -85,10 +114,14 @@ def register(app: typer.Typer, console) -> None:
 
     @app.command()
     def queue(all_states: bool = typer.Option(False, "--all", "-a", help="finished jobs too"),
+              limit: int = typer.Option(100, "--limit", "-l", min=1, max=10_000,
+                                        help="jobs per page"),
+              after: int = typer.Option(0, "--after", min=0, help="the page after this job id"),
               url: Optional[str] = URL, token: Optional[str] = TOKEN, as_json: bool = JSON) -> None:
-        """List your pending and running jobs (an admin sees everyone's)."""
+        """List your pending and running jobs (an admin sees everyone's), a page at a time."""
         c = _client(url, token)
-        jobs = c.jobs() if all_states else c.queue()
+        jobs, total, nxt = c.page("/v1/jobs" if all_states else "/v1/queue",
+                                  {"limit": limit, "after": after})
         if as_json:
             out_json(jobs)
             return
@@ -98,12 +131,15 @@ def register(app: typer.Typer, console) -> None:
             t.add_column(col, no_wrap=True)
         for j in jobs:
             ran = ((j["end_time"] or now) - j["start"]) if j["start"] else 0.0
-            where = j["nodes"] if j["state"] == "running" else (j["reason"] or "Priority")
-            if j["state"] == "pending" and j["held"]:
-                where = "JobHeldUser"
-            t.add_row(str(j["id"]), j["name"], j["user"], j["queue"], j["state"].upper(),
-                      _hms(ran), str(j["gpus"] or j["spec"]["gpus"]), where)
+            t.add_row(*(Text(plain(v)) for v in (
+                j["id"], j["name"], j["user"], j["queue"], j["state"].upper(), _hms(ran),
+                j["gpus"] or j["spec"].get("gpus", ""), where_column(j))))
         console.print(t)
+        if nxt is not None:
+            console.print(f"{len(jobs)} of {total} jobs shown; next page: quanta queue"
+                          f"{' --all' if all_states else ''} --after {nxt}"
+                          f"{f' --limit {limit}' if limit != 100 else ''}",
+                          highlight=False, markup=False)
 
     def _act(what: str, job_ids: List[int], url, token, as_json) -> None:
         c = _client(url, token)
@@ -112,7 +148,7 @@ def register(app: typer.Typer, console) -> None:
             out_json(res)
         else:
             for r in res:
-                console.print(f"job {r['id']}: {r['requested']} requested", highlight=False)
+                say(f"job {r['id']}: {r['requested']} requested")
 
     @app.command()
     def cancel(job_ids: List[int] = typer.Argument(..., help="job ids"), url: Optional[str] = URL,
@@ -142,33 +178,30 @@ def register(app: typer.Typer, console) -> None:
             if as_json:
                 out_json(cl)
                 return
-            console.print(f"{cl['name']}: policy {cl['policy']}, backend {cl['backend']}",
-                          highlight=False)
+            say(f"{cl['name']}: policy {cl['policy']}, backend {cl['backend']}")
             for ty in cl["types"]:
-                console.print(f"  {ty['gpu_type']:8s} {ty['allocated']}/{ty['total']} allocated",
-                              highlight=False)
+                say(f"  {ty['gpu_type']:8s} {ty['allocated']}/{ty['total']} allocated")
             down = [n["name"] for n in cl["nodes"] if not n["up"]]
             if down:
-                console.print(f"  nodes down: {', '.join(down)}", highlight=False)
+                say(f"  nodes down: {', '.join(down)}")
             return
         j, ev = c.job(job_id), c.events(job_id)
         if as_json:
             out_json({**j, "events": ev})
             return
-        console.print(f"job {j['id']} {j['name']} ({j['user']}, queue {j['queue']}): "
-                      f"{j['state'].upper()}{' held' if j['held'] else ''}"
-                      f"{' - ' + j['reason'] if j['reason'] else ''}", highlight=False)
-        console.print(f"  progress {int(j['steps_done'])}/{int(j['total_steps']) or '?'} steps, "
-                      f"{j['steps_per_s']:.2f} steps/s; {j['gpus']} x {j['gpu_type'] or '-'} "
-                      f"{j['nodes']}; preemptions {j['preemptions']}, failures {j['failures']}, "
-                      f"attempts {j['attempt']}", highlight=False)
+        say(f"job {j['id']} {j['name']} ({j['user']}, queue {j['queue']}): "
+            f"{j['state'].upper()}{' held' if j['held'] else ''}"
+            f"{' - ' + j['reason'] if j['reason'] else ''}")
+        say(f"  progress {int(j['steps_done'])}/{int(j['total_steps']) or '?'} steps, "
+            f"{j['steps_per_s']:.2f} steps/s; {j['gpus']} x {j['gpu_type'] or '-'} "
+            f"{j['nodes']}; preemptions {j['preemptions']}, failures {j['failures']}, "
+            f"attempts {j['attempt']}")
         if not j["total_steps"]:
-            console.print("  no step count: the job ends when its command exits; a job that does "
-                          "not checkpoint with the job SDK restarts from scratch when preempted",
-                          highlight=False)
+            say("  no step count: the job ends when its command exits; a job that does "
+                "not checkpoint with the job SDK restarts from scratch when preempted")
         for e in ev:
             stamp = time.strftime("%H:%M:%S", time.localtime(e["time"]))
-            console.print(f"  {stamp} {e['kind']:14s} {e['detail']}", highlight=False)
+            say(f"  {stamp} {e['kind']:14s} {e['detail']}")
 
     @app.command()
     def logs(job_id: int = typer.Argument(..., help="job id"),
@@ -178,14 +211,18 @@ def register(app: typer.Typer, console) -> None:
         text = _client(url, token).logs(job_id, tail)
         if as_json:
             out_json({"id": job_id, "log": text})
-        else:
-            typer.echo(text, nl=False)
+        else:     # the job's own output, as it wrote it, but no escape sequence reaches the terminal
+            typer.echo("".join(plain(ln) + "\n" for ln in text.splitlines()), nl=False)
 
     @app.command("add-user")
     def add_user(name: str = typer.Argument(..., help="user name"),
-                 admin: bool = typer.Option(False, "--admin", help="an admin sees all jobs"),
+                 admin: Optional[bool] = typer.Option(None, "--admin/--no-admin",
+                                                      help="make (or unmake) an admin, who sees "
+                                                      "all jobs; default: a new user is not one, "
+                                                      "an existing user keeps its role"),
                  url: Optional[str] = URL, token: Optional[str] = TOKEN, as_json: bool = JSON) -> None:
-        """Create a user (or renew its token); prints the token. Needs an admin token."""
+        """Create a user (or renew its token); prints the token. Needs an admin token. The last
+        admin cannot be made a plain user."""
         res = _client(url, token).add_user(name, admin)
         if as_json:
             out_json(res)

@@ -96,17 +96,9 @@ def test_tutorial_policy_runs_in_serve(tutorial):
     proc = subprocess.Popen(["bash", "-c", "exec " + cmd], cwd=tutorial, env=env,
                             stdout=open(tutorial / "serve.log", "wb"), stderr=subprocess.STDOUT)
     import httpx
+    from quanta.service.client import wait_until_up
     try:
-        end = time.time() + 60
-        while True:
-            try:
-                if httpx.get(url + "/v1/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None, (tutorial / "serve.log").read_text()
-            assert time.time() < end, "quanta serve did not come up"
-            time.sleep(0.2)
+        assert wait_until_up(url, proc), (tutorial / "serve.log").read_text()
         token = (tutorial / "quanta-state" / "admin.token").read_text().strip()
         h = {"Authorization": f"Bearer {token}"}
         assert httpx.get(url + "/v1/cluster", headers=h).json()["policy"] == \

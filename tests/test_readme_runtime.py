@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import httpx
+from quanta.service.client import wait_until_up
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,16 +40,7 @@ def test_readme_run_real_jobs_block_verbatim(tmp_path):
                              env=env, stdout=open(tmp_path / "serve.log", "wb"),
                              stderr=subprocess.STDOUT)
     try:
-        end = time.time() + 60
-        while True:
-            try:
-                if httpx.get(url + "/v1/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert serve.poll() is None, (tmp_path / "serve.log").read_text()
-            assert time.time() < end, "quanta serve did not come up"
-            time.sleep(0.2)
+        assert wait_until_up(url, serve), (tmp_path / "serve.log").read_text()
         token = (tmp_path / "quanta-state" / "admin.token").read_text().strip()
 
         def job(i):

@@ -1,6 +1,7 @@
 """The scheduler service for real: `quanta serve` in a subprocess on 127.0.0.1, HTTP requests,
 SQLite state, example jobs training in worker processes, kill -9 and restart."""
 
+import json
 import os
 import signal
 import socket
@@ -22,17 +23,20 @@ def free_port() -> int:
 
 
 class Service:
-    def __init__(self, state: Path, policy="fifo", cluster="cpu:1x2"):
+    def __init__(self, state: Path, policy="fifo", cluster="cpu:1x2", env=None, port=None):
         self.state, self.policy, self.cluster = state, policy, cluster
-        self.port = free_port()
+        self.env = env or {}                  # e.g. QUANTA_FAULT (quanta.runtime.faults)
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = None
 
     def start(self):
+        env = {k: v for k, v in os.environ.items() if k != "QUANTA_FAULT"}
         self.proc = subprocess.Popen(
             [PY, "-m", "quanta.cli", "serve", "--port", str(self.port), "--state", str(self.state),
              "--policy", self.policy, "--cluster", self.cluster, "--poll-s", "0.1"],
-            stdout=open(self.state.parent / f"serve-{self.port}.log", "ab"), stderr=subprocess.STDOUT)
+            stdout=open(self.state.parent / f"serve-{self.port}.log", "ab"), stderr=subprocess.STDOUT,
+            env={**env, **self.env})
         end = time.time() + 60
         while True:
             try:
@@ -50,14 +54,26 @@ class Service:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
 
+    def wait_dead(self, timeout=60.0):
+        """The service killed itself (a fault injected with QUANTA_FAULT): SIGKILL."""
+        self.proc.wait(timeout=timeout)
+        assert self.proc.returncode == -signal.SIGKILL, self.proc.returncode
+
+    def restart(self, **kw):
+        """The same state folder and port, started again (without the injected fault)."""
+        new = Service(self.state, kw.get("policy", self.policy), kw.get("cluster", self.cluster),
+                      port=self.port).start()
+        self.proc, self.admin = new.proc, new.admin     # the fixture stops the new one
+        return self
+
     def stop(self):
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(timeout=30)
 
-    def req(self, method, path, token=None, **kw):
+    def req(self, method, path, token=None, headers=None, **kw):
         token = self.admin if token is None else token
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        headers = {**({"Authorization": f"Bearer {token}"} if token else {}), **(headers or {})}
         return httpx.request(method, self.url + path, headers=headers, timeout=30, **kw)
 
     def submit(self, token=None, **fields):
@@ -361,3 +377,219 @@ def test_one_service_per_state_folder_and_port(service):
     assert other.returncode == 2 and "another quanta serve uses this state folder" in other.stderr
     busy = cli("serve", "--state", str(s.state.parent / "other"), "--port", str(s.port))
     assert busy.returncode == 2 and f"cannot listen on 127.0.0.1:{s.port}" in busy.stderr
+
+
+# -- bad progress, launch errors, retries ------------------------------------------------------------
+def test_bad_progress_is_the_jobs_problem_never_the_services(service, tmp_path):
+    """A job that writes a string step, and one that reports NaN (through the SDK, then raw): both
+    finish, the service stays healthy, and a restart while such a job ran still starts."""
+    s = service()
+    words = s.submit(name="words", steps=10, command=[PY, "-c", (
+        "import os, time; from quanta.job import write_json; "
+        "write_json(os.environ['QUANTA_JOB_DIR'] + '/progress.json', {'step': 'abc'}); "
+        "time.sleep(1)")])
+    nan = s.submit(name="nan", steps=10, command=[PY, "-c", (
+        "import os, time; from quanta.job import Job, Allocation, write_json; "
+        "job = Job(Allocation.from_env()); job.report(float('nan'), force=True); "
+        "write_json(os.environ['QUANTA_JOB_DIR'] + '/progress.json', "
+        "{'step': float('nan'), 'steps_per_s': float('inf'), 'time': 'x'}); time.sleep(4)")])
+    s.wait(words, finished)
+    s.wait(nan, lambda j: j["state"] == "running")
+    time.sleep(0.5)
+    s.kill9()                                 # while the NaN job runs
+    while not (s.state / "jobs" / str(nan) / "exit.json").exists():
+        time.sleep(0.1)
+    s.restart()
+    assert s.wait(nan, finished)["steps_done"] == 0
+    health = s.req("GET", "/v1/health").json()
+    assert health == {"ok": True, "error": ""}, health
+    assert "bad-progress" in s.kinds(words) and "bad-progress" in s.kinds(nan)
+    assert "ignored" in s.req("GET", f"/v1/jobs/{nan}/logs").text     # the SDK said so
+
+
+def test_launch_errors_are_checked_shown_and_not_retried(service, tmp_path):
+    s = service()
+    ok = {"name": "x", "command": [PY, "-c", "pass"]}
+    for body, status, needle in [
+        ({**ok, "cwd": str(tmp_path / "nowhere")}, 400, "field 'cwd'"),
+        ({**ok, "command": ["a\0b"]}, 422, "field 'command'"),
+        ({**ok, "env": {"A B": "1"}}, 422, "field 'env'"),
+        ({**ok, "env": {"A": "x\0"}}, 422, "field 'env'"),
+        ({**ok, "max_failures": 10**6}, 422, "field 'max_failures'"),
+    ]:
+        r = s.req("POST", "/v1/jobs", json=body)
+        assert r.status_code == status and needle in r.json()["error"], (body, r.text)
+    # an error of the launch itself: in the job's events, its reason and its log; not retried
+    gone = s.submit(name="gone", command=["/nonexistent/program"], steps=5, max_failures=3)
+    j = s.wait(gone, lambda j: j["state"] == "failed")
+    assert "could not start rank 0" in j["reason"] and "No such file" in j["reason"], j
+    assert j["failures"] == 1 and s.kinds(gone).count("start") == 1, s.kinds(gone)
+    assert "could not start rank 0" in cli("logs", str(gone), env={
+        "QUANTA_URL": s.url, "QUANTA_TOKEN": s.admin}).stdout
+    # exit code 3 is a failure like any other (not "every checkpoint is corrupt"), retried after
+    # a growing pause; failures are not preemptions
+    three = s.submit(name="three", command=[PY, "-c", "raise SystemExit(3)"], steps=5,
+                     max_failures=3)
+    j = s.wait(three, lambda j: j["state"] == "failed", timeout=120)
+    assert "exited with code 3" in j["reason"] and "corrupt" not in j["reason"], j
+    assert j["failures"] == 4 and j["preemptions"] == 0, j
+    ev = s.req("GET", f"/v1/jobs/{three}/events").json()
+    starts = [e["time"] for e in ev if e["kind"] in ("start", "resume")]
+    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    assert len(gaps) == 3 and all(g >= 0.9 * w for g, w in zip(gaps, (1, 2, 4))), gaps
+    # a cancel is not a preemption either
+    run = s.submit(name="run", command=[PY, "-c", "import time; time.sleep(60)"], steps=5)
+    s.wait(run, lambda j: j["state"] == "running")
+    s.req("POST", f"/v1/jobs/{run}/cancel")
+    assert s.wait(run, lambda j: j["state"] == "cancelled")["preemptions"] == 0
+
+
+def test_a_job_preempted_while_starting_reports_its_real_step(service):
+    """LAS preempts a job that never reported a step: 'preempted at step 0', not an estimate."""
+    s = service(policy="las", cluster="cpu:1x1")
+    slow = s.submit(name="slow", steps=100_000, command=[PY, "-c", "import time; time.sleep(60)"])
+    s.wait(slow, lambda j: j["state"] == "running")
+    time.sleep(2.0)
+    quick = s.submit(name="quick", steps=5, command=[PY, "-c", "pass"])
+    s.wait(quick, finished)
+    ev = s.req("GET", f"/v1/jobs/{slow}/events").json()
+    assert [e["detail"] for e in ev if e["kind"] == "preempted"][0] == "at step 0", ev
+    assert s.job(slow)["steps_done"] == 0
+
+
+def test_a_corrupt_or_missing_checkpoint_manifest_never_restarts_from_step_0(service):
+    s = service(cluster="cpu:1x1")
+    a = s.submit(name="a", steps=3000, checkpoint_every=10,
+                 command=[PY, "-m", "quanta.examples.train", "--step-sleep", "0.01"])
+    folder = s.state / "jobs" / str(a)
+    s.wait(a, lambda j: j["steps_done"] >= 45)
+    s.req("POST", f"/v1/jobs/{a}/hold")
+    held = s.wait(a, lambda j: j["reason"] == "JobHeldUser")
+    (folder / "checkpoints" / "manifest.json").write_text("{not json")
+    s.req("POST", f"/v1/jobs/{a}/release")
+    # resumed from the newest checkpoint file (verified by the digest beside it), not step 0
+    s.wait(a, lambda j: j["state"] == "running" and j["steps_done"] > held["steps_done"] + 5)
+    log = (folder / "job.log").read_text()
+    assert "recovering from the 2 checkpoint file(s)" in log and log.count("step 1/3000") == 1
+    # every checkpoint gone (manifest too): the scheduler knew of one, the job fails clearly
+    s.req("POST", f"/v1/jobs/{a}/hold")
+    s.wait(a, lambda j: j["state"] == "pending" and j["reason"] == "JobHeldUser")
+    for f in (folder / "checkpoints").iterdir():
+        f.unlink()
+    s.req("POST", f"/v1/jobs/{a}/release")
+    j = s.wait(a, lambda j: j["state"] == "failed")
+    assert "no usable checkpoint" in j["reason"] and "holds none" in j["reason"], j
+    assert j["failures"] == 0
+
+
+# -- the API and the CLI under many users -------------------------------------------------------------
+def test_api_and_cli_hardening(service, tmp_path):
+    s = service(policy="gavel-las:interval=600", cluster="cpu:1x1")   # nothing starts here
+    env = {"QUANTA_URL": s.url, "QUANTA_TOKEN": s.admin, "COLUMNS": "250"}
+    body = {"name": "a", "command": [PY, "-c", "pass"], "steps": 5}
+    # idempotent submission: the same key is the same job; another spec under it is refused
+    key = {"Idempotency-Key": "k-1"}
+    r1 = s.req("POST", "/v1/jobs", json=body, headers=key)
+    r2 = s.req("POST", "/v1/jobs", json=body, headers=key)
+    assert r1.status_code == 201 and r2.status_code == 200 and r1.json()["id"] == r2.json()["id"]
+    r3 = s.req("POST", "/v1/jobs", json={**body, "steps": 6}, headers=key)
+    assert r3.status_code == 409 and "Idempotency-Key" in r3.json()["error"]
+    first = r1.json()["id"]
+    # a round-based policy's waiting job says why before its first round
+    assert s.job(first)["reason"] == "NextRound"
+    # names that reach metrics and terminals are plain words
+    forged = 'x"} 1\nquanta_gpus_total{gpu_type="cpu"} 9999'
+    r = s.req("POST", "/v1/jobs", json={**body, "queue": forged})
+    assert r.status_code == 422 and "field 'queue'" in r.json()["error"]
+    # rows an older release stored: printed and exported safely
+    import sqlite3
+    with sqlite3.connect(s.state / "quanta.db") as db:
+        for q in (forged, "[/]", "\x1b[31mred"):
+            db.execute("INSERT INTO jobs(user, name, queue, spec, state, submit, total_steps) "
+                       "VALUES ('admin', 'old', ?, ?, 'pending', 0, 5)",
+                       (q, json.dumps({**body, "queue": q})))
+    m = s.req("GET", "/metrics", token="").text
+    assert [ln for ln in m.splitlines() if ln.startswith("quanta_gpus_total")] == \
+        ['quanta_gpus_total{gpu_type="cpu"} 1.0'], m
+    q = cli("queue", env=env)
+    assert q.returncode == 0 and "Traceback" not in q.stderr, q.stderr
+    assert "[/]" in q.stdout and "\x1b" not in q.stdout and "\\x1b[31mred" in q.stdout
+    # pages: limit, after, the total; the CLI shows the first page and says how to get the next
+    for i in range(5):
+        s.submit(name=f"p{i}", steps=5, command=[PY, "-c", "pass"])
+    page = s.req("GET", "/v1/queue", params={"limit": 3})
+    assert len(page.json()) == 3 and page.headers["x-total-count"] == "9"
+    after = int(page.headers["x-next-after"])
+    rest = s.req("GET", "/v1/queue", params={"limit": 100, "after": after})
+    assert [j["id"] for j in page.json() + rest.json()] == sorted(
+        j["id"] for j in page.json() + rest.json()) and len(rest.json()) == 6
+    assert "x-next-after" not in rest.headers
+    q = cli("queue", "--limit", "4", env=env).stdout
+    assert "4 of 9 jobs shown; next page: quanta queue --after" in q
+    # bodies are capped; malformed JSON is named as such (not "field '26'")
+    big = s.req("POST", "/v1/jobs", content=b"{" + b" " * (2 << 20) + b"}",
+                headers={"content-type": "application/json"})
+    assert big.status_code == 413 and "larger than" in big.json()["error"]
+    bad = s.req("POST", "/v1/jobs", content=b'{"name": "x", "command": [}',
+                headers={"content-type": "application/json"})
+    assert bad.status_code == 422 and bad.json()["error"].startswith(
+        "the request body is not valid JSON"), bad.text
+    # `quanta add-user admin` renews the admin's token and keeps it an admin
+    r = cli("add-user", "admin", env=env)
+    assert r.returncode == 0
+    new = r.stdout.strip()
+    assert (s.state / "admin.token").read_text().strip() == new
+    s.admin = env["QUANTA_TOKEN"] = new
+    assert s.req("POST", "/v1/users", token=new, json={"name": "bob"}).status_code == 201
+    demote = s.req("POST", "/v1/users", token=new, json={"name": "admin", "admin": False})
+    assert demote.status_code == 409 and "only admin" in demote.json()["error"]
+    # `logs -n 5` of a huge log reads its end, not the whole file
+    log = s.state / "jobs" / str(first) / "job.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "wb") as f:
+        f.truncate(200 << 20)                 # 200 MB (sparse), then the last lines
+        f.seek(0, 2)
+        f.write(b"".join(b"line %d\n" % i for i in range(10)))
+    out = cli("logs", str(first), "-n", "5", env=env)
+    assert out.stdout.split("\n")[:5] == [f"line {i}" for i in range(5, 10)], out.stdout[-200:]
+    t0 = time.perf_counter()
+    assert s.req("GET", f"/v1/jobs/{first}/logs", params={"tail": 5}).text.endswith("line 9\n")
+    assert time.perf_counter() - t0 < 1.0
+
+
+def test_finished_jobs_show_how_they_ended_not_priority():
+    from quanta.cli_jobs import where_column
+    base = {"held": False, "nodes": "", "reason": ""}
+    assert where_column({**base, "state": "finished"}) == "-"
+    assert where_column({**base, "state": "failed", "reason": "exit code 1"}) == "exit code 1"
+    assert where_column({**base, "state": "pending"}) == "None"
+    assert where_column({**base, "state": "pending", "held": True}) == "JobHeldUser"
+    assert where_column({**base, "state": "running", "nodes": "n0"}) == "n0"
+
+
+@pytest.mark.parametrize("data,needle", [
+    (b"name: x\ncommand: [echo]\nsteps: 5\nsteps: 6\n", "job.yaml:4: not valid YAML (duplicate key 'steps')"),
+    (b"name: x\ncommand: [echo]\nqueue: caf\xe9\n", "job.yaml:3: not UTF-8 text (byte 0xe9)"),
+    (b"name: x\ncommand: [echo]\nenv: {A-B: '1'}\n", "job.yaml: field 'env'"),
+])
+def test_cli_rejects_bad_spec_files_in_one_line(tmp_path, data, needle):
+    spec = tmp_path / "job.yaml"
+    spec.write_bytes(data)
+    r = cli("submit", str(spec), env={"QUANTA_URL": "http://127.0.0.1:9", "QUANTA_TOKEN": "x"})
+    assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_metrics_label_values_are_escaped_with_or_without_prometheus_client():
+    from quanta.service.app import exposition
+    forged = 'x"} 1\nquanta_gpus_total{gpu_type="cpu"} 9999'
+    fams = [("quanta_pending_jobs", "gauge", "Pending jobs per queue.", [("", {"queue": forged}, 2)]),
+            ("quanta_gpus_total", "gauge", "GPUs per type.", [("", {"gpu_type": "cpu"}, 1)])]
+    text = exposition(fams)
+    assert [ln for ln in text.splitlines() if ln.startswith("quanta_gpus_total")] == \
+        ['quanta_gpus_total{gpu_type="cpu"} 1.0']
+    pytest.importorskip("prometheus_client")
+    from prometheus_client.parser import text_string_to_metric_families
+    got = {(s.name, tuple(sorted(s.labels.items())), s.value)
+           for f in text_string_to_metric_families(text) for s in f.samples}
+    assert got == {("quanta_pending_jobs", (("queue", forged),), 2.0),
+                   ("quanta_gpus_total", (("gpu_type", "cpu"),), 1.0)}

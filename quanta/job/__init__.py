@@ -20,9 +20,12 @@ checkpoint. The global batch size is fixed by the job; `local_batch` and `accumu
 allocation, so the optimisation is the same whatever the allocation.
 
 Checkpoints are atomic (written to a temporary file, fsynced, renamed) and carry the model, the
-optimiser, every RNG state and the step, with a SHA-256 in a manifest: a corrupt or truncated file is
-detected, the previous checkpoint is used, and if none is usable the job fails with a clear message
-instead of silently starting over.
+optimiser, every RNG state and the step, with a SHA-256 in a manifest and beside each file
+(`step-N.pt.sha256`): a corrupt or truncated file is detected, the previous checkpoint is used; a
+corrupt or missing manifest is recovered from the checkpoint files themselves (each verified by its
+own digest file, or by loading it); and if no checkpoint is usable although the job had one (or
+the scheduler recorded one: QUANTA_CHECKPOINT_STEP), the job fails with a clear message
+(`checkpoint-error.json` in the job folder tells the scheduler) instead of silently starting over.
 """
 
 from __future__ import annotations
@@ -30,8 +33,10 @@ from __future__ import annotations
 import atexit
 import hashlib
 import json
+import math
 import os
 import random
+import re
 import signal
 import sys
 import time
@@ -41,6 +46,8 @@ from typing import Any, Iterator
 
 KEEP_CHECKPOINTS = 2
 EXIT_CORRUPT = 3          # exit status of a job whose checkpoints are all unusable
+CHECKPOINT_ERROR = "checkpoint-error.json"   # in the job folder: why no checkpoint was usable
+_CKPT_NAME = re.compile(r"step-(\d{9,})\.pt")
 
 
 class CheckpointError(RuntimeError):
@@ -69,6 +76,7 @@ class Allocation:
     report_every_s: float = 1.0
     master_addr: str = "127.0.0.1"
     master_port: int = 29500
+    checkpoint_step: int = 0          # the last checkpoint the scheduler knows of (0: none)
 
     @classmethod
     def from_env(cls, env: dict | None = None) -> "Allocation":
@@ -90,7 +98,8 @@ class Allocation:
                    checkpoint_every=max(1, _env_int(env, "QUANTA_CHECKPOINT_EVERY", 100)),
                    report_every_s=float(env.get("QUANTA_REPORT_EVERY_S", "") or 1.0),
                    master_addr=env.get("MASTER_ADDR", "127.0.0.1"),
-                   master_port=_env_int(env, "MASTER_PORT", 29500))
+                   master_port=_env_int(env, "MASTER_PORT", 29500),
+                   checkpoint_step=_env_int(env, "QUANTA_CHECKPOINT_STEP", 0))
 
     @property
     def micro_batches(self) -> int:
@@ -158,6 +167,7 @@ class Job:
         self._rate_mark: tuple[float, int] | None = None
         self._rate = 0.0
         self._dist = False
+        self._saved_step = 0          # the last checkpoint this process saved or restored
         if alloc.rank == 0:
             self.ckpt_dir.mkdir(parents=True, exist_ok=True)
         signal.signal(signal.SIGTERM, self._on_term)
@@ -242,37 +252,87 @@ class Job:
         torch.save(state, buf)
         data = buf.getvalue()
         name = f"step-{step:09d}.pt"
+        digest = hashlib.sha256(data).hexdigest()
         _atomic_write(self.ckpt_dir / name, data)
-        manifest = self._manifest()
+        # the file's own digest beside it: the file stays verifiable without the manifest
+        _atomic_write(self.ckpt_dir / f"{name}.sha256", digest.encode())
+        manifest = self._manifest() or []
         entries = [e for e in manifest if e["file"] != name]
-        entries.append({"file": name, "step": step, "sha256": hashlib.sha256(data).hexdigest()})
+        entries.append({"file": name, "step": step, "sha256": digest})
         entries.sort(key=lambda e: e["step"])
         for old in entries[:-KEEP_CHECKPOINTS]:
             (self.ckpt_dir / old["file"]).unlink(missing_ok=True)
+            (self.ckpt_dir / f"{old['file']}.sha256").unlink(missing_ok=True)
         write_json(self.ckpt_dir / "manifest.json", entries[-KEEP_CHECKPOINTS:])
+        self._saved_step = step
 
-    def _manifest(self) -> list[dict]:
+    def _manifest(self) -> list[dict] | None:
+        """The manifest's entries; None when it is missing or unreadable (not a list of entries
+        naming a checkpoint file of this folder, a step and a digest)."""
         entries = read_json(self.ckpt_dir / "manifest.json")
-        return entries if isinstance(entries, list) else []
+        if not isinstance(entries, list) or not entries:
+            return None
+        for e in entries:
+            if not (isinstance(e, dict) and isinstance(e.get("file"), str)
+                    and _CKPT_NAME.fullmatch(e["file"]) and isinstance(e.get("step"), int)
+                    and isinstance(e.get("sha256"), str)):
+                return None
+        return entries
+
+    def _files(self) -> list[dict]:
+        """The checkpoint files themselves, oldest first, each with the digest written beside it
+        (None if that is gone: the file is then verified by loading it)."""
+        out = []
+        for path in self.ckpt_dir.glob("step-*.pt"):
+            m = _CKPT_NAME.fullmatch(path.name)
+            if m:
+                try:
+                    digest = (self.ckpt_dir / f"{path.name}.sha256").read_text().strip() or None
+                except OSError:
+                    digest = None
+                out.append({"file": path.name, "step": int(m.group(1)), "sha256": digest})
+        return sorted(out, key=lambda e: e["step"])
+
+    def _fail(self, message: str) -> "CheckpointError":
+        """The error of a job without a usable checkpoint, also left for the scheduler."""
+        if self.alloc.rank == 0:
+            try:
+                write_json(self.dir / CHECKPOINT_ERROR, {"message": message, "time": time.time()})
+            except OSError:
+                pass
+        return CheckpointError(message)
 
     def restore(self, model, optimizer) -> int:
         """Load the newest usable checkpoint; returns the step to continue from (0 if none).
-        A checkpoint whose bytes do not match its manifest digest is skipped with a warning;
-        when checkpoints exist but none is usable, CheckpointError."""
+        A checkpoint whose bytes do not match its digest is skipped with a warning; a missing or
+        unreadable manifest is recovered from the checkpoint files (each checked against the
+        digest beside it, or by loading it); when the job had checkpoints (or the scheduler
+        recorded one) but none is usable, CheckpointError: never a silent restart from step 0."""
         import io
 
         import numpy as np
         import torch
         entries = self._manifest()
+        manifest_path = self.ckpt_dir / "manifest.json"
+        if entries is None:
+            entries = self._files()
+            if manifest_path.exists() or entries:
+                print(f"quanta: checkpoint manifest {manifest_path} is "
+                      f"{'unreadable' if manifest_path.exists() else 'missing'}; recovering from "
+                      f"the {len(entries)} checkpoint file(s) themselves", file=sys.stderr,
+                      flush=True)
         for entry in reversed(entries):
             path = self.ckpt_dir / entry["file"]
             try:
                 data = path.read_bytes()
-                if hashlib.sha256(data).hexdigest() != entry["sha256"]:
-                    raise ValueError("its SHA-256 does not match the manifest")
+                if entry["sha256"] is not None and \
+                        hashlib.sha256(data).hexdigest() != entry["sha256"]:
+                    raise ValueError("its SHA-256 does not match its recorded digest")
                 # map_location: a checkpoint of GPU tensors (older ones were saved so) must not
                 # be loaded onto the device it was saved from, which may be absent or another job's
                 state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
+                if int(state["step"]) != entry["step"]:
+                    raise ValueError(f"it holds step {state['step']}, not {entry['step']}")
             except Exception as err:   # noqa: BLE001 - any failure means: not usable
                 print(f"quanta: checkpoint {path} is corrupt ({err}); trying an older one",
                       file=sys.stderr, flush=True)
@@ -285,17 +345,34 @@ class Job:
                 torch.cuda.set_rng_state(state["rng"]["cuda"], torch.device(self.alloc.device))
             np.random.set_state(state["rng"]["numpy"])
             random.setstate(state["rng"]["python"])
+            self._saved_step = int(state["step"])
             return int(state["step"])
         if entries:
-            raise CheckpointError(f"every checkpoint of job {self.alloc.job_id} in {self.ckpt_dir} "
-                                  f"is corrupt ({len(entries)} tried)")
+            raise self._fail(f"every checkpoint of job {self.alloc.job_id} in {self.ckpt_dir} "
+                             f"is corrupt ({len(entries)} tried)")
+        if manifest_path.exists():
+            raise self._fail(f"the checkpoint manifest of job {self.alloc.job_id} "
+                             f"({manifest_path}) is unreadable and no checkpoint file is left")
+        if self.alloc.checkpoint_step > 0:
+            raise self._fail(f"job {self.alloc.job_id} saved a checkpoint at step "
+                             f"{self.alloc.checkpoint_step}, but {self.ckpt_dir} holds none")
         return 0
 
     # -- progress ------------------------------------------------------------------------------
     def report(self, step: int, force: bool = False) -> None:
-        """Progress (steps done) and measured throughput (steps/s), at most every report_every_s."""
+        """Progress (steps done) and measured throughput (steps/s), at most every report_every_s.
+        A step that is not a finite number >= 0 is not reported (a warning says so)."""
         if self.alloc.rank != 0:
             return
+        try:
+            value = float(step)
+        except (TypeError, ValueError, OverflowError):
+            value = float("nan")
+        if isinstance(step, (bool, str)) or not math.isfinite(value) or value < 0:
+            print(f"quanta: job.report({step!r}) ignored: a step is a finite number >= 0",
+                  file=sys.stderr, flush=True)
+            return
+        step = int(value) if value.is_integer() else value
         now = time.time()
         if self._rate_mark is None:
             self._rate_mark = (now, step)
@@ -311,7 +388,8 @@ class Job:
             write_json(self.dir / "progress.json",
                        {"step": step, "total_steps": self.alloc.total_steps,
                         "steps_per_s": self._rate, "time": now,
-                        "world_size": self.alloc.world_size, "gpu_type": self.alloc.gpu_type})
+                        "world_size": self.alloc.world_size, "gpu_type": self.alloc.gpu_type,
+                        "checkpoint_step": self._saved_step})
 
     # -- the loop ------------------------------------------------------------------------------
     def steps(self, model, optimizer, total_steps: int | None = None) -> Iterator[int]:

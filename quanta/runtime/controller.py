@@ -19,9 +19,13 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import math
 import pickle
+import secrets
+import sys
 import threading
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,18 +35,26 @@ from quanta.core.jobtable import DONE, KIND_CODES, PENDING, RUNNING, SHARE_MODES
 from quanta.core.loop import DecisionLoop
 from quanta.core.mechanism import Kind, Transition
 from quanta.errors import QuantaError
-from quanta.job import EXIT_CORRUPT, read_json
+from quanta.job import read_json, write_json
 from quanta.model.cluster import Cluster
 from quanta.perf.base import PerfModel, allocation_rate
 from quanta.perf.online import OnlineModel
 from quanta.placement.occupancy import Occupancy
 from quanta.policies.base import Policy
+from quanta.runtime import faults
 from quanta.runtime.backends.base import Backend, Exit, Launch, Rank
 from quanta.runtime.spec import JobSubmission
 from quanta.service.store import ACTIVE, JobRecord, Store
 
 MAX_LATENCIES = 10_000
 POLICY_STATE = "policy_state"    # store meta key: (policy label, Decision.state, wake_at)
+# a job's launch that ended (its handle, token and stop request are no longer current)
+ENDED = {"handle": "", "token": "", "stopping": ""}
+BACKOFF_S, BACKOFF_CAP_S = 1.0, 120.0   # wait before the n-th retry: 1 s, 2 s, 4 s, ... 120 s
+IDENTITY = "identity.json"       # a job folder's owner: this store's id and the job's id
+CHECKPOINT_ERROR = "checkpoint-error.json"   # the job SDK's word that no checkpoint is usable
+# progress.json fields the runtime reads: a value of the wrong type is ignored (and logged)
+PROGRESS_FIELDS = ("step", "steps_per_s", "time", "world_size", "checkpoint_step")
 
 
 @dataclass
@@ -82,6 +94,10 @@ class Runtime:
         self.cancelling: set[int] = set()        # cancelled, processes still checkpointing
         self.failures: dict[int, int] = {}
         self.procs: dict[int, _Proc] = {}        # rows with live processes
+        self.reported: dict[int, float] = {}     # row -> the last step the job itself reported
+        self.backoff: dict[int, float] = {}      # row -> time before which a failed job waits
+        self.warned: set[int] = set()            # rows whose bad progress.json was logged
+        self.store_id = store.store_id()
         self.to_launch: dict[int, Transition] = {}
         self.reasons: dict[int, str] = {}
         self.events: set[str] = set()
@@ -130,7 +146,19 @@ class Runtime:
         """Give jobs table rows (one JobTable.extend for all: restarts load every job at once)."""
         if not recs:
             return []
-        subs = [JobSubmission.model_validate(rec.spec) for rec in recs]
+        subs, broken = [], []
+        for rec in recs:
+            try:
+                subs.append(JobSubmission.model_validate(rec.spec))
+            except Exception as err:   # noqa: BLE001 - validated when stored, by an older release
+                try:                   # (whose rules were looser): taken as it was then
+                    sub = JobSubmission.model_construct(**rec.spec)
+                    if not (isinstance(sub.command, list) and sub.command):
+                        raise ValueError("no command") from err
+                    subs.append(sub)
+                except Exception as err2:   # noqa: BLE001 - that job fails; the service goes on
+                    subs.append(JobSubmission(name="invalid", command=["false"], steps=1))
+                    broken.append((rec, " ".join(str(err2).split())[:300]))
         rows = self.table.extend([sub.to_spec(str(rec.id), rec.submit, rec.user)
                                   for sub, rec in zip(subs, recs)]).tolist()
         t, now = self.table, self.now()
@@ -139,6 +167,7 @@ class Runtime:
             self.row_of[rec.id] = row
             self.subs[row] = sub
             self.failures[row] = rec.failures
+            self.reported[row] = float(rec.steps_done)
             if rec.state not in ACTIVE:
                 t.state[row] = DONE
                 t.end[row] = (rec.end_time or rec.submit) - self.epoch
@@ -152,6 +181,10 @@ class Runtime:
                 t.first_start[row] = rec.start - self.epoch
             if rec.held:
                 self.held.add(row)
+        for rec, err in broken:
+            if rec.state in ACTIVE and rec.state != "running":
+                row = self.row_of[rec.id]
+                self._close(row, "failed", f"its stored spec is no longer valid: {err}", now)
         return rows
 
     def workdir(self, job_id: int) -> Path:
@@ -160,44 +193,95 @@ class Runtime:
     def recover(self) -> None:
         """Load the store's jobs (every one, in id order: the table rows are then the same as before
         a restart, so the policy's persisted state still refers to the right jobs); adopt the
-        launchers still running, requeue the rest."""
+        launchers still running (also one started but not recorded as started: found by its
+        launch token), and settle the jobs whose processes ended while no scheduler watched as
+        what they were becoming (a stop request is recorded before the job is signalled)."""
         with self.lock:
             now = self.now()
             recs = self.store.jobs()
             for rec, row in zip(recs, self._add(recs)):
-                if rec.state not in ACTIVE:
+                if rec.state not in ACTIVE or self.table.state[row] == DONE:
                     continue
-                if rec.cancel:
-                    self.cancelling.add(row)
-                if rec.state != "running":
-                    if rec.cancel:
-                        self._close(row, "cancelled", "cancelled by its user", now)
-                    continue
-                gpus = np.asarray(rec.devices, dtype=np.int64)
-                grace = self.subs[row].grace_s
-                if gpus.size and self.backend.adopt(str(rec.id), self.workdir(rec.id), rec.handle,
-                                                    grace) and np.all(self.occ.owner[gpus] == -1):
-                    t_idx = self.cluster.types.index(rec.gpu_type)
-                    self.occ.assign(row, gpus)
-                    nodes = self.occ.nodes_of(gpus)
-                    rate = self._rate(row, Transition(row, Kind.START, t_idx, gpus, nodes,
-                                                      nodes <= self.cluster.min_nodes(t_idx, len(gpus))))
-                    self.table.apply_transitions(now, np.array([row]), np.array([KIND_CODES["start"]]),
-                                                 np.array([t_idx]), [gpus], np.array([rate]),
-                                                 np.array([0.0]))
-                    self.procs[row] = _Proc(gpus, training=True)
-                    if rec.cancel or rec.held:
-                        self._stop_running(row, "cancel" if rec.cancel else "hold")
-                    self.store.update(rec.id, ("adopt", f"pid {rec.handle}"), devices=rec.devices)
-                else:
-                    done = read_json(self.workdir(rec.id) / "exit.json")
-                    self.procs[row] = _Proc(gpus)
-                    self._handle_exit(row, Exit(str(rec.id), int(done["returncode"]) if done else -9,
-                                                "" if done else "its processes were gone after "
-                                                "a scheduler restart"), now)
+                try:
+                    self._recover_one(rec, row, now)
+                except Exception as err:   # noqa: BLE001 - one job's trouble never stops the service
+                    self._internal_error(row, "recovering it after a restart", err, now)
             self.store.dirty_jobs()        # everything is loaded
             self._load_policy_state()
             self.events.add("arrival")
+
+    def _recover_one(self, rec: JobRecord, row: int, now: float) -> None:
+        if rec.cancel:
+            self.cancelling.add(row)
+        if rec.state != "running" and not rec.token:     # waiting, no launch in flight
+            if rec.cancel:
+                self._close(row, "cancelled", "cancelled by its user", now)
+            return
+        # what the job was becoming: its recorded stop request, else the user's pending request
+        why = rec.stopping or ("cancel" if rec.cancel else "hold" if rec.held else "")
+        gpus = np.asarray(rec.devices, dtype=np.int64)
+        grace = self.subs[row].grace_s
+        wd = self.workdir(rec.id)
+        handle = ""
+        if gpus.size and np.all(self.occ.owner[gpus] == -1):
+            if rec.state == "running" and rec.handle and \
+                    self.backend.adopt(str(rec.id), wd, rec.handle, grace, token=rec.token):
+                handle = rec.handle
+            elif rec.token and hasattr(self.backend, "find"):
+                handle = self.backend.find(str(rec.id), wd, rec.token, grace, len(gpus))
+        if handle:
+            t_idx = self.cluster.types.index(rec.gpu_type)
+            self.occ.assign(row, gpus)
+            nodes = self.occ.nodes_of(gpus)
+            rate = self._rate(row, Transition(row, Kind.START, t_idx, gpus, nodes,
+                                              nodes <= self.cluster.min_nodes(t_idx, len(gpus))))
+            self.table.apply_transitions(now, np.array([row]), np.array([KIND_CODES["start"]]),
+                                         np.array([t_idx]), [gpus], np.array([rate]),
+                                         np.array([0.0]))
+            self.procs[row] = _Proc(gpus, training=True)
+            unrecorded = rec.state != "running"
+            self.store.update(rec.id, ("adopt", f"launcher {handle}" + (
+                " (its start had not been recorded)" if unrecorded else "")), devices=rec.devices,
+                state="running", handle=handle, reason="")
+            if why in ("cancel", "hold"):
+                self._stop_running(row, why)
+            elif why:                # preempt, move, node: the job goes back to waiting
+                self._release(row, now)
+                self._ask_stop(row, "preempt" if why == "move" else why)
+            return
+        done = read_json(wd / "exit.json")
+        if not isinstance(done, dict) or done.get("token", "") != rec.token:
+            done = None                      # none, or another launch's
+        if rec.state != "running" and done is None:
+            # the launch was recorded but its launcher never started: nothing ran
+            self.store.update(rec.id, devices=[], gpus=0, **ENDED)
+            if rec.cancel:
+                self._close(row, "cancelled", "cancelled by its user", now)
+            return
+        if rec.state != "running":            # it started (unrecorded) and ended unwatched
+            self.store.update(rec.id, ("adopt", "a launch whose start had not been recorded; "
+                                       "it ended while no scheduler ran"))
+        self.procs[row] = _Proc(gpus, stopping=why)
+        if why == "preempt":          # the policy's preemption, not yet in the stored count
+            self.table.preemptions[row] += 1
+        try:
+            code = int(done["returncode"]) if done else -9
+        except (KeyError, TypeError, ValueError, OverflowError):
+            code = 1
+        self._handle_exit(row, Exit(str(rec.id), code, str(done.get("message", "")) if done else
+                                    "its processes were gone after a scheduler restart",
+                                    bool(done.get("permanent")) if done else False), now)
+
+    def _internal_error(self, row: int, doing: str, err: Exception, now: float) -> None:
+        """A bug met while handling one job: logged with its traceback, the job failed with one
+        line (never left RUNNING on its devices), the service goes on."""
+        traceback.print_exc()
+        msg = f"internal error while {doing}: {type(err).__name__}: {err}"
+        try:
+            self.procs.pop(row, None)
+            self._close(row, "failed", " ".join(msg.split())[:500], now)
+        except Exception:   # noqa: BLE001 - already reported above
+            traceback.print_exc()
 
     def _load_policy_state(self) -> None:
         blob = self.store.meta(POLICY_STATE)
@@ -229,8 +313,17 @@ class Runtime:
             for ex in self.backend.poll():
                 row = self.row_of.get(int(ex.job_id))
                 if row is not None:
-                    self._handle_exit(row, ex, now)
+                    faults.point("exit-seen")
+                    try:
+                        self._handle_exit(row, ex, now)
+                    except Exception as err:   # noqa: BLE001 - that job fails, not the service
+                        self._internal_error(row, "handling the end of its processes", err, now)
+                    faults.point("exit-recorded")
             self._read_progress(now)
+            for row, until in list(self.backoff.items()):
+                if now >= until or self.table.state[row] != PENDING:
+                    del self.backoff[row]       # its wait after a failure is over
+                    self.events.add("arrival")
             interval = self.policy.interval
             if interval and (self.next_tick is None or now >= self.next_tick):
                 self.events.add("tick")
@@ -257,19 +350,23 @@ class Runtime:
     def _active(self) -> np.ndarray:
         st = self.table.state
         act = np.flatnonzero((st == PENDING) | (st == RUNNING))
-        if self.held or self.cancelling:
-            act = act[~np.isin(act, list(self.held | self.cancelling))]
+        if self.held or self.cancelling or self.backoff:
+            act = act[~np.isin(act, list(self.held | self.cancelling | set(self.backoff)))]
         return act
 
     # -- requests from the API ---------------------------------------------------------------------
     def _sync_requests(self, now: float) -> None:
         dirty = self.store.dirty_jobs()
         new = [rec for rec in dirty if rec.id not in self.row_of]
+        waits = []
         for rec in new:                        # every job gets a row, in id order (see recover)
             if rec.state in ACTIVE:
                 self.events.add("arrival")
                 if rec.held:
-                    self.store.update(rec.id, reason="JobHeldUser")
+                    waits.append((rec.id, {"reason": "JobHeldUser"}))
+                elif self.policy.interval:     # nothing is decided before the next round
+                    waits.append((rec.id, {"reason": "NextRound"}))
+        self.store.update_many(waits)
         self._add(new)
         for rec in dirty:
             row = self.row_of[rec.id]
@@ -302,7 +399,7 @@ class Runtime:
     def _stop_running(self, row: int, why: str) -> None:
         """Take the job off its GPUs now (in the scheduler's books) and ask its processes to stop."""
         now = self.now()
-        self._release(row, now)
+        self._release(row, now, count=False)       # a hold or a cancel, not a preemption
         proc = self.procs.get(row)
         if proc is not None:
             self._ask_stop(row, why)
@@ -311,10 +408,14 @@ class Runtime:
 
     # -- processes ---------------------------------------------------------------------------------
     def _ask_stop(self, row: int, why: str) -> None:
-        """Ask a job's processes to checkpoint and exit (logged: preempt-to-resume starts here)."""
+        """Ask a job's processes to checkpoint and exit (logged: preempt-to-resume starts here).
+        The request is recorded first: a service killed before the job's end is recorded settles
+        the job after a restart as what it was becoming (see recover)."""
         self.procs[row].stopping = why
+        self.store.update(self.ids[row], ("stopping", why), stopping=why)
+        faults.point("stop-recorded")
         self.backend.stop(str(self.ids[row]))
-        self.store.update(self.ids[row], ("stopping", why))
+        faults.point("stop-signalled")
 
     def _handle_exit(self, row: int, ex: Exit, now: float) -> None:
         t = self.table
@@ -322,8 +423,12 @@ class Runtime:
         proc = self.procs.pop(row, _Proc(np.empty(0, np.int64)))
         self._read_one(row, now)
         sub = self.subs[row]
-        prog = read_json(self.workdir(job_id) / "progress.json") or {}
-        steps = float(prog.get("step", t.prog0[row]))
+        prog = self._progress(row)
+        if "step" in prog:
+            self.reported[row] = prog["step"]
+        if "checkpoint_step" in prog:
+            self.store.update(job_id, checkpoint_step=int(prog["checkpoint_step"]))
+        steps = float(self.reported.get(row, 0.0))     # what the job reported, never an estimate
         why = proc.stopping
         # exit 0 is success (as in Slurm and Kubernetes), unless the scheduler asked the job to
         # stop (a job of the SDK checkpoints and exits 0 then) and it had steps left
@@ -334,43 +439,56 @@ class Runtime:
         if why == "cancel":
             self._close(row, "cancelled", "cancelled by its user", now, steps_done=steps)
             return
-        if ex.returncode == EXIT_CORRUPT:
-            self._close(row, "failed", "every checkpoint is corrupt (see quanta logs)", now)
+        bad = read_json(self.workdir(job_id) / CHECKPOINT_ERROR)
+        if bad is not None:        # the job SDK found no usable checkpoint: retrying cannot help
+            msg = bad.get("message", "") if isinstance(bad, dict) else ""
+            self._close(row, "failed", " ".join(f"no usable checkpoint: {msg}".split())[:500]
+                        + " (see quanta logs)", now)
             self.events.add("completion")
             return
         if why in ("preempt", "hold", "move", "node"):
             if why == "node":
                 self.store.update(job_id, ("requeued", f"its node was lost at step {int(steps)}"),
-                                  state="pending", reason="NodeFail", steps_done=steps, handle="")
+                                  state="pending", reason="NodeFail", steps_done=steps, **ENDED)
             elif why == "hold":
-                self.store.update(job_id, ("stopped", "held"), state="pending",
-                                  reason="JobHeldUser", steps_done=steps, handle="")
+                self.store.update(job_id, ("stopped", f"held at step {int(steps)}"), state="pending",
+                                  reason="JobHeldUser", steps_done=steps, **ENDED)
             elif why == "preempt" or row not in self.to_launch:
                 self.store.update(job_id, ("preempted", f"at step {int(steps)}"), state="pending",
-                                  reason="Preempted", steps_done=steps, handle="",
-                                  preemptions=int(t.preemptions[row]))
+                                  reason="Preempted", steps_done=steps,
+                                  preemptions=int(t.preemptions[row]), **ENDED)
+            else:
+                self.store.update(job_id, steps_done=steps, **ENDED)
             self.events.add("completion")
             return
         # the job's processes ended on their own without finishing: a failure
         self.failures[row] += 1
         detail = ex.message or f"exit code {ex.returncode}"
-        if self.failures[row] > sub.max_failures:
+        if ex.permanent:           # it could not start, and would not on a retry
+            self._close(row, "failed", detail, now, failures=self.failures[row])
+        elif self.failures[row] > sub.max_failures:
             self._close(row, "failed", f"{detail}; gave up after {self.failures[row]} failures",
                         now, failures=self.failures[row])
         else:
-            self._release(row, now)
-            self.store.update(job_id, ("failure", f"{detail}; requeued from its last checkpoint"),
+            self._release(row, now, count=False)     # a failure, not a preemption
+            wait = min(BACKOFF_CAP_S, BACKOFF_S * 2 ** (self.failures[row] - 1))
+            self.backoff[row] = now + wait
+            self.store.update(job_id, ("failure", f"{detail}; requeued from its last checkpoint, "
+                                       f"retried in {wait:g} s"),
                               state="pending", reason="Requeued", failures=self.failures[row],
-                              steps_done=steps, handle="")
+                              steps_done=steps, **ENDED)
         self.events.add("failure")
 
-    def _release(self, row: int, now: float, preempted: bool = True) -> None:
-        """Take a job off its GPUs in the scheduler's books (and off its pending launch); counted
-        as a preemption unless it is ending."""
+    def _release(self, row: int, now: float, preempted: bool = True, count: bool = True) -> None:
+        """Take a job off its GPUs in the scheduler's books (and off its pending launch); back to
+        waiting unless it is ending (preempted=False), counted as a preemption only when the
+        policy preempted it (count=False for failures, holds, cancels, lost nodes)."""
         if self.table.state[row] == RUNNING:
             self.occ.release(row)
             if preempted:
                 self.table.hold(row, now, Kind.PREEMPT.value, -1, np.empty(0, np.int64), 0.0, 0.0)
+                if not count:
+                    self.table.preemptions[row] -= 1
         self.to_launch.pop(row, None)
 
     def _close(self, row: int, state: str, message: str, now: float, **cols) -> None:
@@ -382,21 +500,22 @@ class Runtime:
         self.held.discard(row)
         self.cancelling.discard(row)
         att = float(t.att0[row])
+        self.backoff.pop(row, None)
         self.store.update(self.ids[row], (state, message), state=state, reason=message,
-                          end_time=self.epoch + now, gpus=0, devices=[], handle="", attained=att,
-                          preemptions=int(t.preemptions[row]), **cols)
+                          end_time=self.epoch + now, gpus=0, devices=[], attained=att,
+                          preemptions=int(t.preemptions[row]), **ENDED, **cols)
 
     def _node_lost(self, node: int, now: float) -> None:
         """A node is gone: its jobs lose their GPUs now; their processes' ends follow."""
         name = self.cluster.nodes[node].name
         self.store.update(None, ("node-lost", name))
         for row in self.occ.node_down(node):
-            self._release(row, now)
+            self._release(row, now, count=False)
             if row in self.procs:
                 self._ask_stop(row, "node")    # ranks on other nodes checkpoint and end
             else:
                 self.store.update(self.ids[row], ("requeued", f"its node {name} was lost"),
-                                  state="pending", reason="NodeFail", handle="")
+                                  state="pending", reason="NodeFail", **ENDED)
         self.events.add("failure")
 
     def _read_progress(self, now: float) -> None:
@@ -408,18 +527,52 @@ class Runtime:
                 updates.append((self.ids[row], cols))
         self.store.update_many(updates)
 
-    def _read_one(self, row: int, now: float) -> dict:
-        prog = read_json(self.workdir(self.ids[row]) / "progress.json")
-        t = self.table
-        if not prog or t.state[row] != RUNNING:
+    def _progress(self, row: int) -> dict:
+        """The job's progress.json, its fields checked: a value of the wrong type (a string step,
+        NaN, a negative rate) is the job's problem: ignored, and logged once per launch (as an
+        event and on the service's stderr); never an exception here."""
+        try:
+            prog = read_json(self.workdir(self.ids[row]) / "progress.json")
+        except Exception:   # noqa: BLE001 - e.g. nested too deep to parse
+            prog = "unparsable"
+        if prog is None:
             return {}
-        step = float(prog.get("step", 0.0))
-        rate = float(prog.get("steps_per_s", 0.0))
+        out, bad = {}, []
+        if not isinstance(prog, dict):
+            bad.append(("progress.json", prog))
+            prog = {}
+        for key in PROGRESS_FIELDS:
+            if key not in prog:
+                continue
+            v = prog[key]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+                    or v < 0:
+                bad.append((key, v))
+            else:
+                out[key] = float(v)
+        if bad and row not in self.warned:
+            self.warned.add(row)
+            what = ", ".join(f"{k}={v!r}"[:80] for k, v in bad)
+            print(f"quanta: job {self.ids[row]}: ignored bad progress.json values: {what}",
+                  file=sys.stderr, flush=True)
+            self.store.update(self.ids[row], ("bad-progress", f"ignored in progress.json: {what}"))
+        return out
+
+    def _read_one(self, row: int, now: float) -> dict:
+        t = self.table
+        if t.state[row] != RUNNING:
+            return {}
+        prog = self._progress(row)
+        if "step" not in prog:
+            return {}
+        step = prog["step"]
+        rate = prog.get("steps_per_s", 0.0)
         proc = self.procs.get(row)
         if proc is not None and not proc.training and prog.get("time", 0.0) >= proc.launched_at:
             proc.training = True     # restored and training: the end of a (re)start
             self.store.update(self.ids[row], ("training", f"from step {int(step)}"),
                               at=prog.get("time"))
+        self.reported[row] = step
         t.mark(row, now)
         t.prog0[row] = min(step, t.total[row])
         t.set_phase(row)          # the model's rates for the training phase it has reached
@@ -430,8 +583,11 @@ class Runtime:
             if g >= 0 and gpus is not None and int(prog.get("world_size", 0)) == len(gpus):
                 self.perf.observe(t.specs[row], self.cluster.types[g], len(gpus),
                                   self.occ.nodes_of(gpus), rate)
-        return {"steps_done": float(t.prog0[row]), "steps_per_s": rate,
+        cols = {"steps_done": float(t.prog0[row]), "steps_per_s": rate,
                 "attained": float(t.att0[row])}
+        if "checkpoint_step" in prog:
+            cols["checkpoint_step"] = int(prog["checkpoint_step"])
+        return cols
 
     # -- transitions -------------------------------------------------------------------------------
     def _rate(self, row: int, tr: Transition) -> float:
@@ -510,23 +666,74 @@ class Runtime:
             plan = dataclasses.asdict(tr.plan)
             env["QUANTA_PLAN"] = json.dumps(plan)
             env["QUANTA_ACCUMULATION"] = str(max(1, int(plan.get("ga_steps", 1))))
+        if rec is not None and rec.checkpoint_step > 0:   # the SDK fails clearly if it is gone
+            env["QUANTA_CHECKPOINT_STEP"] = str(rec.checkpoint_step)
+        token = secrets.token_hex(8)
         launch = Launch(str(job_id), self.workdir(job_id), list(sub.command), ranks, gtype, attempt,
-                        cwd=sub.cwd, env=env, grace_s=sub.grace_s)
+                        cwd=sub.cwd, env=env, grace_s=sub.grace_s, token=token)
+        nodes = ",".join(self.cluster.nodes[n].name for n in sorted({r.node for r in ranks}))
         try:
+            self._claim_folder(job_id, rec)
+            # the launch is recorded before it starts: a restart finds the launcher by its token
+            # (or learns that it never started) instead of starting a second one
+            self.store.update(job_id, token=token, attempt=attempt, devices=tr.gpus.tolist(),
+                              gpu_type=gtype, nodes=nodes, stopping="")
+            faults.point("launch-intent")
             handle = self.backend.launch(launch)
-        except (OSError, QuantaError) as err:
-            self._close(row, "failed", f"could not start: {err}", now)
+        except Exception as err:   # noqa: BLE001 - the job's failure to start, never the service's
+            self._launch_failed(row, err, now)
             return
+        faults.point("launched")
+        self.warned.discard(row)
         self.procs[row] = _Proc(tr.gpus.copy(), launched_at=self.clock())
         first = np.isnan(self.table.first_start[row]) or rec is None or rec.start is None
         cols = dict(state="running", reason="", gpus=len(tr.gpus), gpu_type=gtype,
-                    devices=tr.gpus.tolist(), nodes=",".join(self.cluster.nodes[n].name for n in
-                                                              sorted({r.node for r in ranks})),
-                    handle=handle, attempt=attempt)
+                    devices=tr.gpus.tolist(), nodes=nodes, handle=handle, attempt=attempt)
         if rec is not None and rec.start is None:
             cols["start"] = self.epoch + now
         self.store.update(job_id, ("start" if first else "resume",
                                    f"{len(tr.gpus)} x {gtype} on {cols['nodes']}"), **cols)
+        faults.point("started")
+
+    def _claim_folder(self, job_id: int, rec: JobRecord | None) -> None:
+        """Make the job's folder this job's: a folder another database's job left there (same id,
+        other store) is moved aside to jobs/.orphaned/, never resumed from. A folder without an
+        identity counts as this job's only if this job was launched before (an upgrade)."""
+        wd = self.workdir(job_id)
+        mine = {"store": self.store_id, "job": job_id}
+        ident = read_json(wd / IDENTITY)
+        if ident == mine:
+            (wd / CHECKPOINT_ERROR).unlink(missing_ok=True)
+            return
+        if wd.exists() and any(wd.iterdir()) and not (ident is None and rec is not None
+                                                      and rec.attempt > 0):
+            owner = ident.get("store", "unknown") if isinstance(ident, dict) else "unknown"
+            dest = self.jobs_dir / ".orphaned" / f"{job_id}-{owner}-{int(time.time() * 1000)}"
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            wd.rename(dest)
+            self.store.update(job_id, ("folder-moved", f"{wd} held another database's job "
+                                       f"{job_id} (store {owner}); moved to {dest}"))
+        wd.mkdir(parents=True, exist_ok=True)
+        (wd / CHECKPOINT_ERROR).unlink(missing_ok=True)
+        write_json(wd / IDENTITY, mine)
+
+    def _launch_failed(self, row: int, err: Exception, now: float) -> None:
+        """The launch raised (the backend could not start the launcher, or the job's folder is
+        unusable): said in the job's events and its log; an error that a retry would repeat
+        fails the job, any other is a failure retried after a back-off."""
+        from quanta.runtime.launch import is_permanent
+        job_id = self.ids[row]
+        msg = " ".join(f"could not start: {type(err).__name__}: {err}".split())[:500]
+        try:
+            with open(self.workdir(job_id) / "job.log", "a", errors="replace") as f:
+                f.write(f"quanta: {msg}\n")
+        except OSError:
+            pass
+        self.store.update(job_id, ("launch-error", msg), devices=[], **ENDED)
+        self.procs.pop(row, None)
+        self.procs[row] = _Proc(np.empty(0, np.int64))
+        self._handle_exit(row, Exit(str(job_id), 127, msg,
+                                    isinstance(err, QuantaError) or is_permanent(err)), now)
 
     def _update_reasons(self, active: np.ndarray) -> None:
         """Why each waiting job waits: Resources (not enough free devices of an allowed type) or

@@ -6,6 +6,12 @@ process), forwards SIGTERM to them (they checkpoint and exit), and when they are
 JOB_DIR/exit.json with the job's return code. If one rank fails, the others are stopped (SIGTERM,
 then SIGKILL after the grace period). It runs in its own session, so a scheduler that dies leaves
 it running: a restarted scheduler adopts it by its pid and reads exit.json when it ends.
+
+`python -m quanta.runtime.launch JOB_DIR TOKEN`: the token (the scheduler's record of this launch)
+is on the command line, so a scheduler that died before recording the launch finds it, and in
+exit.json, so an exit.json is never taken for another launch's. A rank that cannot be started
+(missing program or folder, NUL byte, bad environment name) ends the launch at once: exit.json
+says why, whether trying again could help ("permanent"), and job.log says it too.
 """
 
 from __future__ import annotations
@@ -34,11 +40,26 @@ def rank_env(spec: dict, rank: int, base: dict) -> dict:
     return env
 
 
+# errors of starting a rank that starting it again would repeat (the program or folder is missing,
+# not executable, the arguments or environment malformed); anything else (out of memory or
+# processes) may pass, and is retried
+PERMANENT = (FileNotFoundError, NotADirectoryError, PermissionError, IsADirectoryError, ValueError,
+             TypeError, UnicodeError)
+
+
+def is_permanent(err: BaseException) -> bool:
+    import errno
+    return isinstance(err, PERMANENT) or getattr(err, "errno", None) in (errno.ENOEXEC, errno.E2BIG,
+                                                                          errno.ENAMETOOLONG)
+
+
 def main(argv: list[str]) -> int:
     job_dir = Path(argv[0])
+    token = argv[1] if len(argv) > 1 else ""
     spec = read_json(job_dir / "launch.json")
-    if not spec:
-        print(f"quanta launch: {job_dir}/launch.json is missing or unreadable", file=sys.stderr)
+    if not isinstance(spec, dict) or spec.get("token", "") != token:
+        print(f"quanta launch: {job_dir}/launch.json is missing, unreadable or of another launch",
+              file=sys.stderr)
         return 2
     grace = float(spec.get("grace_s", 30.0))
     log = open(job_dir / "job.log", "ab", buffering=0)
@@ -55,10 +76,21 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, on_term)
     base = dict(os.environ)
     for rank in range(len(spec["ranks"])):
-        out = log if rank == 0 else open(job_dir / f"rank-{rank}.log", "ab", buffering=0)
-        procs.append(subprocess.Popen(spec["command"], cwd=spec.get("cwd") or job_dir,
-                                      env=rank_env(spec, rank, base), stdout=out,
-                                      stderr=subprocess.STDOUT))
+        try:
+            out = log if rank == 0 else open(job_dir / f"rank-{rank}.log", "ab", buffering=0)
+            procs.append(subprocess.Popen(spec["command"], cwd=spec.get("cwd") or job_dir,
+                                          env=rank_env(spec, rank, base), stdout=out,
+                                          stderr=subprocess.STDOUT))
+        except Exception as err:   # noqa: BLE001 - any failure to start is the job's, said once
+            message = " ".join(f"could not start rank {rank}: {err}".split())
+            log.write(f"quanta: {message}\n".encode(errors="replace"))
+            for p in procs:                   # the ranks already started end with it
+                p.kill()
+                p.wait()
+            write_json(job_dir / "exit.json", {"returncode": 127, "ranks": [], "time": time.time(),
+                                               "attempt": spec.get("attempt", 0), "token": token,
+                                               "message": message, "permanent": is_permanent(err)})
+            return 0
     codes: list[int | None] = [None] * len(procs)
     first_failed: int | None = None      # the rank whose failure ended the job
     while any(c is None for c in codes):
@@ -82,7 +114,8 @@ def main(argv: list[str]) -> int:
         how = (f"was killed by {signal.Signals(-rc).name}" if rc < 0 else f"exited with code {rc}")
         message = f"rank {first_failed} {how}"
     write_json(job_dir / "exit.json", {"returncode": rc, "ranks": codes, "time": time.time(),
-                                       "attempt": spec.get("attempt", 0), "message": message})
+                                       "attempt": spec.get("attempt", 0), "token": token,
+                                       "message": message})
     return 0
 
 

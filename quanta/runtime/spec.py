@@ -10,17 +10,37 @@
     model: resnet50          # optional: catalog job type, for the performance model's priors
 
 Validated by pydantic (unknown fields are errors); `quanta submit --schema` prints the JSON Schema.
+Names that reach metrics, terminals and file names (name, queue, GPU types, environment variable
+names) are plain words; no string may hold a NUL byte; every number is bounded. A spec file must
+be UTF-8 YAML without duplicate keys.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from quanta.errors import QuantaError
 from quanta.model.job import JobSpec
-from quanta.specfile import read_yaml, validated
+from quanta.specfile import validated
+
+WORD = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"      # names shown in metrics labels and terminals
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+MAX_ARGS, MAX_ENV, MAX_TEXT = 4096, 1024, 65536
+
+
+def _no_nul(value: str, what: str) -> str:
+    """A string a process can be given: no NUL byte, valid Unicode (no lone surrogate)."""
+    if "\0" in value:
+        raise ValueError(f"{what} holds a NUL byte")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{what} is not valid Unicode text") from None
+    return value
 
 
 # the work a job of unknown length (no `steps`) counts as for the policies: very long
@@ -30,29 +50,69 @@ UNKNOWN_STEPS = 1e9
 class JobSubmission(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-    command: list[str] = Field(min_length=1, description="program and arguments")
+    name: str = Field(min_length=1, max_length=64, pattern=WORD)
+    command: list[str] = Field(min_length=1, max_length=MAX_ARGS,
+                               description="program and arguments")
     steps: int | None = Field(None, ge=1, le=2**53, description="total optimiser steps (optional: "
                               "without it, the job ends when its command exits; progress is "
                               "shown when the job SDK reports it)")
     gpus: int = Field(1, ge=1, le=4096, description="workers: GPUs, or CPU slots without GPUs")
-    batch_size: int = Field(64, ge=1, description="global batch size")
-    gpu_type: list[str] = Field(default_factory=list, description="allowed GPU types; empty = any")
-    queue: str = Field("default", min_length=1, max_length=64)
-    model: str = Field("", description="catalog job type (performance-model priors)")
-    weight: float = Field(1.0, gt=0)
-    min_gpus: int = Field(0, ge=0)
-    max_gpus: int = Field(0, ge=0)
-    cwd: str = Field("", description="working directory of the command (default: the job's own)")
-    env: dict[str, str] = Field(default_factory=dict)
-    checkpoint_every: int = Field(100, ge=1, description="steps between checkpoints")
+    batch_size: int = Field(64, ge=1, le=2**31, description="global batch size")
+    gpu_type: list[str] = Field(default_factory=list, max_length=64,
+                                description="allowed GPU types; empty = any")
+    queue: str = Field("default", min_length=1, max_length=64, pattern=WORD)
+    model: str = Field("", max_length=200, description="catalog job type (performance-model priors)")
+    weight: float = Field(1.0, gt=0, le=1e6, allow_inf_nan=False)
+    min_gpus: int = Field(0, ge=0, le=4096)
+    max_gpus: int = Field(0, ge=0, le=4096)
+    cwd: str = Field("", max_length=4096,
+                     description="working directory of the command (default: the job's own)")
+    env: dict[str, str] = Field(default_factory=dict, max_length=MAX_ENV)
+    checkpoint_every: int = Field(100, ge=1, le=2**53, description="steps between checkpoints")
     grace_s: float = Field(30.0, gt=0, le=3600, description="seconds to checkpoint when stopped")
-    max_failures: int = Field(3, ge=0, description="restarts after crashes before the job fails")
+    max_failures: int = Field(3, ge=0, le=100,
+                              description="restarts after crashes before the job fails")
 
     @field_validator("gpu_type", mode="before")
     @classmethod
     def _one_or_many(cls, v):
         return [v] if isinstance(v, str) else v
+
+    @field_validator("gpu_type")
+    @classmethod
+    def _type_names(cls, v: list[str]) -> list[str]:
+        for t in v:
+            if not re.fullmatch(WORD, t) or len(t) > 32:
+                raise ValueError(f"{t[:40]!r} is not a GPU type name (letters, digits, _ . -)")
+        return v
+
+    @field_validator("command")
+    @classmethod
+    def _args(cls, v: list[str]) -> list[str]:
+        if not v[0]:
+            raise ValueError("the program (first item) is empty")
+        for i, a in enumerate(v):
+            _no_nul(a, f"argument {i}")
+            if len(a) > MAX_TEXT:
+                raise ValueError(f"argument {i} is longer than {MAX_TEXT} characters")
+        return v
+
+    @field_validator("cwd", "model")
+    @classmethod
+    def _text(cls, v: str) -> str:
+        return _no_nul(v, "it")
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: dict[str, str]) -> dict[str, str]:
+        for k, val in v.items():
+            if not ENV_NAME.fullmatch(k) or len(k) > 256 or not k.isascii():
+                raise ValueError(f"{k[:40]!r} is not an environment variable name "
+                                 "(letters, digits, _; not starting with a digit)")
+            _no_nul(val, f"the value of {k}")
+            if len(val) > MAX_TEXT:
+                raise ValueError(f"the value of {k} is longer than {MAX_TEXT} characters")
+        return v
 
     def to_spec(self, job_id: str, submit: float, user: str) -> JobSpec:
         return JobSpec(job_id=job_id, submit_time=submit, num_gpus=self.gpus,
@@ -70,9 +130,52 @@ def parse_submission(data: object, source: str = "") -> JobSubmission:
     return validated(JobSubmission, data, source)
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, but a key given twice in one mapping is an error (not the last wins)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                dup = key in seen
+                seen.add(key)
+            except TypeError:          # an unhashable key: yaml's own error follows
+                continue
+            if dup:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key '{key}'", key_node.start_mark)
+        return super().construct_mapping(node, deep)
+
+
+def read_spec_yaml(path: Path) -> object:
+    """The YAML document of a job spec file: an unreadable file, text that is not UTF-8, bad YAML
+    or a key given twice is a QuantaError naming the file (and line)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise QuantaError(f"cannot read it ({err.strerror})", source=str(path)) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[:err.start].count(b"\n") + 1
+        raise QuantaError(f"not UTF-8 text (byte 0x{data[err.start]:02x})", source=str(path),
+                          line=line) from None
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        problem = getattr(err, "problem", None)
+        raise QuantaError("not valid YAML" + (f" ({problem})" if problem else ""),
+                          source=str(path), line=mark.line + 1 if mark else None) from None
+    except (ValueError, TypeError, OverflowError, RecursionError) as err:   # e.g. a bad date
+        raise QuantaError(f"not valid YAML ({err})", source=str(path)) from None
+
+
 def load_submission(path: Path) -> JobSubmission:
     """A job spec from a YAML file; relative `cwd` is taken from the file's folder."""
     path = Path(path)
-    sub = parse_submission(read_yaml(path), str(path))
+    sub = parse_submission(read_spec_yaml(path), str(path))
     cwd = path.parent / sub.cwd if sub.cwd else path.parent   # (an absolute cwd stays itself)
     return sub.model_copy(update={"cwd": str(cwd.resolve())})

@@ -3,32 +3,78 @@ small read-only page at /. The runtime loop (quanta.runtime.controller) runs in 
 
 Every request but /metrics, /v1/health and the page's cluster view carries a bearer token; a user
 sees and changes only their own jobs, an admin token sees all. Bodies are validated by pydantic;
-an error is a 4xx with one line in "error" naming the field.
+an error is a 4xx with one line in "error" naming the field (every error body, 5xx included, is
+`{"error": "..."}`). Request bodies are capped (MAX_BODY), job lists are pages (`limit`, `after`;
+the total and the next page's `after` in the X-Total-Count and X-Next-After headers), a log is
+read from its end. A submission may carry an `Idempotency-Key` header: the same key (same user)
+again is the first submission's job, so a client may retry a submission whose answer it lost.
 """
 
 from __future__ import annotations
 
 import html
 import os
+import re
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, Response
+from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from quanta.errors import QuantaError
 from quanta.model.cluster import Cluster
+from quanta.runtime import faults
 from quanta.runtime.controller import Runtime
 from quanta.runtime.spec import JobSubmission
-from quanta.service.store import ACTIVE, TERMINAL, JobRecord, Store
+from quanta.service.store import ACTIVE, TERMINAL, IdempotencyConflict, JobRecord, Store
 
 API = "/v1"
 ADMIN = "admin"
 PAGE_JOBS = 100         # the page lists the newest jobs
+MAX_BODY = 1 << 20      # bytes of a request body
+PAGE_DEFAULT, PAGE_MAX = 1000, 10_000      # jobs per page of /v1/jobs and /v1/queue
+MAX_LOG_BYTES = 8 << 20  # the most of a log one request returns (from its end)
+MAX_ID = 2**62
+IDEM_KEY = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
+JobId = PathParam(ge=1, le=MAX_ID)
+
+
+def one_line(text: object, limit: int = 1000) -> str:
+    return " ".join(str(text).split())[:limit]
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over `limit` bytes is refused with 413 (by its
+    Content-Length at once, or while it streams in)."""
+
+    def __init__(self, app, limit: int = MAX_BODY):
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None and (not length.strip().isdigit() or int(length) > self.limit):
+            response = JSONResponse(status_code=413, content={
+                "error": f"the request body is larger than {self.limit} bytes"})
+            return await response(scope, receive, send)
+        seen = 0
+
+        async def limited():
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise HTTPException(413, f"the request body is larger than {self.limit} bytes")
+            return message
+        await self.app(scope, limited, send)
 
 
 @dataclass
@@ -39,7 +85,8 @@ class Caller:
 
 class UserIn(BaseModel):
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-    admin: bool = False
+    admin: bool | None = Field(None, description="make (true) or unmake (false) an admin; "
+                               "absent: a new user is not one, an existing user keeps its role")
 
 
 def bootstrap_admin(store: Store, state_dir: Path) -> Path:
@@ -55,6 +102,10 @@ def bootstrap_admin(store: Store, state_dir: Path) -> Path:
 def check_feasible(sub: JobSubmission, cluster: Cluster) -> None:
     """A job the cluster can never run is refused at submission, naming the field."""
     types = [t.lower() for t in sub.gpu_type]
+    if sub.min_gpus and sub.min_gpus > sub.gpus:
+        raise QuantaError(f"min_gpus {sub.min_gpus} is above gpus {sub.gpus}", field="min_gpus")
+    if sub.max_gpus and sub.max_gpus < sub.gpus:
+        raise QuantaError(f"max_gpus {sub.max_gpus} is below gpus {sub.gpus}", field="max_gpus")
     for t in types:
         if t not in cluster.types:
             raise QuantaError(f"the cluster has no '{t}' GPUs (it has: {', '.join(cluster.types)})",
@@ -66,6 +117,41 @@ def check_feasible(sub: JobSubmission, cluster: Cluster) -> None:
                           field="gpus")
 
 
+def check_launchable(sub: JobSubmission, backend: str) -> None:
+    """What the local backend can check before a launch: the working directory exists here."""
+    if backend == "local" and sub.cwd:
+        cwd = Path(sub.cwd)
+        if not cwd.is_absolute():
+            return            # taken from the job's own folder
+        if not cwd.is_dir():
+            raise QuantaError(f"{sub.cwd} is not a directory on the scheduler's machine",
+                              field="cwd")
+
+
+def tail_lines(path: Path, n: int, max_bytes: int = MAX_LOG_BYTES) -> str:
+    """The last n lines of a file, read backwards from its end in blocks (never the whole file);
+    at most max_bytes."""
+    block = 1 << 16
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        end = pos = f.tell()
+        chunks: list[bytes] = []
+        newlines = 0
+        while pos > 0 and newlines <= n and end - pos < max_bytes:
+            step = min(block, pos)
+            pos -= step
+            f.seek(pos)
+            chunk = f.read(step)
+            chunks.append(chunk)
+            newlines += chunk.count(b"\n")
+    data = b"".join(reversed(chunks))[-max_bytes:]
+    lines = data.decode(errors="replace").splitlines()
+    if pos > 0:            # not read from the file's start: the first line may be cut
+        lines = lines[1:]
+    lines = lines[-n:]
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
 def create_app(store: Store, runtime: Runtime, state_dir: Path) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -74,18 +160,36 @@ def create_app(store: Store, runtime: Runtime, state_dir: Path) -> FastAPI:
         runtime.close()
 
     app = FastAPI(title="Quanta scheduler", version="0.1", lifespan=lifespan)
+    app.add_middleware(BodyLimit, limit=MAX_BODY)
     cluster = runtime.cluster
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):
         e = exc.errors()[0]
-        loc = ".".join(str(p) for p in e["loc"] if p != "body")
-        return JSONResponse(status_code=422, content={"error": f"field '{loc}': {e['msg']}"
-                                                      if loc else e["msg"]})
+        if e.get("type") == "json_invalid":
+            pos = e["loc"][-1] if e.get("loc") else "?"
+            why = (e.get("ctx") or {}).get("error", "")
+            return JSONResponse(status_code=422, content={"error": one_line(
+                f"the request body is not valid JSON ({why} at byte {pos})")})
+        loc = list(e["loc"])
+        if loc and loc[0] in ("body", "query", "path", "header"):
+            loc = loc[1:]
+        where = ".".join(str(p) for p in loc)
+        msg = one_line(e["msg"])
+        return JSONResponse(status_code=422, content={"error": f"field '{where}': {msg}"
+                                                      if where else msg})
 
-    @app.exception_handler(HTTPException)
-    async def _http(request: Request, exc: HTTPException):
-        return JSONResponse(status_code=exc.status_code, content={"error": exc.detail})
+    @app.exception_handler(StarletteHTTPException)    # FastAPI's own and Starlette's (404, 405)
+    async def _http(request: Request, exc: StarletteHTTPException):
+        return JSONResponse(status_code=exc.status_code, content={"error": one_line(exc.detail)},
+                            headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _bug(request: Request, exc: Exception):       # a bug: still one line, logged
+        import traceback
+        traceback.print_exception(exc)
+        return JSONResponse(status_code=500, content={"error": one_line(
+            f"internal error: {type(exc).__name__}: {exc}")})
 
     def caller(request: Request) -> Caller:
         auth = request.headers.get("authorization", "")
@@ -105,28 +209,55 @@ def create_app(store: Store, runtime: Runtime, state_dir: Path) -> FastAPI:
 
     # -- jobs ------------------------------------------------------------------------------------
     @app.post(f"{API}/jobs", status_code=201)
-    def submit(sub: JobSubmission, me: Caller = Depends(caller)) -> dict:
+    def submit(sub: JobSubmission, response: Response, me: Caller = Depends(caller),
+               idempotency_key: str | None = Header(None)) -> dict:
+        if idempotency_key is not None and not IDEM_KEY.fullmatch(idempotency_key):
+            raise HTTPException(400, "field 'Idempotency-Key': 1 to 200 letters, digits or _.:-")
         try:
             check_feasible(sub, cluster)
+            check_launchable(sub, runtime.backend.name)
         except QuantaError as err:
             raise HTTPException(400, str(err)) from None
-        job_id = store.add_job(me.user, sub.name, sub.queue, sub.model_dump(), sub.steps or 0,
-                               runtime.clock())
+        try:
+            job_id, created = store.add_job_once(me.user, sub.name, sub.queue, sub.model_dump(),
+                                                 sub.steps or 0, runtime.clock(), idempotency_key)
+        except IdempotencyConflict as err:
+            raise HTTPException(409, f"field 'Idempotency-Key': {err}") from None
+        faults.point("submit-stored")
         runtime.poke()
-        return {"id": job_id, "state": "pending"}
+        if not created:               # the same submission again: its job, not a new one
+            response.status_code = 200
+        return {"id": job_id, "state": "pending"} if created else \
+            {"id": job_id, "state": store.job(job_id).state, "existing": True}
+
+    def _page(response: Response, user: str | None, states, limit: int, after: int) -> list[dict]:
+        recs = store.jobs(user=user, states=states, limit=limit + 1, after=after)
+        more = len(recs) > limit
+        recs = recs[:limit]
+        response.headers["X-Total-Count"] = str(store.count_jobs(user, states))
+        if more:
+            response.headers["X-Next-After"] = str(recs[-1].id)
+        return [r.public() for r in recs]
 
     @app.get(f"{API}/jobs")
-    def list_jobs(state: list[str] = Query(default=[]), user: str | None = None,
+    def list_jobs(response: Response, state: list[str] = Query(default=[]),
+                  user: str | None = Query(None, max_length=64),
+                  limit: int = Query(PAGE_DEFAULT, ge=1, le=PAGE_MAX),
+                  after: int = Query(0, ge=0, le=MAX_ID),
                   me: Caller = Depends(caller)) -> list[dict]:
         who = user if me.admin else me.user       # an admin sees all, or one user's
-        return [r.public() for r in store.jobs(user=who, states=state or None)]
+        unknown = sorted(set(state) - set(ACTIVE + TERMINAL))
+        if unknown:
+            raise HTTPException(422, f"field 'state': unknown state '{unknown[0][:40]}' (known: "
+                                f"{', '.join(ACTIVE + TERMINAL)})")
+        return _page(response, who, sorted(set(state)) or None, limit, after)
 
     @app.get(f"{API}/jobs/{{job_id}}")
-    def get_job(job_id: int, me: Caller = Depends(caller)) -> dict:
+    def get_job(job_id: int = JobId, me: Caller = Depends(caller)) -> dict:
         return own_job(job_id, me).public()
 
     @app.get(f"{API}/jobs/{{job_id}}/events")
-    def job_events(job_id: int, me: Caller = Depends(caller)) -> list[dict]:
+    def job_events(job_id: int = JobId, me: Caller = Depends(caller)) -> list[dict]:
         own_job(job_id, me)
         return store.events(job_id)
 
@@ -135,30 +266,31 @@ def create_app(store: Store, runtime: Runtime, state_dir: Path) -> FastAPI:
         if rec.state in TERMINAL:
             raise HTTPException(409, f"job {job_id} is already {rec.state}")
         store.request(job_id, **flags)
+        faults.point("request-stored")
         runtime.poke()
         return {"id": job_id, "requested": action}
 
     @app.post(f"{API}/jobs/{{job_id}}/cancel")
-    def cancel(job_id: int, me: Caller = Depends(caller)) -> dict:
+    def cancel(job_id: int = JobId, me: Caller = Depends(caller)) -> dict:
         return _request(job_id, me, "cancel", cancel=True)
 
     @app.post(f"{API}/jobs/{{job_id}}/hold")
-    def hold(job_id: int, me: Caller = Depends(caller)) -> dict:
+    def hold(job_id: int = JobId, me: Caller = Depends(caller)) -> dict:
         return _request(job_id, me, "hold", held=True)
 
     @app.post(f"{API}/jobs/{{job_id}}/release")
-    def release(job_id: int, me: Caller = Depends(caller)) -> dict:
+    def release(job_id: int = JobId, me: Caller = Depends(caller)) -> dict:
         return _request(job_id, me, "release", held=False)
 
     @app.get(f"{API}/jobs/{{job_id}}/logs", response_class=PlainTextResponse)
-    def logs(job_id: int, tail: int = Query(200, ge=1, le=100_000),
+    def logs(job_id: int = JobId, tail: int = Query(200, ge=1, le=100_000),
              me: Caller = Depends(caller)) -> str:
         own_job(job_id, me)
         path = runtime.workdir(job_id) / "job.log"
-        if not path.exists():
+        try:
+            return tail_lines(path, tail)
+        except FileNotFoundError:
             return ""
-        lines = path.read_text(errors="replace").splitlines()
-        return "\n".join(lines[-tail:]) + ("\n" if lines else "")
 
     # -- cluster, queue, users ----------------------------------------------------------------------
     def cluster_view() -> dict:
@@ -178,15 +310,26 @@ def create_app(store: Store, runtime: Runtime, state_dir: Path) -> FastAPI:
         return cluster_view()
 
     @app.get(f"{API}/queue")
-    def queue(me: Caller = Depends(caller)) -> list[dict]:
-        recs = store.jobs(user=None if me.admin else me.user, states=ACTIVE)
-        return [r.public() for r in recs]
+    def queue(response: Response, limit: int = Query(PAGE_DEFAULT, ge=1, le=PAGE_MAX),
+              after: int = Query(0, ge=0, le=MAX_ID), me: Caller = Depends(caller)) -> list[dict]:
+        return _page(response, None if me.admin else me.user, ACTIVE, limit, after)
 
     @app.post(f"{API}/users", status_code=201)
     def add_user(body: UserIn, me: Caller = Depends(caller)) -> dict:
         if not me.admin:
             raise HTTPException(403, "only an admin may add users")
-        return {"name": body.name, "token": store.add_user(body.name, body.admin)}
+        existing = store.user(body.name)
+        admin = body.admin if body.admin is not None else bool(existing and existing[1])
+        if existing and existing[1] and not admin and \
+                sum(a for _n, a in store.users()) <= 1:
+            raise HTTPException(409, f"user '{body.name}' is the only admin and stays one "
+                                "(make another admin first)")
+        token = store.add_user(body.name, admin)
+        if body.name == ADMIN:        # the CLI's admin token file follows a renewed token
+            path = state_dir / "admin.token"
+            path.write_text(token + "\n")
+            path.chmod(0o600)
+        return {"name": body.name, "token": token, "admin": admin}
 
     @app.get(f"{API}/schema/job")
     def job_schema() -> dict:
@@ -197,52 +340,94 @@ def create_app(store: Store, runtime: Runtime, state_dir: Path) -> FastAPI:
         return {"ok": not runtime.error, "error": runtime.error}
 
     # -- observability ------------------------------------------------------------------------------
-    @app.get("/metrics", response_class=PlainTextResponse)
-    def metrics() -> str:
-        return prometheus_text(store, runtime)
+    @app.get("/metrics")
+    def metrics() -> Response:
+        body, content_type = prometheus_text(store, runtime)
+        return Response(body, media_type=content_type)
 
     @app.get("/", response_class=HTMLResponse)
-    def page(token: str = "") -> str:
+    def page(token: str = Query("", max_length=200)) -> str:
         who = store.user_for(token) if token else None
-        recs = store.jobs(user=None if who[1] else who[0])[-PAGE_JOBS:] if who else []
+        recs = store.jobs(user=None if who[1] else who[0], limit=PAGE_JOBS, newest=True) \
+            if who else []
         return render_page(cluster_view(), recs, who is not None)
 
     return app
 
 
-def prometheus_text(store: Store, runtime: Runtime) -> str:
-    out: list[str] = []
+# a metric family: (name, type, help, samples: (name suffix, labels, value))
+Family = tuple[str, str, str, list[tuple[str, dict[str, str], float]]]
 
-    def metric(name: str, kind: str, help_: str, samples: list[tuple[str, float]]) -> None:
-        out.append(f"# HELP {name} {help_}")
-        out.append(f"# TYPE {name} {kind}")
-        out.extend(f"{name}{labels} {value:g}" for labels, value in samples)
 
+def metric_families(store: Store, runtime: Runtime) -> list[Family]:
     db = store.conn()
     states = dict(db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall())
-    metric("quanta_jobs", "gauge", "Jobs by state.",
-           [(f'{{state="{s}"}}', states.get(s, 0)) for s in ACTIVE + TERMINAL])
-    queues = db.execute("SELECT queue, COUNT(*) FROM jobs WHERE state = 'pending' GROUP BY queue")
-    metric("quanta_pending_jobs", "gauge", "Pending jobs per queue.",
-           [(f'{{queue="{q}"}}', c) for q, c in queues.fetchall()])
+    queues = db.execute("SELECT queue, COUNT(*) FROM jobs WHERE state = 'pending' "
+                        "GROUP BY queue").fetchall()
     with runtime.lock:
         busy = runtime.occ.busy.copy()
         lat = np.array(runtime.stats.latencies)
     cl = runtime.cluster
-    metric("quanta_gpus_allocated", "gauge", "GPUs (or CPU slots) allocated per type.",
-           [(f'{{gpu_type="{t}"}}', busy[i]) for i, t in enumerate(cl.types)])
-    metric("quanta_gpus_total", "gauge", "GPUs (or CPU slots) per type.",
-           [(f'{{gpu_type="{t}"}}', cl.capacity[i]) for i, t in enumerate(cl.types)])
-    metric("quanta_preemptions_total", "counter", "Jobs preempted (checkpointed and stopped).",
-           [("", store.count_events("preempted"))])
     wait = db.execute("SELECT COALESCE(SUM(start - submit), 0), COUNT(*) FROM jobs "
                       "WHERE start IS NOT NULL").fetchone()
-    metric("quanta_admission_wait_seconds", "summary", "Seconds from submission to first start.",
-           [("_sum", wait[0]), ("_count", wait[1])])
-    qs = [(f'{{quantile="{q}"}}', float(np.quantile(lat, q)) if lat.size else 0.0)
+    qs = [("", {"quantile": str(q)}, float(np.quantile(lat, q)) if lat.size else 0.0)
           for q in (0.5, 0.99)]
-    metric("quanta_decision_seconds", "summary", "Scheduling decision latency (policy + placement).",
-           qs + [("_sum", float(lat.sum())), ("_count", float(lat.size))])
+    return [
+        ("quanta_jobs", "gauge", "Jobs by state.",
+         [("", {"state": s}, states.get(s, 0)) for s in ACTIVE + TERMINAL]),
+        ("quanta_pending_jobs", "gauge", "Pending jobs per queue.",
+         [("", {"queue": str(q)}, c) for q, c in queues]),
+        ("quanta_gpus_allocated", "gauge", "GPUs (or CPU slots) allocated per type.",
+         [("", {"gpu_type": t}, float(busy[i])) for i, t in enumerate(cl.types)]),
+        ("quanta_gpus_total", "gauge", "GPUs (or CPU slots) per type.",
+         [("", {"gpu_type": t}, float(cl.capacity[i])) for i, t in enumerate(cl.types)]),
+        ("quanta_preemptions", "counter", "Jobs preempted (checkpointed and stopped).",
+         [("_total", {}, store.count_events("preempted"))]),
+        ("quanta_admission_wait_seconds", "summary", "Seconds from submission to first start.",
+         [("_sum", {}, wait[0]), ("_count", {}, wait[1])]),
+        ("quanta_decision_seconds", "summary", "Scheduling decision latency (policy + placement).",
+         qs + [("_sum", {}, float(lat.sum())), ("_count", {}, float(lat.size))]),
+    ]
+
+
+def prometheus_text(store: Store, runtime: Runtime) -> tuple[str, str]:
+    """(text, content type) in the Prometheus exposition format, written by prometheus_client
+    (label values escaped: no value can forge a series), or by exposition() without it."""
+    families = metric_families(store, runtime)
+    try:
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+        from prometheus_client.registry import CollectorRegistry
+        from prometheus_client.metrics_core import Metric
+    except ImportError:
+        return exposition(families), "text/plain; version=0.0.4; charset=utf-8"
+
+    class _Collector:
+        def collect(self):
+            for name, kind, help_, samples in families:
+                m = Metric(name, help_, kind)
+                for suffix, labels, value in samples:
+                    m.add_sample(name + suffix, labels, float(value))
+                yield m
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Collector())
+    return generate_latest(registry).decode(), CONTENT_TYPE_LATEST
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def exposition(families: list[Family]) -> str:
+    """The text format by hand (for a service without prometheus_client), label values escaped
+    as the format says (backslash, double quote, newline)."""
+    out: list[str] = []
+    for name, kind, help_, samples in families:
+        out.append(f"# HELP {name} {help_}")
+        out.append(f"# TYPE {name} {kind}")
+        for suffix, labels, value in samples:
+            lab = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
+            out.append(f"{name}{suffix}{{{lab}}} {float(value)!r}" if lab
+                       else f"{name}{suffix} {float(value)!r}")
     return "\n".join(out) + "\n"
 
 

@@ -63,6 +63,29 @@ CREATE TABLE IF NOT EXISTS users (
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
+# columns added after the first release: (name, declaration); a database of an older release gains
+# them at open (ALTER TABLE ... ADD COLUMN), so an upgraded service keeps its jobs
+ADDED_COLUMNS = (
+    # why the job's processes were asked to stop (preempt, move, hold, cancel, node; '' = not
+    # stopping): recorded before the job is signalled, so a restart knows what the job was becoming
+    ("stopping", "TEXT NOT NULL DEFAULT ''"),
+    # the current launch's token ('' = none in flight): recorded before the launcher starts, so a
+    # restart finds (adopts) a launcher it started but had not recorded instead of starting another
+    ("token", "TEXT NOT NULL DEFAULT ''"),
+    # the last checkpoint the job reported: a job whose checkpoints have vanished fails clearly
+    ("checkpoint_step", "INTEGER NOT NULL DEFAULT 0"),
+    # the client's idempotency key of the submission, and the digest of what it submitted
+    ("idem_key", "TEXT"),
+    ("spec_sha", "TEXT NOT NULL DEFAULT ''"),
+)
+INDEXES = """
+CREATE UNIQUE INDEX IF NOT EXISTS jobs_idem ON jobs(user, idem_key) WHERE idem_key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS jobs_user ON jobs(user, id);
+CREATE INDEX IF NOT EXISTS events_kind ON events(kind);
+CREATE INDEX IF NOT EXISTS jobs_state_queue ON jobs(state, queue);   -- /metrics, index only
+CREATE INDEX IF NOT EXISTS jobs_started ON jobs(start, submit) WHERE start IS NOT NULL;
+"""
+
 ACTIVE = ("pending", "running")
 TERMINAL = ("finished", "failed", "cancelled")
 
@@ -94,10 +117,15 @@ class JobRecord:
     attained: float
     preemptions: int
     dirty: bool
+    stopping: str = ""
+    token: str = ""
+    checkpoint_step: int = 0
+    idem_key: str | None = None
+    spec_sha: str = ""
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> "JobRecord":
-        d = dict(row)
+        d = {k: row[k] for k in row.keys() if k in _FIELDS}
         d["spec"] = json.loads(d["spec"])
         d["devices"] = json.loads(d["devices"])
         d["held"], d["cancel"], d["dirty"] = bool(d["held"]), bool(d["cancel"]), bool(d["dirty"])
@@ -105,9 +133,16 @@ class JobRecord:
 
     def public(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
-        for k in ("dirty", "handle", "cancel"):
+        for k in ("dirty", "handle", "cancel", "token", "idem_key", "spec_sha"):
             d.pop(k)
         return d
+
+
+_FIELDS = {f.name for f in fields(JobRecord)}
+
+
+class IdempotencyConflict(ValueError):
+    """An idempotency key used again with another job spec."""
 
 
 def token_hash(token: str) -> str:
@@ -119,7 +154,17 @@ class Store:
         self.path = str(path)
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
-        self.conn().executescript(SCHEMA)
+        db = self.conn()
+        db.executescript(SCHEMA)
+        have = {r[1] for r in db.execute("PRAGMA table_info(jobs)")}
+        for name, decl in ADDED_COLUMNS:
+            if name not in have:
+                try:
+                    db.execute(f"ALTER TABLE jobs ADD COLUMN {name} {decl}")
+                except sqlite3.OperationalError as err:   # another process added it meanwhile
+                    if "duplicate column" not in str(err):
+                        raise
+        db.executescript(INDEXES)
 
     def conn(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
@@ -167,6 +212,17 @@ class Store:
             value = self.meta("epoch")
         return float(value)
 
+    def store_id(self) -> str:
+        """This database's identity (random, made once): job folders carry it, so a job folder
+        left by another database is never taken for this job's."""
+        value = self.meta("store_id")
+        if value is None:
+            with self.tx() as db:
+                db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('store_id', ?)",
+                           (secrets.token_hex(8),))
+            value = self.meta("store_id")
+        return str(value)
+
     # -- users -----------------------------------------------------------------------------------
     def add_user(self, name: str, admin: bool = False, token: str | None = None) -> str:
         token = token or secrets.token_urlsafe(24)
@@ -175,6 +231,10 @@ class Store:
                        "ON CONFLICT(name) DO UPDATE SET token_sha256 = excluded.token_sha256, "
                        "admin = excluded.admin", (name, token_hash(token), int(admin)))
         return token
+
+    def user(self, name: str) -> tuple[str, bool] | None:
+        row = self.conn().execute("SELECT name, admin FROM users WHERE name = ?", (name,)).fetchone()
+        return (row[0], bool(row[1])) if row else None
 
     def user_for(self, token: str) -> tuple[str, bool] | None:
         row = self.conn().execute("SELECT name, admin FROM users WHERE token_sha256 = ?",
@@ -187,22 +247,41 @@ class Store:
     # -- jobs ------------------------------------------------------------------------------------
     def add_job(self, user: str, name: str, queue: str, spec: dict, total_steps: float,
                 submit: float) -> int:
+        return self.add_job_once(user, name, queue, spec, total_steps, submit)[0]
+
+    def add_job_once(self, user: str, name: str, queue: str, spec: dict, total_steps: float,
+                     submit: float, idem_key: str | None = None) -> tuple[int, bool]:
+        """(job id, created). With an idempotency key, a second submission of the same user with
+        the same key is the first one's job (created False), in the same transaction as the
+        check; the same key with another spec is an IdempotencyConflict."""
+        text = json.dumps(spec, sort_keys=True)
+        sha = hashlib.sha256(text.encode()).hexdigest()
         with self.tx() as db:
-            cur = db.execute("INSERT INTO jobs(user, name, queue, spec, state, submit, total_steps) "
-                             "VALUES (?, ?, ?, ?, 'pending', ?, ?)",
-                             (user, name, queue, json.dumps(spec), submit, total_steps))
+            if idem_key is not None:
+                row = db.execute("SELECT id, spec_sha FROM jobs WHERE user = ? AND idem_key = ?",
+                                 (user, idem_key)).fetchone()
+                if row is not None:
+                    if row[1] != sha:
+                        raise IdempotencyConflict(
+                            f"idempotency key '{idem_key}' was used for job {row[0]} with "
+                            "another job spec")
+                    return int(row[0]), False
+            cur = db.execute("INSERT INTO jobs(user, name, queue, spec, state, submit, total_steps, "
+                             "idem_key, spec_sha) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?)",
+                             (user, name, queue, json.dumps(spec), submit, total_steps, idem_key,
+                              sha))
             job_id = int(cur.lastrowid)
             db.execute("INSERT INTO events(job_id, time, kind, detail) VALUES (?, ?, 'submit', ?)",
                        (job_id, submit, f"by {user}"))
-        return job_id
+        return job_id, True
 
     def job(self, job_id: int) -> JobRecord | None:
         row = self.conn().execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
         return JobRecord.from_row(row) if row else None
 
-    def jobs(self, user: str | None = None, states: Iterable[str] | None = None,
-             limit: int | None = None) -> list[JobRecord]:
-        sql, args = "SELECT * FROM jobs WHERE 1", []
+    @staticmethod
+    def _where(user: str | None, states: Iterable[str] | None) -> tuple[str, list]:
+        sql, args = " WHERE 1", []
         if user is not None:
             sql += " AND user = ?"
             args.append(user)
@@ -210,10 +289,26 @@ class Store:
             states = list(states)
             sql += f" AND state IN ({','.join('?' * len(states))})"
             args += states
-        sql += " ORDER BY id"
+        return sql, args
+
+    def jobs(self, user: str | None = None, states: Iterable[str] | None = None,
+             limit: int | None = None, after: int = 0, newest: bool = False) -> list[JobRecord]:
+        """Jobs in id order: those with an id above `after`, at most `limit` (newest=True: the
+        newest `limit`, still in id order)."""
+        where, args = self._where(user, states)
+        sql = "SELECT * FROM jobs" + where
+        if after:
+            sql += " AND id > ?"
+            args.append(int(after))
+        sql += " ORDER BY id" + (" DESC" if newest else "")
         if limit:
             sql += f" LIMIT {int(limit)}"
-        return [JobRecord.from_row(r) for r in self.conn().execute(sql, args)]
+        recs = [JobRecord.from_row(r) for r in self.conn().execute(sql, args)]
+        return recs[::-1] if newest else recs
+
+    def count_jobs(self, user: str | None = None, states: Iterable[str] | None = None) -> int:
+        where, args = self._where(user, states)
+        return int(self.conn().execute("SELECT COUNT(*) FROM jobs" + where, args).fetchone()[0])
 
     def dirty_jobs(self) -> list[JobRecord]:
         with self.tx() as db:

@@ -26,11 +26,12 @@ class Launch:
     cwd: str = ""
     env: dict[str, str] = field(default_factory=dict)
     grace_s: float = 30.0
+    token: str = ""               # this launch's identity (recorded before the launch starts)
 
     def as_json(self, master_port: int, master_addr: str = "127.0.0.1") -> dict:
         return {"job_id": self.job_id, "command": self.command, "cwd": self.cwd, "env": self.env,
                 "master_addr": master_addr, "master_port": master_port, "grace_s": self.grace_s,
-                "attempt": self.attempt,
+                "attempt": self.attempt, "token": self.token,
                 "ranks": [{"node": r.node, "local_rank": r.local_rank,
                            "cuda_visible_devices": r.cuda_devices} for r in self.ranks]}
 
@@ -40,6 +41,7 @@ class Exit:
     job_id: str
     returncode: int               # 0: the job's processes ended on their own or after a stop
     message: str = ""
+    permanent: bool = False       # the job could not start and would not start if tried again
 
 
 class Backend(Protocol):
@@ -51,8 +53,14 @@ class Backend(Protocol):
     def stop(self, job_id: str) -> None:
         """Ask the job to checkpoint and exit (SIGTERM); force it after its grace period."""
 
-    def adopt(self, job_id: str, workdir: Path, handle: str, grace_s: float) -> bool:
-        """Re-attach to a job a previous scheduler started; False if it is not running."""
+    def adopt(self, job_id: str, workdir: Path, handle: str, grace_s: float,
+              token: str = "") -> bool:
+        """Re-attach to a job a previous scheduler started; False if it is not running (or,
+        given a token, if what runs is not that launch)."""
+
+    def find(self, job_id: str, workdir: Path, token: str, grace_s: float, world: int) -> str:
+        """Adopt the launch of that token if it runs although its start was never recorded (the
+        scheduler died between starting it and recording it); its handle, or "" if none runs."""
 
     def poll(self) -> list[Exit]:
         """Jobs whose processes ended since the last poll."""

@@ -40,14 +40,38 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
-def is_launcher(pid: int, workdir: Path) -> bool:
-    """The pid is still our launcher for that job (not a recycled pid)."""
+def is_launcher(pid: int, workdir: Path, token: str = "") -> bool:
+    """The pid is still our launcher for that job (not a recycled pid), and of that launch when a
+    token is given (a launcher of an older release, without a token, counts when none is)."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             args = f.read().split(b"\0")
     except OSError:
         return False
-    return b"quanta.runtime.launch" in args and str(workdir).encode() in args
+    return (b"quanta.runtime.launch" in args and str(workdir).encode() in args
+            and (not token or token.encode() in args))
+
+
+def find_launcher(workdir: Path, token: str) -> int | None:
+    """The pid of the live launcher of that job folder and launch token, if one runs."""
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            pid = int(entry.name)
+            if is_launcher(pid, workdir, token) and pid_alive(pid):
+                return pid
+    return None
+
+
+def _last_line(path: Path, limit: int = 4096) -> str:
+    """The last non-empty line of a (possibly large) file, read from its end."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - limit))
+            lines = [ln for ln in f.read().decode(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return " ".join(lines[-1].split())[:300] if lines else ""
 
 
 @dataclass
@@ -76,7 +100,9 @@ class LocalBackend:
         write_json(workdir / "launch.json", spec)
         env = dict(os.environ)
         env.setdefault("OMP_NUM_THREADS", "1")
-        popen = subprocess.Popen([sys.executable, "-m", "quanta.runtime.launch", str(workdir)],
+        env.pop("QUANTA_FAULT", None)       # the service's fault injection is not the job's
+        popen = subprocess.Popen([sys.executable, "-m", "quanta.runtime.launch", str(workdir)]
+                                 + ([job.token] if job.token else []),
                                  cwd=workdir, env=env, stdin=subprocess.DEVNULL,
                                  stdout=subprocess.DEVNULL, stderr=open(workdir / "launcher.log", "ab"),
                                  start_new_session=True)
@@ -93,12 +119,22 @@ class LocalBackend:
         except ProcessLookupError:
             pass
 
-    def adopt(self, job_id: str, workdir: Path, handle: str, grace_s: float) -> bool:
+    def adopt(self, job_id: str, workdir: Path, handle: str, grace_s: float,
+              token: str = "") -> bool:
         pid = int(handle) if handle.isdigit() else -1
-        if pid <= 0 or not (pid_alive(pid) and is_launcher(pid, Path(workdir))):
+        workdir = Path(workdir).resolve()
+        if pid <= 0 or not (pid_alive(pid) and is_launcher(pid, workdir, token)):
             return False
-        self.procs[job_id] = _Proc(pid, Path(workdir), None, grace_s)
+        self.procs[job_id] = _Proc(pid, workdir, None, grace_s)
         return True
+
+    def find(self, job_id: str, workdir: Path, token: str, grace_s: float, world: int) -> str:
+        workdir = Path(workdir).resolve()
+        pid = find_launcher(workdir, token) if token else None
+        if pid is None:
+            return ""
+        self.procs[job_id] = _Proc(pid, workdir, None, grace_s)
+        return str(pid)
 
     def poll(self) -> list[Exit]:
         done: list[Exit] = []
@@ -114,8 +150,9 @@ class LocalBackend:
                 continue
             del self.procs[job_id]
             info = read_json(p.workdir / "exit.json")
-            if info is not None:
-                done.append(Exit(job_id, int(info.get("returncode", 1)), info.get("message", "")))
+            if isinstance(info, dict):
+                done.append(Exit(job_id, _int(info.get("returncode"), 1),
+                                 str(info.get("message", "")), bool(info.get("permanent"))))
             else:   # the launcher itself died (killed): whatever ranks remain go with it
                 try:
                     os.killpg(p.pid, signal.SIGKILL)
@@ -123,7 +160,9 @@ class LocalBackend:
                     pass
                 code = (p.popen.returncode if p.popen is not None else 0) or -9
                 why = "was killed" if code < 0 else f"failed with exit code {code}"
-                done.append(Exit(job_id, code, f"the job's launcher {why} (see launcher.log)"))
+                last = _last_line(p.workdir / "launcher.log")
+                done.append(Exit(job_id, code, f"the job's launcher {why}"
+                                 + (f": {last}" if last else " (see launcher.log)")))
         return done
 
     def node_changes(self) -> tuple[list[int], list[int]]:
@@ -131,6 +170,13 @@ class LocalBackend:
 
     def shutdown(self) -> None:
         self.procs.clear()
+
+
+def _int(value, default: int) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return default
 
 
 def physical_devices(devices: str, visible: str | None) -> str:

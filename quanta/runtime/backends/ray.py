@@ -132,8 +132,9 @@ class RayBackend:
         spec = job.as_json(free_port(), self.node_addr[job.ranks[0].node])
         base = dict(os.environ)
         actors, starts = [], []
+        key = job.token or str(job.attempt)      # actor names: found again by the launch token
         for rank, r in enumerate(job.ranks):
-            a = self._actor(f"quanta-{job.job_id}-{job.attempt}-{rank}", r.node, job.gpu_type)
+            a = self._actor(f"quanta-{job.job_id}-{key}-{rank}", r.node, job.gpu_type)
             log = workdir / ("job.log" if rank == 0 else f"rank-{rank}.log")
             starts.append(a.start.remote(spec["command"], rank_env(spec, rank, base),
                                          job.cwd or str(workdir), str(log)))
@@ -141,17 +142,25 @@ class RayBackend:
         self.ray.get(starts)
         self.jobs[job.job_id] = _Job(actors, [a.wait.remote() for a in actors], job.grace_s,
                                      [None] * len(actors))
-        return f"{job.attempt}:{len(actors)}"
+        return f"{key}:{len(actors)}"
 
-    def adopt(self, job_id: str, workdir: Path, handle: str, grace_s: float) -> bool:
+    def adopt(self, job_id: str, workdir: Path, handle: str, grace_s: float,
+              token: str = "") -> bool:
         try:
-            attempt, world = (int(x) for x in handle.split(":"))
-            actors = [self.ray.get_actor(f"quanta-{job_id}-{attempt}-{r}", namespace=NAMESPACE)
+            key, world_s = handle.rsplit(":", 1)
+            world = int(world_s)
+            if token and key != token:
+                return False
+            actors = [self.ray.get_actor(f"quanta-{job_id}-{key}-{r}", namespace=NAMESPACE)
                       for r in range(world)]
         except (ValueError, TypeError):
             return False
         self.jobs[job_id] = _Job(actors, [a.wait.remote() for a in actors], grace_s, [None] * world)
         return True
+
+    def find(self, job_id: str, workdir: Path, token: str, grace_s: float, world: int) -> str:
+        handle = f"{token}:{world}"
+        return handle if token and self.adopt(job_id, workdir, handle, grace_s, token) else ""
 
     # -- stopping ----------------------------------------------------------------------------------
     def _signal(self, job: _Job, sig: int) -> None:
