@@ -426,3 +426,100 @@ def test_ecos_solution_reaches_the_same_optimum_when_cvxpy_is_installed():
     assert (z / tau_prop * (X * T).sum(axis=1)).min() == pytest.approx(lev, rel=1e-5)
     S = ecos.ecos_max_sum(T, z, N, T, types)
     assert (S * T).sum() == pytest.approx((A.max_sum(T, z, N, T) * T).sum(), rel=1e-5)
+
+
+def test_csc_sorts_rows_and_sums_repeated_entries():
+    from quanta.policies.gavel.lp import csc
+    rng = np.random.default_rng(0)
+    rows, cols = rng.integers(0, 7, 60), rng.integers(0, 5, 60)
+    vals = rng.normal(size=60)
+    start, index, value = csc(rows, cols, vals, (7, 5))
+    dense = np.zeros((7, 5))
+    np.add.at(dense, (rows, cols), vals)
+    back = np.zeros((7, 5))
+    for c in range(5):
+        seg = slice(start[c], start[c + 1])
+        assert (np.diff(index[seg]) > 0).all()           # ascending, no repeats
+        back[index[seg], c] = value[seg]
+    np.testing.assert_allclose(back, dense, atol=1e-12)
+
+
+def test_scipys_bundled_highs_gives_the_same_allocations(monkeypatch):
+    # highspy where installed, else the HiGHS scipy bundles: the same programmes, the same answers
+    from quanta.policies.gavel import lp
+    rng = np.random.default_rng(5)
+    T = rng.uniform(0.5, 3, (40, 3)) * (rng.random((40, 3)) > 0.2)
+    z = rng.integers(1, 3, 40)
+    N = np.array([12, 8, 10])
+    coef = 1 / np.maximum(T.max(1), 1e-9)
+
+    def solve_all():
+        return (A.max_min(T, z, N, coef)[0], A.max_sum(T, z, N, T),
+                A.water_filling(T, z, N, coef),
+                A.min_max_ratio(T, z, N, rng_num, rng_den, rng_base)[0])
+    rng_num, rng_den = rng.uniform(1e3, 1e4, 40), rng.uniform(1e3, 1e4, 40)
+    rng_base = rng.uniform(0, 500, 40)
+    first = solve_all()
+    import scipy.optimize._highspy._core as bundled
+    monkeypatch.setattr(lp, "_CORE", bundled)
+    monkeypatch.setattr(lp, "_LP", None)
+    monkeypatch.setattr(lp, "_NAMED", {})
+    for a, b in zip(first, solve_all()):
+        np.testing.assert_allclose(a, b, atol=1e-7)
+
+
+def test_level_search_programme_gives_max_mins_level():
+    # finish-time fairness' search solves max-min with rows divided by their coefficients, kept
+    # between calls: the same level as the max-min programme solved afresh
+    rng = np.random.default_rng(7)
+    T = rng.uniform(0.5, 3, (30, 3)) * (rng.random((30, 3)) > 0.3)
+    z = rng.integers(1, 3, 30)
+    N = np.array([6, 6, 6])
+    search = A._LevelLP(T, z, N)
+    for _ in range(5):
+        coef = rng.uniform(0.1, 2.0, 30)
+        c, scale = A.sane_coefficients(coef, T)
+        assert search.level(c) * scale == pytest.approx(A.max_min(T, z, N, coef, refine=False)[1],
+                                                        rel=1e-7)
+
+
+def test_central_solution_over_classes_follows_the_per_job_path():
+    # interchangeable jobs are one row with a multiplicity: the same central point as per job
+    from quanta.policies.gavel import central as C
+    rng = np.random.default_rng(3)
+    T = rng.uniform(0.5, 3, (5, 3))[rng.integers(5, size=30)]
+    z, N = np.ones(30, dtype=np.int64), np.array([10, 10, 10])
+    coef = 1 / T.max(1)
+    X, lev = C.central_max_min(T, z, N, coef)
+    x0 = min(0.5 / 3, 0.5 * float(np.min(N / 30)))
+    X1, lev1 = C._solve(T, z, N, lambda tau, t: C._terms_max_min(tau, t, coef), -1.0,
+                        0.5 * float(np.min(coef * T.sum(1) * x0)), 1e-8)
+    assert lev == pytest.approx(lev1, rel=1e-4)
+    np.testing.assert_allclose(X, X1, atol=1e-4)
+
+
+def test_round_state_grows_with_the_jobs_table(perf):
+    # the mechanism keeps its per-job state in arrays indexed by driver row: a table that grows
+    # (the runtime's) and a policy reused on a longer run keep working
+    specs = [JobSpec(f"j{i}", 60.0 * i, 1, "ResNet-18 (batch size 64)", total_steps=3e4)
+             for i in range(12)]
+    cluster = Cluster((NodeSpec("a", "v100", 2), NodeSpec("b", "k80", 2)))
+    pol = make_policy("gavel-las:solution=central,credit=progress,reset_received=true")
+    res = Simulator(specs, cluster, pol, perf, restart=RestartCost(0.0)).run()
+    assert (res.table.state == 3).all()
+
+
+def test_programmes_that_come_up_again_are_answered_from_memory():
+    # the same class-level programme (here: more jobs of the same kinds, in another order) is
+    # solved once; the answer is the solver's, so nothing changes but the time
+    A._MEMO.clear()
+    T = np.array([[2.0, 1.0], [1.0, 1.0]])
+    z, N, coef = np.array([1, 1]), np.array([1, 1]), np.array([0.5, 1.0])
+    X1, lev1 = A.max_min(T, z, N, coef)
+    assert len(A._MEMO) == 1
+    X2, lev2 = A.max_min(T[::-1], z, N, coef[::-1])
+    assert len(A._MEMO) == 1 and lev2 == lev1
+    np.testing.assert_array_equal(X2, X1[::-1])
+    for i in range(A.MEMO_SIZE + 5):          # bounded
+        A.max_min(T, z, N, coef * (1 + i / 1000))
+    assert len(A._MEMO) == A.MEMO_SIZE

@@ -256,36 +256,65 @@ class Gavel(Policy):
             rng.shuffle(order)
         return np.array(order, dtype=np.int64)
 
+    def _state(self, snap: Snapshot, K: int, width: int) -> dict:
+        """The policy's state, per driver row in arrays (rows index them directly): time received
+        per type (and mode) and time active since the last reset, deficits, the allocation X (and
+        which rows it covers), each row's progress at the last decision and its rate per type."""
+        rows = snap.jobs.rows
+        st = snap.state
+        if not st or st.get("v") != 2:        # (a state of another layout: start afresh)
+            st = {"v": 2, "t": None, "key": None, "reset_t": None}
+        need = max(len(getattr(snap.jobs, "all_specs", ())), int(rows.max()) + 1 if len(rows) else 0)
+        have = len(st["elapsed"]) if "elapsed" in st else -1
+        if need > have:                       # first call, or a table that grew (runtime)
+            size = max(need, 2 * have, 0)
+
+            def grown(a, shape, fill=0.0):
+                out = np.full(shape, fill, dtype=a.dtype if a is not None else float)
+                if a is not None:
+                    out[:len(a)] = a
+                return out
+            st["recv"] = grown(st.get("recv"), (size, width))
+            st["elapsed"] = grown(st.get("elapsed"), size)
+            st["deficit"] = grown(st.get("deficit"), (size, K))
+            st["X"] = grown(st.get("X"), (size, K))
+            st["in_X"] = grown(st.get("in_X"), size, False) if "in_X" in st else \
+                np.zeros(size, dtype=bool)
+            st["progress"] = grown(st.get("progress"), size)
+            st["rate"] = grown(st.get("rate"), (size, K), np.nan)
+        return st
+
     def decide(self, snap: Snapshot) -> Decision:
         j = snap.jobs
         n, K = len(j), len(snap.cluster.types)
-        st = snap.state if snap.state else {"recv": {}, "elapsed": {}, "deficit": {}, "t": None,
-                                            "X": {}, "key": None, "reset_t": None}
-        rows = j.rows
-        rl = rows.tolist()
         width = 2 * K if self.packed else K        # packed: time alone, then time packed, per type
+        st = self._state(snap, K, width)
+        rows = j.rows
+        recv, el, Xs = st["recv"], st["elapsed"], st["X"]
         # credit the round that just ended: time held per type (and mode), time active
         by_progress = self.credit == "progress" and not self.packed
         if st["t"] is not None:
             dt = snap.now - st["t"]
-            recv, el = st["recv"], st["elapsed"]
             run = np.flatnonzero(j.running)
-            if by_progress:
-                done = j.progress
-                before = st.setdefault("progress", {})
-            for i, r in zip(run.tolist(), rows[run].tolist()):
-                col = int(j.gtype[i]) + (K if self.packed and j.partner[i] >= 0 else 0)
-                got = dt
+            if len(run):
+                rr = rows[run]
+                col = j.gtype[run].astype(np.int64)
+                if self.packed:
+                    col = col + np.where(j.partner[run] >= 0, K, 0)
+                got = np.full(len(run), dt)
                 if by_progress:   # the time its steps took at its rate: Gavel's execution time
-                    rate = snap.perf.rate(j.specs[i], snap.cluster.types[col], int(j.req[i]))
-                    if rate > 0:
-                        got = (done[i] - before.get(r, 0.0)) / rate
-                recv.setdefault(r, np.zeros(width))[col] += got
-            for r, sub in zip(rl, j.submit.tolist()):
-                el[r] = el.get(r, 0.0) + min(dt, snap.now - sub)
+                    rate = st["rate"][rr, col]
+                    for m in np.flatnonzero(np.isnan(rate)).tolist():
+                        i = int(run[m])
+                        rate[m] = st["rate"][rr[m], col[m]] = snap.perf.rate(
+                            j.specs[i], snap.cluster.types[col[m]], int(j.req[i]))
+                    pos = rate > 0
+                    got[pos] = (j.progress[run[pos]] - st["progress"][rr[pos]]) / rate[pos]
+                recv[rr, col] += got
+            el[rows] += np.minimum(dt, snap.now - j.submit)
         # recompute X when jobs or capacity changed, at most every recompute_every seconds (Gavel
         # counts a reset at time 0 as none: scheduler.py:2371-2374)
-        key = (tuple(rl), tuple(snap.capacity.tolist()))
+        key = (rows.tobytes(), snap.capacity.tobytes())
         last = st["reset_t"]
         every = 0.0 if self.packed else self.recompute_every   # packed: at every change
         # a round in which nothing ran forces it (Gavel, once every job has arrived:
@@ -294,30 +323,32 @@ class Gavel(Policy):
         if st["key"] != key and (every <= 0 or not last or idle or snap.now - last >= every):
             if self.reset_received:        # Gavel's _reset_time_run_so_far
                 since = snap.now - (last or 0.0)
-                for r in rl:
-                    got = st["recv"].get(r, np.zeros(width))[:K]
-                    owed = st["X"].get(r, np.zeros(width))[:K] * since
-                    st["deficit"][r] = st["deficit"].get(r, np.zeros(K)) + owed - got
-                st["recv"], st["elapsed"] = {}, {}
+                st["deficit"][rows] = st["deficit"][rows] + Xs[rows] * since - recv[rows, :K]
+                recv[:] = 0.0
+                el[:] = 0.0
             A = self.allocation(snap, st)
             st["key"], st["reset_t"] = key, snap.now
+            Xs[:] = 0.0
+            st["in_X"][:] = False
             if self.packed:
                 st["A"] = A
             else:
-                st["X"] = {r: A[i] for i, r in enumerate(rl)}
-            live = set(rl)
-            for d in (st["recv"], st["elapsed"], st["deficit"]):
-                for r in [r for r in d if r not in live]:
-                    del d[r]
+                Xs[rows] = A
+                st["in_X"][rows] = True
+            dead = np.ones(len(el), dtype=bool)
+            dead[rows] = False
+            recv[dead] = 0.0
+            el[dead] = 0.0
+            st["deficit"][dead] = 0.0
         st["t"] = snap.now
         if by_progress:
-            st["progress"] = dict(zip(rl, j.progress.tolist()))
-        received = np.array([st["recv"].get(r, np.zeros(width)) for r in rl]).reshape(n, width)
-        elapsed = np.array([st["elapsed"].get(r, 0.0) for r in rl])
+            st["progress"][:] = 0.0
+            st["progress"][rows] = j.progress
+        received = recv[rows]
+        elapsed = el[rows]
         if self.packed:
             return self._packed_round(snap, st["A"], received, elapsed, st)
-        X = np.array([st["X"].get(r, np.zeros(K)) for r in rl]).reshape(n, K)
-        allocated = np.array([r in st["X"] for r in rl], dtype=bool)
+        X = Xs[rows]
         if self.priority == "smoothed":      # Gavel: X / (half a round + time received)
             prio = X / (0.5 * self.interval + received)
         else:
@@ -325,7 +356,7 @@ class Gavel(Policy):
                 share = np.where(elapsed[:, None] > 0, received / elapsed[:, None], 0.0)
                 prio = np.where(share > 0, X / share, X * BIG)
         if self.reset_received:
-            deficit = np.array([st["deficit"].get(r, np.zeros(K)) for r in rl]).reshape(n, K)
+            deficit = st["deficit"][rows]
         else:
             deficit = X * elapsed[:, None] - received
         fifo = self.objective == "fifo"
@@ -334,7 +365,7 @@ class Gavel(Policy):
             type_order=self._type_order(snap, st) if self.queues == "per_type" else None,
             backfill=self.backfill and not fifo,
             eps=1e-6 if self.solution == "vertex" else 0.0,
-            allocated=allocated if self.hold_unallocated else None)
+            allocated=st["in_X"][rows] if self.hold_unallocated else None)
         return Decision(gpus, gtype, state=st)
 
     def _packed_round(self, snap: Snapshot, P: PackedAllocation, received: np.ndarray,

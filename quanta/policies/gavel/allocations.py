@@ -4,25 +4,45 @@ Every function takes the throughput matrix T (n jobs x K types; 0 = the job cann
 scale factors z (GPUs per job) and capacities N (GPUs per type), and returns X with
 X >= 0, sum_k X[j,k] <= 1 and sum_j z_j X[j,k] <= N_k. Effective throughput tau_j = sum_k T X.
 
-The LPs are built as sparse matrices over the allowed (job, type) pairs only, with vectorised
-index arithmetic (no per-job Python loops), and solved by HiGHS through scipy.
+The LPs are built column-wise over the allowed (job, type) pairs only, with vectorised index
+arithmetic (no per-job Python loops), and solved by HiGHS called directly (lp.py).
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import linprog
-from scipy.sparse import coo_matrix, csr_matrix, hstack, vstack
 
-IPM_FROM = 3000   # variables; interior point is ~3x faster than simplex at 2,048 jobs,
-                  # dual simplex is faster on the small class-aggregated programmes
+from quanta.policies.gavel import lp as _lp
+
+IPM_FROM = _lp.IPM_FROM
+# The second stage solved from the first stage's basis is ~20% of the max-min LP time faster, but
+# where the most-throughput optimum is not unique HiGHS then stops at another optimal vertex (the
+# vertex agnostic max-min of Quanta's world moved by up to 12% average JCT on a multi-GPU trace):
+# solved afresh, as before, so that the allocations stay the same.
+SECOND_STAGE_WARM = False
+MEMO_SIZE = 256     # programmes remembered (allocations are deterministic functions of them)
+_MEMO: "OrderedDict[tuple, object]" = OrderedDict()
 
 
-def _solve(c, A, b, bounds):
-    method = "highs-ipm" if len(c) >= IPM_FROM else "highs"
-    return linprog(c, A_ub=A, b_ub=b, bounds=bounds, method=method)
+def memo(kind: str, arrays: tuple, solve):
+    """solve() for a programme given by `arrays` (its whole input, at class level), or the
+    answer kept from the last time the same programme came up: the job set changes at every
+    arrival and completion, but the classes it aggregates to and their multiplicities often
+    recur (a heterogeneity-agnostic max-min programme depends only on how many jobs there are).
+    The answer is the one the solver gave, so the results are the same with or without."""
+    key = (kind,) + tuple((a.shape, a.dtype.str, a.tobytes()) if isinstance(a, np.ndarray) else a
+                          for a in arrays)
+    out = _MEMO.get(key)
+    if out is None:
+        out = _MEMO[key] = solve()
+        if len(_MEMO) > MEMO_SIZE:
+            _MEMO.popitem(last=False)
+    else:
+        _MEMO.move_to_end(key)
+    return out
 
 
 @dataclass(frozen=True)
@@ -44,16 +64,18 @@ class Pairs:
     def size(self) -> int:
         return len(self.j)
 
-    def rows(self, coef: np.ndarray, by_job: bool = True) -> csr_matrix:
-        """A matrix with one row per job (or per type) summing coef over that job's pairs."""
-        group = self.j if by_job else self.k
-        count = self.n if by_job else self.K
-        return coo_matrix((coef, (group, np.arange(self.size))), shape=(count, self.size)).tocsr()
-
     def to_matrix(self, x: np.ndarray) -> np.ndarray:
         X = np.zeros((self.n, self.K))
         X[self.j, self.k] = np.clip(x[: self.size], 0.0, 1.0)
         return X
+
+    def capacity_entries(self, z: np.ndarray, mult: np.ndarray | None = None):
+        """(rows, cols, values) of sum_k x_jk <= 1 (row j) and sum_j m_j z_j x_jk <= N_k
+        (row n + k) over the pair columns (their upper bounds: ones, then N)."""
+        zz = z[self.j].astype(float) if mult is None else (z * mult)[self.j].astype(float)
+        cols = np.arange(self.size)
+        return (np.concatenate([self.j, self.n + self.k]), np.concatenate([cols, cols]),
+                np.concatenate([np.ones(self.size), zz]))
 
 
 def proportional_share(N: np.ndarray, n: int) -> np.ndarray:
@@ -89,15 +111,6 @@ def equal_share(T: np.ndarray, z: np.ndarray, N: np.ndarray) -> np.ndarray:
     return X * min(1.0, over)
 
 
-def _capacity_rows(p: Pairs, z: np.ndarray, N: np.ndarray,
-                   mult: np.ndarray | None = None) -> tuple[csr_matrix, np.ndarray]:
-    """sum_k x_jk <= 1 per job; sum_j m_j z_j x_jk <= N_k per type (m_j: jobs a row stands for)."""
-    per_job = p.rows(np.ones(p.size))
-    zz = z[p.j].astype(float) if mult is None else (z * mult)[p.j].astype(float)
-    per_type = p.rows(zz, by_job=False)
-    return vstack([per_job, per_type]).tocsr(), np.concatenate([np.ones(p.n), N.astype(float)])
-
-
 def classes(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Group jobs whose columns are all equal: (first job of each class, class of each job,
     class sizes). Interchangeable jobs get the same share in a symmetric optimum, so the LP is
@@ -120,8 +133,10 @@ def max_min(T: np.ndarray, z: np.ndarray, N: np.ndarray, coef: np.ndarray,
     fl = np.full(n, np.nan) if floor is None else floor
     coef, scale = sane_coefficients(coef, T)
     first, inv, mult = classes(T, z, coef, fl)
-    Xc, lev = _max_min_rows(T[first], z[first], N, coef[first], fl[first] / scale, mult,
-                            refine=refine)
+    Tc, zc, cc, fc = T[first], np.asarray(z[first], dtype=np.int64), coef[first], fl[first] / scale
+    Nf = np.asarray(N, dtype=float)
+    Xc, lev = memo("max_min", (Tc, zc, Nf, cc, fc, mult, refine),
+                   lambda: _max_min_rows(Tc, zc, Nf, cc, fc, mult, refine=refine))
     return Xc[inv], lev * scale
 
 
@@ -146,52 +161,57 @@ def _max_min_rows(T: np.ndarray, z: np.ndarray, N: np.ndarray, coef: np.ndarray,
                   refine: bool = True) -> tuple[np.ndarray, float]:
     """The max-min LP over rows; if `duals` is given (length n), it receives each free row's
     marginal on its fairness constraint (non-zero: the row holds the level down). `refine`:
-    pick the max-throughput optimum (second_stage); without duals only."""
+    pick the max-throughput optimum (second_stage); without duals only.
+
+    Rows: sum_k x_jk <= 1 per row j, the K capacities, then t - coef_j tau_j <= 0 per free row,
+    then -coef_j tau_j <= -floor_j per frozen row; columns: the pairs, then t."""
     p = Pairs.of(T)
-    n = p.n
+    n, K, P = p.n, p.K, p.size
     has_pair = np.bincount(p.j, minlength=n) > 0
     frozen = ~np.isnan(floor) & has_pair
     free = has_pair & np.isnan(floor)
-    A_cap, b_cap = _capacity_rows(p, z, N, mult)
-    A_tau = p.rows(coef[p.j] * p.t)                        # row j: coef_j * tau_j
     free_rows = np.flatnonzero(free)
-    t_col = coo_matrix((np.ones(len(free_rows)), (np.arange(len(free_rows)),
-                        np.zeros(len(free_rows), dtype=int))), shape=(len(free_rows), 1))
     frozen_rows = np.flatnonzero(frozen)
-    A = vstack([
-        hstack([A_cap, csr_matrix((A_cap.shape[0], 1))]),
-        hstack([-A_tau[free_rows], t_col]),                 # t - coef_j tau_j <= 0
-        hstack([-A_tau[frozen_rows], csr_matrix((len(frozen_rows), 1))]),
-    ]).tocsr()
-    b = np.concatenate([b_cap, np.zeros(len(free_rows)), -floor[frozen_rows]])
-    c = np.zeros(p.size + 1)
+    nf, nz = len(free_rows), len(frozen_rows)
+    fair_row = np.zeros(n, dtype=np.int64)
+    fair_row[free_rows] = n + K + np.arange(nf)
+    fair_row[frozen_rows] = n + K + nf + np.arange(nz)
+    zz = (z * mult)[p.j].astype(float)
+    tau = coef[p.j] * p.t                                   # coef_j * T_jk per pair
+    # every pair column has 3 entries (its job's row, its type's row, its job's fairness row,
+    # in that order: ascending); t's column one per free row
+    start = np.arange(0, 3 * P + 1, 3, dtype=np.int64)
+    A = (np.append(start, 3 * P + nf),
+         np.concatenate([np.column_stack([p.j, n + p.k, fair_row[p.j]]).ravel(),
+                         n + K + np.arange(nf)]),
+         np.concatenate([np.column_stack([np.ones(P), zz, -tau]).ravel(), np.ones(nf)]))
+    b = np.concatenate([np.ones(n), N.astype(float), np.zeros(nf), -floor[frozen_rows]])
+    c = np.zeros(P + 1)
     c[-1] = -1.0
-    bounds = np.column_stack([np.zeros(p.size + 1), np.append(np.ones(p.size), np.inf)])
-    res = _solve(c, A, b, bounds)
+    lo = np.zeros(P + 1)
+    hi = np.append(np.ones(P), np.inf)
+    s = _lp.solver()
+    res = s.solve(c, A, b, lo, hi)
     if res.status != 0:
         raise RuntimeError(f"max-min LP failed: {res.message}")
-    if refine and duals is None and len(free_rows):
-        x = second_stage(A, b, bounds, A_tau, mult, res.x)
+    if refine and duals is None and nf:
+        x = second_stage(s, res.x, -(tau * np.asarray(mult, dtype=float)[p.j]))
         return p.to_matrix(x), float(res.x[-1])
     if duals is not None:
         duals[:] = 0.0
-        marg = getattr(getattr(res, "ineqlin", None), "marginals", None)
-        if marg is not None:
-            duals[free_rows] = -np.asarray(marg)[A_cap.shape[0]:A_cap.shape[0] + len(free_rows)]
+        duals[free_rows] = -res.row_dual[n + K:n + K + nf]
     return p.to_matrix(res.x), float(res.x[-1])
 
 
-def second_stage(A, b, bounds, tau_rows, mult, x0):
+def second_stage(s: "_lp.LP", x0: np.ndarray, cost: np.ndarray) -> np.ndarray:
     """Among the max-min optima, the one with the most total (weighted) throughput: max-min only
     pins the worst job, and the rest of an optimal vertex is arbitrary (it may leave jobs on
-    slow types or pack them for nothing). Fix t at its optimum and maximise sum m_j coef_j tau_j."""
-    level = x0[-1]
-    bounds = bounds.copy()
-    bounds[-1] = (level * (1 - 1e-6), level * (1 - 1e-6))
-    weights = np.asarray(mult, dtype=float)
-    # tau_rows: coef_j tau_j of each row over the x variables; the last variable (t) is fixed
-    c = np.append(-np.asarray(tau_rows.T @ weights).ravel(), 0.0)
-    res = _solve(c, A, b, bounds)
+    slow types or pack them for nothing). The programme just solved by `s` again, with its last
+    variable (the level t) fixed just below its optimum and `cost` (minus sum m_j coef_j tau_j
+    over the other variables) minimised (afresh, or from the first stage's basis:
+    SECOND_STAGE_WARM)."""
+    level = x0[-1] * (1 - 1e-6)
+    res = s.resolve(np.append(cost, 0.0), (len(x0) - 1, level, level), warm=SECOND_STAGE_WARM)
     return res.x if res.status == 0 else x0
 
 
@@ -202,13 +222,21 @@ def max_sum(T: np.ndarray, z: np.ndarray, N: np.ndarray, value: np.ndarray,
     p = Pairs.of(T)
     if p.size == 0:
         return np.zeros_like(T, dtype=float)
-    A, b = _capacity_rows(p, z, N)
-    if min_tau is not None:
+    rows, cols, vals = p.capacity_entries(z)
+    nrow = p.n + p.K
+    b = np.concatenate([np.ones(p.n), N.astype(float)])
+    if min_tau is not None:                  # -tau_j <= -min_tau_j, one row per job with a floor
         need = ~np.isnan(min_tau)
-        A_tau = p.rows(p.t)[need]
-        A = vstack([A, -A_tau]).tocsr()
+        row_of = np.full(p.n, -1, dtype=np.int64)
+        row_of[need] = nrow + np.arange(int(need.sum()))
+        on = need[p.j]
+        rows = np.concatenate([rows, row_of[p.j[on]]])
+        cols = np.concatenate([cols, np.flatnonzero(on)])
+        vals = np.concatenate([vals, -p.t[on]])
+        nrow += int(need.sum())
         b = np.concatenate([b, -min_tau[need]])
-    res = _solve(-value[p.j, p.k], A, b, np.column_stack([np.zeros(p.size), np.ones(p.size)]))
+    res = _lp.solver().solve(-value[p.j, p.k], _lp.csc(rows, cols, vals, (nrow, p.size)), b,
+                             np.zeros(p.size), np.ones(p.size))
     if res.status == 2:
         return None
     if res.status != 0:
@@ -222,15 +250,19 @@ def fastest_first(T: np.ndarray, z: np.ndarray, N: np.ndarray, order: np.ndarray
     the allocation, as FIFO does (no job jumps ahead of it: fifo.py:141-142). A job that cannot
     run at all (T = 0 everywhere) is passed over (fifo.py:157)."""
     X = np.zeros_like(T, dtype=float)
-    free = N.astype(float).copy()
+    free = N.astype(float).tolist()
+    zl = np.asarray(z).tolist()
+    Tl = T.tolist()
+    K = len(free)
     for j in order.tolist():
-        room = free >= z[j]
-        if not room.any():
+        room = [free[k] >= zl[j] for k in range(K)]
+        if not any(room):
             break
-        k = int(np.argmax(np.where(room, T[j], -1.0)))
-        if T[j, k] > 0:
+        row = Tl[j]
+        k = max(range(K), key=lambda k: (row[k] if room[k] else -1.0, -k))   # first of the best
+        if row[k] > 0:
             X[j, k] = 1.0
-            free[k] -= z[j]
+            free[k] -= zl[j]
     return X
 
 
@@ -302,8 +334,13 @@ def min_max_ratio(T: np.ndarray, z: np.ndarray, N: np.ndarray, num: np.ndarray, 
     if T.shape[0] == 0 or not (T > 0).any() or not (np.asarray(N) > 0).any():
         return np.zeros_like(T, dtype=float), 0.0
 
-    def level(rho: float, refine: bool = False) -> tuple[np.ndarray, float]:
-        return max_min(T, z, N, (rho * den - base) / num, refine=refine)
+    search = _LevelLP(T, z, N)
+
+    def level(rho: float, refine: bool = False) -> tuple[np.ndarray | None, float]:
+        if refine:        # the allocation itself: the max-min programme as max_min solves it
+            return max_min(T, z, N, (rho * den - base) / num, refine=True)
+        coef, scale = sane_coefficients((rho * den - base) / num, T)
+        return None, search.level(coef) * scale
 
     lo = float(np.max(base / den)) * (1 + 1e-9) + 1e-12   # below this some job can never make it
     hi = max(2.0 * lo, 1.0) if guess is None or guess <= lo else guess * 1.05
@@ -340,6 +377,50 @@ def min_max_ratio(T: np.ndarray, z: np.ndarray, N: np.ndarray, num: np.ndarray, 
     return level(hi, refine=True)[0], hi
 
 
+class _LevelLP:
+    """max t  s.t.  t / coef_j <= tau_j(X) per job that can run, X feasible: the max-min
+    programme with each fairness row divided by its coefficient, so that a new set of
+    coefficients changes only the level's column. Kept in HiGHS between the calls of one
+    search and solved from the last basis (finish-time fairness solves it ~8 times per
+    allocation, for coefficients that move a little each time)."""
+
+    def __init__(self, T: np.ndarray, z: np.ndarray, N: np.ndarray):
+        p = Pairs.of(T)
+        n, K, P = p.n, p.K, p.size
+        self.rows = np.flatnonzero(np.bincount(p.j, minlength=n) > 0)   # jobs with a fairness row
+        nf = len(self.rows)
+        fair_row = np.zeros(n, dtype=np.int64)
+        fair_row[self.rows] = n + K + np.arange(nf)
+        self.frow = (n + K + np.arange(nf)).astype(np.int32)
+        start = np.arange(0, 3 * P + 1, 3, dtype=np.int64)
+        A = (np.append(start, 3 * P + nf),
+             np.concatenate([np.column_stack([p.j, n + p.k, fair_row[p.j]]).ravel(),
+                             n + K + np.arange(nf)]),
+             np.concatenate([np.column_stack([np.ones(P), z[p.j].astype(float), -p.t]).ravel(),
+                             np.ones(nf)]))
+        self.model = (A, np.concatenate([np.ones(n), N.astype(float), np.zeros(nf)]),
+                      np.zeros(P + 1), np.append(np.ones(P), np.inf))
+        self.cost = np.zeros(P + 1)
+        self.cost[-1] = -1.0
+        self.tcol = P
+
+    def level(self, coef: np.ndarray) -> float:
+        g = 1.0 / coef[self.rows]
+        s = _lp.solver("level")
+        if s.owner is not self or not _lp.WARM:    # the whole programme, solved afresh
+            A, b, lo, hi = self.model
+            A = (A[0], A[1], A[2].copy())
+            A[2][len(A[2]) - len(g):] = g
+            res = s.solve(self.cost, A, b, lo, hi, owner=self)
+        else:                                      # only the level's column changed
+            for r, v in zip(self.frow.tolist(), g.tolist()):
+                s.h.changeCoeff(r, self.tcol, v)
+            res = s.resolve()
+        if res.status != 0:
+            raise RuntimeError(f"max-min LP failed: {res.message}")
+        return float(res.x[-1])
+
+
 def water_filling(T: np.ndarray, z: np.ndarray, N: np.ndarray, coef: np.ndarray,
                   max_levels: int = 32) -> np.ndarray:
     """Max-min fairness applied level by level: solve max-min, freeze the bottleneck jobs (those
@@ -373,23 +454,28 @@ def _bottlenecks(T: np.ndarray, z: np.ndarray, N: np.ndarray, coef: np.ndarray,
     """Free jobs that cannot rise above `lev` while every free job keeps `lev` and frozen ones
     their floors: maximise sum of slacks s_j in [0, eps] with coef_j tau_j >= lev + s_j."""
     p = Pairs.of(T)
-    n = p.n
+    n, K = p.n, p.K
     eps = max(lev, 1e-9) * 1e-3
     has = np.bincount(p.j, minlength=n) > 0
     free = np.isnan(floor) & has
     target = np.where(free, lev, np.nan_to_num(floor, nan=0.0))
     rows = np.flatnonzero(has)
-    A_cap, b_cap = _capacity_rows(p, z, N, mult)
-    A_tau = p.rows(coef[p.j] * p.t)[rows]
     fr = free[rows]
     nf = int(fr.sum())
-    S = coo_matrix((np.ones(nf), (np.flatnonzero(fr), np.arange(nf))), shape=(len(rows), nf))
-    A = vstack([hstack([A_cap, csr_matrix((A_cap.shape[0], nf))]), hstack([-A_tau, S])]).tocsr()
-    b = np.concatenate([b_cap, -target[rows] * (1 - 1e-7)])
+    # rows: capacities (n + K), then -coef_j tau_j + s_j <= -target_j per row with pairs;
+    # columns: the pairs, then a slack per free row
+    tau_row = np.full(n, -1, dtype=np.int64)
+    tau_row[rows] = n + K + np.arange(len(rows))
+    r0, c0, v0 = p.capacity_entries(z, mult)
+    slack_rows = tau_row[rows[fr]]
+    A = _lp.csc(np.concatenate([r0, tau_row[p.j], slack_rows]),
+                np.concatenate([c0, np.arange(p.size), p.size + np.arange(nf)]),
+                np.concatenate([v0, -(coef[p.j] * p.t), np.ones(nf)]),
+                (n + K + len(rows), p.size + nf))
+    b = np.concatenate([np.ones(n), N.astype(float), -target[rows] * (1 - 1e-7)])
     c = np.concatenate([np.zeros(p.size), -np.ones(nf)])
-    bounds = np.column_stack([np.zeros(p.size + nf),
-                              np.concatenate([np.ones(p.size), np.full(nf, eps)])])
-    res = _solve(c, A, b, bounds)
+    res = _lp.solver().solve(c, A, b, np.zeros(p.size + nf),
+                             np.concatenate([np.ones(p.size), np.full(nf, eps)]))
     out = np.zeros(n, dtype=bool)
     if res.status != 0:
         out[free] = True

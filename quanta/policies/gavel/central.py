@@ -22,109 +22,147 @@ N_k, sum_k X[j,k] <= 1; and per job a fairness term in (tau_j = sum_k T[j,k] X[j
 - maximum throughput (max_sum_throughput.py:60-66): no level, maximise sum value X.
 
 Each Newton step is solved in O(n K^3): the Hessian is block-diagonal per job plus the K capacity
-rows (Woodbury) plus the level's row and column (Schur complement).
+rows (Woodbury) plus the level's row and column (Schur complement). Interchangeable jobs (the same
+row of every input) are one row with a multiplicity (`_solve`'s `w`): the same central path over
+fewer variables (max-min: one row per job type; agnostic max-min: usually a single row).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from quanta.policies.gavel.allocations import classes, memo
+
 MAX_NEWTON = 60
+# a Newton step cut below this fraction means the direction is lost to rounding (the Hessian is
+# too ill-conditioned near the optimal face): the iterates only wander by tiny steps from there
+STALL = 1e-3
 
 
 def _terms_max_min(tau: np.ndarray, t: float, c: np.ndarray):
+    """Per row: F_j = -log(c_j tau_j - t) and its derivatives (in tau_j and t)."""
     s = c * tau - t
-    if np.any(s <= 0):
+    if s.min() <= 0:
         return None
-    F = -np.log(s).sum()
-    return F, -c / s, 1.0 / s, c * c / s**2, -c / s**2, 1.0 / s**2
+    inv = 1.0 / s
+    inv2 = inv * inv
+    return -np.log(s), -c * inv, inv, c * c * inv2, -c * inv2, inv2
 
 
 def _terms_ftf(tau: np.ndarray, t: float, a: np.ndarray, b: np.ndarray):
-    if np.any(tau <= 0):
+    """Per row: F_j = -2 log(tau_j (t - a_j) - b_j) + log tau_j (the cone pair's barrier,
+    minimised over its auxiliary variable) and its derivatives."""
+    if tau.min() <= 0:
         return None
     d = t - a
     u = tau * d - b
-    if np.any(u <= 0):
+    if u.min() <= 0:
         return None
-    F = float((-2.0 * np.log(u) + np.log(tau)).sum())
-    return (F, -2.0 * d / u + 1.0 / tau, -2.0 * tau / u, 2.0 * d * d / u**2 - 1.0 / tau**2,
-            2.0 * b / u**2, 2.0 * tau * tau / u**2)
+    iu = 1.0 / u
+    iu2 = iu * iu
+    it = 1.0 / tau
+    return (-2.0 * np.log(u) + np.log(tau), -2.0 * d * iu + it, -2.0 * tau * iu,
+            2.0 * d * d * iu2 - it * it, 2.0 * b * iu2, 2.0 * tau * tau * iu2)
 
 
 def _solve(T: np.ndarray, z: np.ndarray, N: np.ndarray, terms, sense: float, t0: float,
-           tol: float, value: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+           tol: float, value: np.ndarray | None = None,
+           w: np.ndarray | None = None) -> tuple[np.ndarray, float]:
     """minimise sense * t over the constraints, following the central path; `terms(tau, t)` gives
-    the per-job fairness barrier and its derivatives (None outside its domain). With `value`
-    (n x K) and no terms: maximise sum value * X instead (no level variable)."""
+    the per-row fairness barrier and its derivatives (None outside its domain). With `value`
+    (n x K) and no terms: maximise sum value * X instead (no level variable).
+
+    `w`: how many interchangeable jobs each row stands for (default 1). The barrier of the whole
+    programme is symmetric in interchangeable jobs and the start point is too, so every Newton
+    iterate gives them the same X: solving over classes with these multiplicities follows the
+    same central path (the same iterates, up to rounding) with fewer variables."""
     n, K = T.shape
+    w = np.ones(n) if w is None else np.asarray(w, dtype=float)
     if terms is None:     # no level: a dummy term that does not depend on X, t fixed by it
+        zero = np.zeros(n)
+
         def terms(tau, t):
-            return 0.0, np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
+            return zero, zero, zero, zero, zero, zero
     z = z.astype(float)
     N = N.astype(float)
+    wz = w * z
+    wz2 = wz * z
+    jobs = float(w.sum())
+    wc = w[:, None]
     # a strictly feasible start: the same small share everywhere
-    x0 = min(0.5 / K, 0.5 * float(np.min(N / max(z.sum(), 1e-12))))
+    x0 = min(0.5 / K, 0.5 * float(np.min(N / max(wz.sum(), 1e-12))))
     X = np.full((n, K), x0)
     t = t0
-    m = n * K + n + K + (0 if value is not None else 2 * n)   # barrier weight (a cone counts 2)
+    m = jobs * K + jobs + K + (0 if value is not None else 2 * jobs)   # barrier weight (a cone: 2)
+    wvalue = None if value is None else wc * value
+    diag = np.arange(K)
+    U = np.stack([np.ones_like(T), T], axis=2)                  # (n, K, 2): the row sum and tau
+    Ut = U.transpose(0, 2, 1)
+    V = np.empty((n, K, 2))
 
     def barrier(X, t):
-        if np.any(X <= 0):
+        if X.min() <= 0:
             return None
         row = 1.0 - X.sum(axis=1)
-        cap = N - z @ X
-        if np.any(row <= 0) or np.any(cap <= 0):
+        cap = N - wz @ X
+        if row.min() <= 0 or cap.min() <= 0:
             return None
         tr = terms((T * X).sum(axis=1), t)
         if tr is None:
             return None
-        return -np.log(X).sum() - np.log(row).sum() - np.log(cap).sum() + tr[0], row, cap, tr
+        F = float(w @ (tr[0] - np.log(X).sum(axis=1) - np.log(row))) - float(np.log(cap).sum())
+        return F, row, cap, tr
 
-    mu = max(abs(t0), 1e-3) if value is None else max(float(np.abs(value).sum()) * x0, 1e-3)
+    def f(X, t, F):
+        obj = sense * t if value is None else -float((wvalue * X).sum())
+        return obj / mu + F
+
+    mu = max(abs(t0), 1e-3) if value is None else max(float(np.abs(wvalue).sum()) * x0, 1e-3)
+    b = barrier(X, t)
     while True:
         for _ in range(MAX_NEWTON):
-            b = barrier(X, t)
-            F, row, cap, (Ff, Fx_tau, Ft, Ftt_tau, Fxt_tau, Ftt) = b
-            # gradient of  sense*t/mu + F
-            gX = -1.0 / X + (1.0 / row)[:, None] + (z[:, None] / cap[None, :]) + Fx_tau[:, None] * T
+            F, row, cap, (_Ff, Fx_tau, Ft, Ftt_tau, Fxt_tau, Ftt) = b
+            # gradient of  sense*t/mu + F  (per class: w_j times a job's, plus the capacities)
+            gX = wc * (-1.0 / X + (1.0 / row)[:, None] + Fx_tau[:, None] * T) + \
+                wz[:, None] / cap[None, :]
             if value is not None:
-                gX = gX - value / mu
-            gt = sense / mu + Ft.sum()
-            # Hessian: per job B_j = diag(1/X^2) + 11^T/row^2 + Fττ T T^T; caps: z z^T / cap^2 per
-            # type column; level: Ftt and cross terms Fτt T
-            # B_j^-1 by Woodbury on the diagonal: B_j = diag(1/X^2) + U C U^T, U = [1, T_j],
-            # C = diag(1/row^2, Fττ) (stable where a row or a job's level is nearly tight)
-            Dinv = X**2
-            U = np.stack([np.ones_like(T), T], axis=2)                  # (n, K, 2)
-            DU = Dinv[:, :, None] * U
-            small = np.einsum("jkr,jks->jrs", U, DU)
-            small[:, 0, 0] += row**2
-            small[:, 1, 1] += 1.0 / np.maximum(Ftt_tau, 1e-300)
-            Binv = np.einsum("jk,kl->jkl", Dinv, np.eye(K)) - np.einsum(
-                "jkr,jrs,jls->jkl", DU, np.linalg.inv(small), DU)
-            G = Fxt_tau[:, None] * T                       # d2/dX dt
-            htt = Ftt.sum()
-
-            def Binv_mul(V):                                # V: (n, K, r)
-                return np.einsum("jkl,jlr->jkr", Binv, V)
-            # W: (n, K, K) capacity columns, W[j, k, k'] = z_j if k == k'
-            W = z[:, None, None] * np.eye(K)[None, :, :]
-            BW = Binv_mul(W)
-            S = np.diag(cap**2) + np.einsum("jkr,jks->rs", W, BW)   # D^-1 + W^T B^-1 W
+                gX = gX - wvalue / mu
+            gt = sense / mu + float(w @ Ft)
+            # Hessian: per class w_j B_j, B_j = diag(1/X^2) + 11^T/row^2 + Ftt_tau T T^T; the
+            # capacities add (w z)(w z)^T / cap^2 per type; the level Ftt and cross terms Fxt T.
+            # B_j^-1 by Woodbury on the diagonal: B_j = D^-1 + U C U^T, U = [1, T_j],
+            # C = diag(1/row^2, Ftt_tau) (stable where a row or a job's level is nearly tight)
+            D = X * X
+            DU = D[:, :, None] * U                                   # (n, K, 2)
+            s = Ut @ DU                                              # (n, 2, 2)
+            s00 = s[:, 0, 0] + row * row
+            s11 = s[:, 1, 1] + 1.0 / np.maximum(Ftt_tau, 1e-300)
+            s01 = s[:, 0, 1]
+            det = s00 * s11 - s01 * s01
+            sinv = np.empty_like(s)
+            sinv[:, 0, 0] = s11 / det
+            sinv[:, 1, 1] = s00 / det
+            sinv[:, 0, 1] = sinv[:, 1, 0] = -s01 / det
+            Binv = -(DU @ sinv @ DU.transpose(0, 2, 1))              # (n, K, K), one job's
+            Binv[:, diag, diag] += D
+            # capacities (Woodbury again): S = diag(cap^2) + sum_j w_j z_j^2 B_j^-1
+            S = (wz2 @ Binv.reshape(n, K * K)).reshape(K, K)
+            S[diag, diag] += cap * cap
             Sinv = np.linalg.inv(S)
-
-            def Minv(v):                                    # v: (n, K)
-                bv = np.einsum("jkl,jl->jk", Binv, v)
-                w = np.einsum("jkr,jk->r", W, bv)
-                return bv - np.einsum("jkr,r->jk", BW, Sinv @ w)
-            Mg = Minv(-gX)
+            G = (w * Fxt_tau)[:, None] * T                           # d2/dX dt
+            # M^-1 [-gX, G] at once: row j: b_j / w_j - z_j B_j^-1 S^-1 sum_i z_i b_i
+            V[:, :, 0] = -gX                                         # (n, K, 2)
+            V[:, :, 1] = G
+            bv = Binv @ V
+            y = Sinv @ (z @ bv.reshape(n, 2 * K)).reshape(K, 2)     # (K, 2)
+            MV = bv / wc[:, :, None] - z[:, None, None] * (Binv @ y)
+            Mg = MV[:, :, 0]
             if value is not None:
                 dt, dX = 0.0, Mg
                 dec = -float((gX * dX).sum())
             else:
-                MG = Minv(G)
-                schur = htt - float((G * MG).sum())
+                MG = MV[:, :, 1]
+                schur = float(w @ Ftt) - float((G * MG).sum())
                 if not np.isfinite(schur) or schur <= 0:   # lost to rounding: stop here
                     return X, t
                 dt = (-gt - float((G * Mg).sum())) / schur
@@ -133,9 +171,6 @@ def _solve(T: np.ndarray, z: np.ndarray, N: np.ndarray, terms, sense: float, t0:
             if dec < 1e-9:
                 break
             step = 1.0
-            def f(X, t, F):
-                obj = sense * t if value is None else -float((value * X).sum())
-                return obj / mu + F
             f0 = f(X, t, F)
             slack = 1e-12 * (abs(f0 - F) + abs(F))       # rounding in f itself
             while step > 1e-12:
@@ -147,7 +182,10 @@ def _solve(T: np.ndarray, z: np.ndarray, N: np.ndarray, terms, sense: float, t0:
             if step <= 1e-12:           # no progress at this precision: as close as it gets
                 return X, t
             X, t = X + step * dX, t + step * dt
-        level = abs(t) if value is None else abs(float((value * X).sum()))
+            b = nb
+            if step < STALL:    # rounding has taken over the direction: the point no longer moves
+                return X, t
+        level = abs(t) if value is None else abs(float((wvalue * X).sum()))
         if m * mu <= tol * max(level, 1e-9):
             return X, t
         mu *= 0.2
@@ -155,22 +193,32 @@ def _solve(T: np.ndarray, z: np.ndarray, N: np.ndarray, terms, sense: float, t0:
 
 def central_max_min(T: np.ndarray, z: np.ndarray, N: np.ndarray, coef: np.ndarray,
                     tol: float = 1e-8) -> tuple[np.ndarray, float]:
-    """maximise min_j coef_j tau_j(X), the central optimum. Returns (X, level)."""
+    """maximise min_j coef_j tau_j(X), the central optimum. Returns (X, level). Solved over
+    classes of interchangeable jobs (same throughputs, size and coefficient)."""
     n = T.shape[0]
     if n == 0:
         return np.zeros_like(T, dtype=float), 0.0
     c = np.asarray(coef, dtype=float)
+    first, inv, mult = classes(T, z, c)
+    Tc, zc, cc, Nf = T[first], np.asarray(z[first], dtype=np.int64), c[first], np.asarray(N, float)
+    X, t = memo("central_max_min", (Tc, zc, Nf, cc, mult, tol),
+                lambda: _max_min_rows(Tc, zc, Nf, cc, mult, tol))
+    return X[inv], t
+
+
+def _max_min_rows(T: np.ndarray, z: np.ndarray, N: np.ndarray, c: np.ndarray, w: np.ndarray,
+                  tol: float) -> tuple[np.ndarray, float]:
     # start the level below every job's value at the uniform start point
     K = T.shape[1]
-    x0 = min(0.5 / K, 0.5 * float(np.min(N / max(float(z.sum()), 1e-12))))
+    x0 = min(0.5 / K, 0.5 * float(np.min(N / max(float(w @ z), 1e-12))))
     t0 = 0.5 * float(np.min(c * T.sum(axis=1) * x0))
     if t0 <= 0:     # a job that can run nowhere: its level is 0; solve for the others
         ok = (c * T.sum(axis=1)) > 0
         X = np.zeros_like(T, dtype=float)
         if ok.any():
-            X[ok], _ = central_max_min(T[ok], z[ok], N, c[ok], tol)
+            X[ok], _ = _max_min_rows(T[ok], z[ok], N, c[ok], w[ok], tol)
         return X, 0.0
-    X, t = _solve(T, z, N, lambda tau, t: _terms_max_min(tau, t, c), -1.0, t0, tol)
+    X, t = _solve(T, z, N, lambda tau, t: _terms_max_min(tau, t, c), -1.0, t0, tol, w=w)
     return X, float(t)
 
 
@@ -194,8 +242,11 @@ def central_min_max_ratio(T: np.ndarray, z: np.ndarray, N: np.ndarray, num: np.n
         return X, float("inf")
     x0 = min(0.5 / K, 0.5 * float(np.min(N / max(float(z.sum()), 1e-12))))
     t0 = 2.0 * float(np.max(a + b / (T.sum(axis=1) * x0))) + 1.0
-    X, t = _solve(T, z, N, lambda tau, t: _terms_ftf(tau, t, a, b), 1.0, t0, tol)
-    return X, float(t)
+    first, inv, mult = classes(T, z, a, b)
+    ac, bc = a[first], b[first]
+    X, t = _solve(T[first], z[first], N, lambda tau, t: _terms_ftf(tau, t, ac, bc), 1.0, t0, tol,
+                  w=mult)
+    return X[inv], float(t)
 
 
 def central_max_sum(T: np.ndarray, z: np.ndarray, N: np.ndarray, value: np.ndarray,
@@ -205,4 +256,9 @@ def central_max_sum(T: np.ndarray, z: np.ndarray, N: np.ndarray, value: np.ndarr
     max_sum_throughput.py:60-66)."""
     if T.shape[0] == 0:
         return np.zeros_like(T, dtype=float)
-    return _solve(T, z, N, None, 0.0, 0.0, tol, value=np.asarray(value, dtype=float))[0]
+    value = np.asarray(value, dtype=float)
+    first, inv, mult = classes(T, z, value)
+    Tc, zc, vc, Nf = T[first], np.asarray(z[first], dtype=np.int64), value[first], np.asarray(N, float)
+    X = memo("central_max_sum", (Tc, zc, Nf, vc, mult, tol),
+             lambda: _solve(Tc, zc, Nf, None, 0.0, 0.0, tol, value=vc, w=mult)[0])
+    return X[inv]

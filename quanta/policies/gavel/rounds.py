@@ -46,23 +46,24 @@ def priority_round(X: np.ndarray, T: np.ndarray, z: np.ndarray, N: np.ndarray, p
         pos_of[np.asarray(type_order, dtype=np.int64)] = np.arange(K)
         keys.append(pos_of[k_idx])
     order = np.lexsort(keys)
-    gpus = np.zeros(n, dtype=np.int64)
-    gtype = np.full(n, -1, dtype=np.int64)
-    placed = np.zeros(n, dtype=bool)
-    free = N.astype(np.int64).copy()
-    zmin = int(z.min()) if n else 0
-    runs = np.ones(n, dtype=bool) if allocated is None else allocated
-    for e in order.tolist():
-        j, k = int(j_idx[e]), int(k_idx[e])
-        if placed[j] or free[k] < z[j]:
+    # the walk down the list, on Python ints (a few hundred entries; numpy per entry is slower)
+    zl = np.asarray(z).tolist()
+    free = N.astype(np.int64).tolist()
+    gpus = [0] * n
+    gtype = [-1] * n
+    placed = [False] * n
+    zmin = min(zl) if n else 0
+    runs = [True] * n if allocated is None else np.asarray(allocated).tolist()
+    for j, k in zip(j_idx[order].tolist(), k_idx[order].tolist()):
+        if placed[j] or free[k] < zl[j]:
             continue
         placed[j] = True
-        free[k] -= z[j]
+        free[k] -= zl[j]
         if runs[j]:
-            gpus[j], gtype[j] = z[j], k
-        if free.max() < zmin:
+            gpus[j], gtype[j] = zl[j], k
+        if max(free) < zmin:
             break
-    return gpus, gtype
+    return np.array(gpus, dtype=np.int64), np.array(gtype, dtype=np.int64)
 
 
 def round_assignment(X: np.ndarray, T: np.ndarray, z: np.ndarray, N: np.ndarray,

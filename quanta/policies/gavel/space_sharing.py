@@ -15,9 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.sparse import coo_matrix
-
-from quanta.policies.gavel.allocations import _solve, classes, sane_coefficients, second_stage
+from quanta.policies.gavel import lp as _lp
+from quanta.policies.gavel.allocations import classes, sane_coefficients, second_stage
 
 
 @dataclass(frozen=True)
@@ -63,33 +62,36 @@ def packed_max_min(T: np.ndarray, z: np.ndarray, N: np.ndarray, coef: np.ndarray
     rb = np.array([p[4] for p in pairs])
     pcol = ns + np.arange(npairs)
     # per-job time rows (C): singles 1; pairs 1/m for each side (2/m when a == b)
-    rows = [s_c, pa, pb]
-    cols = [np.arange(ns), pcol, pcol]
-    vals = [np.ones(ns), 1.0 / mult[pa], 1.0 / mult[pb]]
-    time_rows = coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                           shape=(C, nv))
-    # capacity rows (K)
-    cap_rows = coo_matrix((np.concatenate([mult[s_c] * zc[s_c], zc[pa].astype(float)]),
-                           (np.concatenate([s_k, pk]), np.concatenate([np.arange(ns), pcol]))),
-                          shape=(K, nv))
-    # fairness rows (C): t - coef_c tau_c <= 0
+    t_rows = [s_c, pa, pb]
+    t_cols = [np.arange(ns), pcol, pcol]
+    t_vals = [np.ones(ns), 1.0 / mult[pa], 1.0 / mult[pb]]
+    # capacity rows (K), after the C time rows
+    c_rows = np.concatenate([s_k, pk]) + C
+    c_cols = np.concatenate([np.arange(ns), pcol])
+    c_vals = np.concatenate([mult[s_c] * zc[s_c], zc[pa].astype(float)])
+    # fairness rows (C), after those: t - coef_c tau_c <= 0
     f_rows = np.concatenate([s_c, pa, pb, np.arange(C)])
     f_cols = np.concatenate([np.arange(ns), pcol, pcol, np.full(C, nv - 1)])
     f_vals = np.concatenate([-cc[s_c] * Tc[s_c, s_k], -cc[pa] * ra / mult[pa], -cc[pb] * rb / mult[pb],
                              np.ones(C)])
-    fair = coo_matrix((f_vals, (f_rows, f_cols)), shape=(C, nv))
-    from scipy.sparse import vstack
-    A = vstack([time_rows, cap_rows, fair]).tocsr()
+    A = _lp.csc(np.concatenate(t_rows + [c_rows, f_rows + C + K]),
+                np.concatenate(t_cols + [c_cols, f_cols]),
+                np.concatenate(t_vals + [c_vals, f_vals]), (2 * C + K, nv))
     b = np.concatenate([np.ones(C), N.astype(float), np.zeros(C)])
     c = np.zeros(nv)
     c[-1] = -1.0
-    bounds = np.column_stack([np.zeros(nv), np.full(nv, np.inf)])
-    bounds[:ns, 1] = 1.0
-    res = _solve(c, A, b, bounds)
+    hi = np.full(nv, np.inf)
+    hi[:ns] = 1.0
+    s = _lp.solver()
+    res = s.solve(c, A, b, np.zeros(nv), hi)
     if res.status != 0:
         raise RuntimeError(f"packed max-min LP failed: {res.message}")
-    tau_rows = -fair.tocsr()[:, :nv - 1]          # coef_c tau_c per class over x
-    x = second_stage(A, b, bounds, tau_rows, mult, res.x)
+    # second stage: most sum m_c coef_c tau_c; per variable the sum of its fairness entries
+    # (over the x variables), times the class multiplicity
+    fx = f_cols < nv - 1
+    gain = np.zeros(nv - 1)
+    np.add.at(gain, f_cols[fx], -f_vals[fx] * mult[f_rows[fx]])
+    x = second_stage(s, res.x, -gain)
     single_c = np.zeros((C, K))
     single_c[s_c, s_k] = np.clip(x[:ns], 0, 1)
     pair_time: dict[tuple[int, int, int], float] = {}

@@ -1,0 +1,179 @@
+"""HiGHS called directly: the Gavel programmes' linear programmes without scipy.optimize.linprog.
+
+`linprog` costs about three times what HiGHS itself spends on these small programmes: it checks
+and converts its inputs through scipy.sparse, builds a fresh solver and its options, and wraps
+the result. Here a programme is handed to HiGHS as the column-wise arrays it takes (built with
+numpy, `csc`), to one solver object kept for the whole process, with the options linprog sets
+(presolve on, dual simplex, HiGHS' default tolerances; interior point with crossover from
+IPM_FROM variables), so that a programme is solved as linprog would solve it. A programme can be
+kept and solved again after its costs or bounds change (`LP.resolve`): HiGHS then starts from
+the last basis.
+
+HiGHS comes from `highspy` (pip install highspy) where it is installed, else from the copy that
+scipy bundles (scipy.optimize._highspy._core, the same bindings; also with QUANTA_HIGHS=scipy):
+nothing else is needed. Neither is imported before the first programme is solved.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+IPM_FROM = 3000   # variables; interior point is ~3x faster than simplex at 2,048 jobs,
+                  # dual simplex is faster on the small class-aggregated programmes
+_CORE = None
+WARM = True       # LP.resolve starts from the last basis (False: solves afresh, as linprog would)
+
+
+def core():
+    """HiGHS' Python bindings: highspy's, else scipy's bundled copy."""
+    global _CORE
+    if _CORE is None:
+        try:
+            if os.environ.get("QUANTA_HIGHS") == "scipy":    # (to check the fallback)
+                raise ImportError
+            import highspy._core as c
+        except ImportError:
+            import scipy.optimize._highspy._core as c
+        _CORE = c
+    return _CORE
+
+
+def csc(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, shape: tuple[int, int]):
+    """Column-wise (start, index, value) of the matrix with entries vals at (rows, cols):
+    row indexes ascending within each column, repeated entries summed."""
+    rows = np.asarray(rows, dtype=np.int64)
+    cols = np.asarray(cols, dtype=np.int64)
+    vals = np.asarray(vals, dtype=float)
+    nrow, ncol = shape
+    order = np.lexsort((rows, cols))
+    r, c, v = rows[order], cols[order], vals[order]
+    if len(r) > 1:
+        new = np.ones(len(r), dtype=bool)
+        new[1:] = (r[1:] != r[:-1]) | (c[1:] != c[:-1])
+        if not new.all():
+            at = np.flatnonzero(new)
+            v = np.add.reduceat(v, at)
+            r, c = r[at], c[at]
+    start = np.zeros(ncol + 1, dtype=np.int64)
+    np.cumsum(np.bincount(c, minlength=ncol), out=start[1:])
+    return start, r, v
+
+
+@dataclass
+class Result:
+    status: int             # 0 optimal, 1 limit, 2 infeasible, 3 unbounded, 4 other (linprog's)
+    message: str
+    x: np.ndarray | None
+    row_dual: np.ndarray | None
+
+
+_STATUS = {"kOptimal": 0, "kTimeLimit": 1, "kIterationLimit": 1, "kInfeasible": 2,
+           "kModelError": 2, "kUnbounded": 3}
+
+
+class LP:
+    """One HiGHS solver, kept between programmes."""
+
+    def __init__(self):
+        self.c = core()
+        self.h = self.c._Highs()
+        self.ipm: bool | None = None
+        self.ncol = 0
+        self.owner = None         # who passed the programme it holds (LP.solve's `owner`)
+
+    def _options(self, ipm: bool) -> None:
+        c = self.c
+        o = c.HighsOptions()
+        o.presolve = "on"
+        o.highs_debug_level = c.HighsDebugLevel.kHighsDebugLevelNone
+        o.log_to_console = False
+        o.output_flag = False
+        o.simplex_strategy = 1           # dual simplex (linprog's simplex_strategy)
+        if ipm:
+            o.solver = "ipm"
+        self.h.passOptions(o)
+        self.ipm = ipm
+
+    def solve(self, cost: np.ndarray, A, row_upper: np.ndarray, col_lower: np.ndarray,
+              col_upper: np.ndarray, row_lower: np.ndarray | None = None,
+              ipm: bool | None = None, owner=None) -> Result:
+        """minimise cost x  s.t.  row_lower <= A x <= row_upper (row_lower: -inf by default),
+        col_lower <= x <= col_upper; A = (start, index, value) column-wise (`csc`)."""
+        c = self.c
+        n, m = len(cost), len(row_upper)
+        ipm = n >= IPM_FROM if ipm is None else ipm
+        if ipm != self.ipm:
+            self._options(ipm)
+        start, index, value = A
+        lp = c.HighsLp()
+        lp.num_col_ = n
+        lp.num_row_ = m
+        lp.a_matrix_.num_col_ = n
+        lp.a_matrix_.num_row_ = m
+        lp.a_matrix_.format_ = c.MatrixFormat.kColwise
+        lp.col_cost_ = np.asarray(cost, dtype=float)
+        lp.col_lower_ = np.asarray(col_lower, dtype=float)
+        lp.col_upper_ = np.asarray(col_upper, dtype=float)
+        lp.row_lower_ = np.full(m, -c.kHighsInf) if row_lower is None else \
+            np.asarray(row_lower, dtype=float)
+        lp.row_upper_ = np.asarray(row_upper, dtype=float)
+        lp.a_matrix_.start_ = start
+        lp.a_matrix_.index_ = index
+        lp.a_matrix_.value_ = value
+        self.model = (cost, A, row_upper, col_lower, col_upper, row_lower, ipm)
+        self.owner = owner
+        if self.h.passModel(lp) == c.HighsStatus.kError:
+            return Result(2, "model error", None, None)
+        self.ncol = n
+        return self._run()
+
+    def resolve(self, cost: np.ndarray | None = None,
+                bounds: tuple[int, float, float] | None = None,
+                warm: bool | None = None) -> Result:
+        """The last programme again with new costs and/or one column's bounds (col, lo, hi),
+        started from the last basis (`warm`, default WARM), else solved afresh."""
+        if not (WARM if warm is None else warm):
+            cost0, A, ru, cl, cu, rl, ipm = self.model
+            cl, cu = np.array(cl, dtype=float), np.array(cu, dtype=float)
+            if bounds is not None:
+                cl[bounds[0]], cu[bounds[0]] = bounds[1], bounds[2]
+            return self.solve(cost0 if cost is None else cost, A, ru, cl, cu, rl, ipm, self.owner)
+        if cost is not None:
+            idx = np.arange(self.ncol, dtype=np.int32)
+            self.h.changeColsCost(self.ncol, idx, np.asarray(cost, dtype=float))
+        if bounds is not None:
+            self.h.changeColBounds(int(bounds[0]), float(bounds[1]), float(bounds[2]))
+        return self._run()
+
+    def _run(self) -> Result:
+        c = self.c
+        if self.h.run() == c.HighsStatus.kError:
+            st = self.h.getModelStatus()
+            return Result(4, self.h.modelStatusToString(st), None, None)
+        st = self.h.getModelStatus()
+        code = _STATUS.get(st.name, 4)
+        msg = self.h.modelStatusToString(st)
+        if code != 0:
+            return Result(code, msg, None, None)
+        sol = self.h.getSolution()
+        return Result(0, msg, np.array(sol.col_value), np.array(sol.row_dual))
+
+
+_LP: LP | None = None
+_NAMED: dict[str, LP] = {}
+
+
+def solver(name: str | None = None) -> LP:
+    """The process' solver (or its solver of that name: a programme kept there for a while is
+    not replaced by the others solved meanwhile)."""
+    global _LP
+    if name is not None:
+        if name not in _NAMED:
+            _NAMED[name] = LP()
+        return _NAMED[name]
+    if _LP is None:
+        _LP = LP()
+    return _LP
