@@ -1,11 +1,25 @@
 """Pollux on hand-built snapshots: GPUs go where they add goodput, the fairness knob p trades
-efficiency for fairness, every job is admitted first, and the 2x growth rule holds."""
+efficiency for fairness, every job is admitted first, and the 2x growth rule holds; then each
+setting of the Pollux that Sia's simulator runs (--world sia-sim) on a case of its own, and the
+genetic algorithm's parts."""
+
+import numpy as np
+import pytest
+from conftest import ToyPerf
+from test_policies_baselines import snapshot
+from test_sia import snap_of
 
 from quanta.model import Cluster, JobSpec, NodeSpec
+from quanta.perf.catalog_model import CatalogModel
+from quanta.perf.pollux_online import MERGED, pollux_step_time
 from quanta.policies import make_policy
-
-from conftest import ToyPerf
-from test_sia import snap_of
+from quanta.policies.pollux_ga import (
+    Problem,
+    VirtualNodes,
+    crowding,
+    keep_one_type,
+    ranks_of,
+)
 
 
 def PowerPerf(exponent, speed=None):
@@ -53,3 +67,150 @@ def test_unaware_by_default_aware_on_request():
     assert [c.types[t] for t in aware.gpu_type] == ["t4", "a100"]
     unaware = make_policy("pollux").decide(snap_of(jobs("flat", "gains"), c, perf))
     assert (unaware.gpus >= 1).all()                          # admitted, types not told apart
+
+
+# -- the reference's semantics (Sia's simulator's Pollux baseline; --world sia-sim turns them on) --
+
+def test_growth_counts_only_gpu_counts_the_job_trained_on():
+    """A count still restoring its checkpoint was never profiled: no 2x growth from it."""
+    c = Cluster((NodeSpec("n", "v100", 8),))
+    perf = PowerPerf({"x": 1.0})
+    snap, t = snapshot(jobs("x"), c, perf, now=30.0, running={0: (0, 2)})
+    t.t0[0] = 60.0                                   # restoring until t = 60
+    assert make_policy("pollux").decide(snap).gpus[0] == 1      # cap max(2 x 0, 1)
+    snap, t = snapshot(jobs("x"), c, perf, now=90.0, running={0: (0, 2)})
+    t.t0[0] = 60.0                                   # trained on 2 since t = 60
+    assert make_policy("pollux").decide(snap).gpus[0] == 4
+
+
+def test_fair_share_weighs_each_job_by_its_goodput_at_its_fair_share():
+    """Pollux's speedup is relative to the job's fair share (4 of 8 GPUs here), not to 1 GPU:
+    the job that scales linearly gains weight against the one that scales as sqrt."""
+    c = Cluster((NodeSpec("n", "v100", 8),))
+    perf = PowerPerf({"lin": 1.0, "sqrt": 0.5})
+    one = make_policy("pollux").decide(snap_of(jobs("lin", "sqrt"), c, perf,
+                                               state={"seen": {0: 4, 1: 4}}))
+    fair = make_policy("pollux:fair_share=true").decide(
+        snap_of(jobs("lin", "sqrt"), c, perf, state={"seen": {0: 4, 1: 4}}))
+    assert list(one.gpus) == [4, 4]       # min 1/x + 1/sqrt(y)
+    assert list(fair.gpus) == [5, 3]      # min 32/x + 16/sqrt(y): s = g / g(4 GPUs) / 8
+
+
+def test_type_cap_holds_a_job_to_the_smallest_gpu_type():
+    c = Cluster((NodeSpec("a", "a100", 4),) + tuple(NodeSpec(f"t{i}", "t4", 4) for i in range(4)))
+    perf = PowerPerf({"x": 1.0})
+    state = {"seen": {0: 8}}                                  # ran on 8: may grow to 16
+    assert make_policy("pollux").decide(snap_of(jobs("x"), c, perf, state=dict(state))).gpus[0] == 16
+    assert make_policy("pollux:type_cap=true").decide(
+        snap_of(jobs("x"), c, perf, state={"seen": {0: 8}})).gpus[0] == 4
+
+
+def test_first_start_counted_takes_the_first_start_off_the_restart_count():
+    """A job 40 s old whose first start the world counted as a restart: Pollux's penalty is
+    40 / 70 (no restart yet), not 10 / 70, so growing from 2 to 4 GPUs pays off."""
+    c = Cluster((NodeSpec("n", "v100", 8),))
+    perf = PowerPerf({"x": 1.0})
+
+    def decide(spec):
+        snap, t = snapshot(jobs("x"), c, perf, now=40.0, running={0: (0, 2)})
+        t.restarts[0] = 1
+        return make_policy(spec).decide(snap).gpus[0]
+    assert decide("pollux") == 2
+    assert decide("pollux:first_start_counted=true") == 4
+
+
+def test_learn_knows_a_job_only_from_what_it_measured_one_model_for_every_type():
+    c = Cluster((NodeSpec("a", "a100", 8),) + tuple(NodeSpec(f"t{i}", "t4", 4) for i in range(2)))
+    perf = CatalogModel()
+    spec = [JobSpec("c", 0.0, 1, "cifar10", total_steps=1e6)]
+    pol = make_policy("pollux:learn=true,fair_share=true")
+    snap, _ = snapshot(spec, c, perf, now=100.0)
+    dec = pol.decide(snap)
+    assert dec.gpus[0] == 1 and not dec.state.get("fits")        # never trained: nothing known
+    snap, _ = snapshot(spec, c, perf, now=100.0, running={0: (0, 2)})   # trained on 2 A100s
+    dec = pol.decide(snap)
+    assert list(dec.state["fits"]) == [(0, MERGED)]              # one fit, for every type
+    ((key, point),) = dec.state["points"][(0, MERGED)].items()
+    assert key[:2] == (1, 2) and point[0] > point[1] > 0         # (nodes, GPUs, batch): step, sync
+    assert 1 <= dec.gpus[0] <= 4                                  # 2x what it trained on
+
+
+def test_learned_model_is_optimistic_about_what_the_job_never_ran():
+    """With one 1-GPU point the fit knows no network cost: on 2 GPUs of one node it expects the
+    same step time as on 1, while the profiled truth has a synchronisation cost."""
+    c = Cluster((NodeSpec("n", "t4", 4),))
+    perf = CatalogModel()
+    spec = [JobSpec("c", 0.0, 1, "cifar10", total_steps=1e6)]
+    snap, _ = snapshot(spec, c, perf, now=100.0, running={0: (0, 1)})
+    st = make_policy("pollux:learn=true").decide(snap).state
+    (m,) = [k[2] for k in st["points"][(0, MERGED)]]
+    fit = st["fits"][(0, MERGED)]
+    one, two = (float(pollux_step_time(fit, 1, k, m)) for k in (1, 2))
+    assert two == pytest.approx(one, rel=1e-6)
+    assert perf.observe(spec[0], "t4", 2, 1).sync_time > 0          # the truth synchronises
+
+
+# -- the genetic algorithm ----------------------------------------------------------------------
+
+def test_ranks_are_pareto_fronts():
+    rng = np.random.default_rng(3)
+    F = rng.integers(0, 5, size=(60, 2)).astype(float)        # many ties and duplicates
+    rank = ranks_of(F)
+
+    def dom(a, b):
+        return np.all(F[a] <= F[b]) and np.any(F[a] < F[b])
+    for b in range(len(F)):
+        assert not any(dom(a, b) for a in range(len(F)) if rank[a] >= rank[b])
+        if rank[b] > 0:
+            assert any(dom(a, b) for a in range(len(F)) if rank[a] == rank[b] - 1)
+    cd = crowding(F, rank)
+    assert np.all(cd >= 0)
+    for r in set(rank.tolist()):                               # a front's extremes: infinite
+        f = np.flatnonzero(rank == r)
+        if len(f) > 2 and np.ptp(F[f, 0]) > 0:
+            assert np.isinf(cd[f[np.argmin(F[f, 0])]])
+
+
+def test_repair_keeps_nodes_caps_and_one_distributed_job_per_node():
+    rng = np.random.default_rng(0)
+    J, N = 5, 6
+    res = np.array([4, 4, 4, 4, 0, 4])
+    cap = np.array([1, 2, 8, 8, 3])
+    prob = Problem(np.ones((J, 17, 9)), np.zeros((J, N), dtype=np.int64), cap, res,
+                   np.ones(J), -1.0, 0.25)
+    X = prob.repair(rng, rng.integers(0, 5, size=(200, J, N)))
+    assert np.all(X.sum(axis=1) <= res) and np.all(X.sum(axis=2) <= cap)
+    dist = (np.count_nonzero(X, axis=2) > 1)[:, :, None] & (X > 0)
+    assert np.all(dist.sum(axis=1) <= 1)
+
+
+def test_a_job_split_over_types_keeps_its_majority_type():
+    types = ("t4", "rtx", "a100")
+    vtype = np.array([0, 0, 1, 2, 2])
+    assert list(keep_one_type(np.array([1, 1, 3, 0, 0]), vtype, types)) == [0, 0, 3, 0, 0]
+    assert list(keep_one_type(np.array([2, 0, 0, 1, 1]), vtype, types)) == [0, 0, 0, 1, 1]  # tie: A100
+
+
+def test_virtual_nodes_are_the_smallest_node():
+    c = Cluster((NodeSpec("t", "t4", 4), NodeSpec("r", "rtx", 8)))
+    vn = VirtualNodes(c, np.ones(2, dtype=bool))
+    assert vn.size == 4 and list(vn.node) == [0, 1, 1] and list(vn.first) == [0, 4, 8]
+
+
+def test_ga_gives_each_job_gpus_of_one_type_within_its_cap_and_repeats_for_a_seed():
+    c = Cluster((NodeSpec("a", "a100", 8),) + tuple(NodeSpec(f"t{i}", "t4", 4) for i in range(2)))
+    perf = PowerPerf({"x": 0.9, "y": 0.5})
+    spec = "pollux:search=ga,fair_share=true,population=30,generations=15,seed=7"
+
+    def decide():
+        snap, _ = snapshot(jobs("x", "y", "x"), c, perf, now=600.0, running={0: (0, 2)})
+        return make_policy(spec).decide(snap)
+    dec = decide()
+    assert dec.gpus[0] <= 4 and dec.gpus[1] <= 1 and dec.gpus[2] <= 1    # 2x 2, never ran: 1
+    used = np.concatenate([g for g in dec.exact.values()])
+    assert len(used) == len(set(used.tolist())) == dec.gpus.sum()
+    for i, g in dec.exact.items():
+        assert len(g) == dec.gpus[i] and set(c.gpu_type_idx[g].tolist()) == {dec.gpu_type[i]}
+    again = decide()
+    assert list(again.gpus) == list(dec.gpus) and all(
+        np.array_equal(again.exact[i], dec.exact[i]) for i in dec.exact)

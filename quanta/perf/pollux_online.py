@@ -116,3 +116,47 @@ def pollux_goodput(params, init_batch: int, num_nodes, num_replicas, max_batch: 
     eff = efficiency(grad[0], grad[1], init_batch, total)
     good = np.where((mb >= min_local) & (mb <= max_local), thr * eff, 0.0)
     return good.max(axis=0)
+
+
+# -- what a learning scheduler records of its jobs ------------------------------------------------
+
+MERGED = -1     # the type key of a profile kept for all GPU types together
+
+
+def record_trained(snap, st: dict, trained: np.ndarray, merge_types: bool = False,
+                   nodes: np.ndarray | None = None) -> None:
+    """Record what each job that trained since the last round measured where it runs (its
+    atomic batch, step and sync times: `snap.perf.observe`) and its latest gradient statistics,
+    and refit its throughput model (`fit_pollux`) when the point is new, as Sia's and Pollux's
+    jobs report profiles to their schedulers (sia-simulator job.py:388-412 update_params). A point
+    is keyed by (nodes (2 for any multi-node placement), GPUs, atomic batch); the first point
+    measured at a key stays. Profiles are per (job row, GPU type) in `st["points"]`, fits in
+    `st["fits"]` and gradient statistics per job row in `st["grad"]`; with `merge_types` one
+    profile per job for every type (type key MERGED), as Pollux's heterogeneity-unaware
+    simulator keeps (job.py:392-405 with h_unaware: a point measured on one type stands for all).
+    `trained`: the snapshot rows to record (running and past their restore); `nodes`: the
+    nodes each row's GPUs are on (default: the fewest they fit on)."""
+    j = snap.jobs
+    cl = snap.cluster
+    obs_fn = getattr(snap.perf, "observe", None)
+    if obs_fn is None:
+        return
+    pts = st.setdefault("points", {})
+    fits = st.setdefault("fits", {})
+    grads = st.setdefault("grad", {})
+    for i in np.flatnonzero(trained).tolist():
+        k, cnt = int(j.gtype[i]), int(j.gpus[i])
+        nd = cl.min_nodes(k, cnt) if nodes is None else int(nodes[i])
+        o = obs_fn(j.specs[i], cl.types[k], cnt, nd)
+        if o is None:
+            continue
+        row = int(j.rows[i])
+        grads[row] = (o.grad_sqr, o.grad_var)
+        key_t = (row, MERGED if merge_types else k)
+        mine = pts.setdefault(key_t, {})
+        key = (min(nd, 2), cnt, o.local_bsz)
+        if key in mine:
+            continue
+        mine[key] = (o.step_time, o.sync_time)
+        a = np.array([(*kk, *v) for kk, v in sorted(mine.items())])
+        fits[key_t] = fit_pollux(a[:, 0], a[:, 1], a[:, 2], a[:, 3], a[:, 4])

@@ -7,9 +7,10 @@ FITNESS_p = (mean_j SPEEDUP_j^p)^(1/p), p = -1 by default (fairness; p = 1 is pl
   (Pollux's per-job agent: quanta/perf/goodput.py);
 - re-allocation penalty: an allocation other than the current one has its speedup multiplied by
   REALLOC = max(age - restarts * delta, 0) / (age + delta), delta = 30 s (Pollux's simulator);
-- a job may use up to twice the largest GPU count it has run with (1 GPU before it ran: nothing
-  is profiled yet), as Pollux's simulator caps replicas at max(2 x the largest profiled so far,
-  1), and at most `max_gpus`;
+- a job may use up to twice the largest GPU count it has trained on (1 GPU before it ran:
+  nothing is profiled yet), as Pollux's simulator caps replicas at max(2 x the largest profiled
+  so far, 1), and at most `max_gpus`; a count counts once the job made progress on it (its
+  checkpoint restored), as profile points are added only while a job trains;
 - batch size and accumulation re-tuned for every allocation (jobs run with the plan
   ADAPTIVE_BATCH); goodputs at each job's current training phase.
 Search: exact, by the integer programme shared with Sia (quanta/policies/config_ilp.py) over
@@ -17,8 +18,26 @@ every GPU count within those limits, instead of the paper's genetic algorithm (N
 p < 0 a job without GPUs makes the fitness 0, so admission (lambda = 100 per job) comes first.
 On a heterogeneous cluster Pollux (like Sia's `pollux_unaware` baseline) does not tell GPU
 types apart: it models every type as the cluster's most common one (`aware=true` lifts that).
-Left out: Pollux's "at most one distributed job per node" constraint and its exact node-level
-replica matrix (placement is the core's consolidating placement).
+Left out by default: Pollux's "at most one distributed job per node" constraint and its exact
+node-level replica matrix (placement is the core's consolidating placement).
+
+The Pollux that Sia's simulator runs as its baseline (sia-simulator @ aaf7a0d; --world sia-sim
+turns each of these on; bench/anchors/sia.md section 13 has each one's measured effect):
+- `learn`: the policy knows a job only from what it measured where it trained: Pollux's own
+  throughput fit of those points (one model for all GPU types: the unaware simulator merges the
+  profiles, job.py:392-412), the gradient statistics of its latest step, the batch limits of the
+  modelled type; a job that has not trained yet is worth r / fair-share GPUs
+  (pollux_unaware.py:253-255);
+- `fair_share`: a speedup is relative to the job's goodput at its fair share (one node,
+  ceil(GPUs / jobs) replicas), one node's worth of GPUs = 1, and the power mean is over
+  speedup + 1e-3 with every job in it (a job without GPUs counts 1e-3) (pollux_unaware.py:249-260,
+  319-341);
+- `type_cap`: a job has at most as many GPUs as the smallest GPU type
+  (multi_simulator_unaware.py:36-41: 16 on Sia's cluster);
+- `first_start_counted`: the world charges a job's first start as a restart, so the snapshot's
+  restart count includes it; Pollux's does not (job.py:537-542), so one is taken off;
+- `search=ga`: Pollux's genetic algorithm over virtual nodes instead of the exact programme
+  (quanta/policies/pollux_ga.py; `population`, `generations`, `seed`).
 """
 
 from __future__ import annotations
@@ -29,9 +48,19 @@ import numpy as np
 
 from quanta.core.decision import Decision
 from quanta.core.snapshot import Snapshot
+from quanta.errors import QuantaError
 from quanta.perf.base import ADAPTIVE_BATCH, rate_with
+from quanta.perf.pollux_online import MERGED, pollux_goodput, record_trained
 from quanta.policies.base import Policy
 from quanta.policies.config_ilp import Candidates, decide_configs, restart_factor
+from quanta.policies.pollux_ga import (
+    FLOOR,
+    MAX_NODES,
+    Problem,
+    VirtualNodes,
+    keep_one_type,
+    nsga2,
+)
 from quanta.policies.registry import register
 
 ADMIT = 100.0
@@ -47,33 +76,253 @@ class Pollux(Policy):
     max_gpus: int = 64
     aware: bool = False      # Pollux is heterogeneity-unaware: every type looks like the main one
     time_limit: float = 10.0
+    # -- the reference's semantics (Sia's simulator's Pollux; --world sia-sim turns them on) ------
+    learn: bool = False           # know a job only from the points it trained on (online fit)
+    fair_share: bool = False      # speedups relative to the fair share, Pollux's 1e-3 floor
+    type_cap: bool = False        # at most the smallest GPU type's GPUs per job
+    first_start_counted: bool = False   # the snapshot's restart count includes the first start
+    search: str = "ilp"           # "ilp" (exact) or "ga" (Pollux's genetic algorithm)
+    seed: int = 0                 # the genetic algorithm's random stream
+    population: int = 100
+    generations: int = 100
+
+    def __post_init__(self) -> None:
+        if self.search not in ("ilp", "ga"):
+            raise QuantaError(f"pollux: search must be ilp or ga, not '{self.search}'",
+                              field="search")
+        if self.learn and self.aware:
+            raise QuantaError("pollux: learn=true is the heterogeneity-unaware Pollux of Sia's "
+                              "simulator (one learned model for every GPU type); use aware=false",
+                              field="learn")
 
     def decide(self, snap: Snapshot) -> Decision:
         j = snap.jobs
         n = len(j)
         cl = snap.cluster
         st = snap.state if snap.state else {"seen": {}}
-        seen: dict[int, int] = st["seen"]
-        for i in np.flatnonzero(j.running).tolist():
+        seen: dict[int, int] = st.setdefault("seen", {})
+        # a GPU count counts once the job has made progress on it (its restore over): Pollux's
+        # limit comes from its profiled placements (job.py max_profiled_replicas), and profile
+        # points are added only while a job trains
+        trained = j.running & (j.resume_at < snap.now)
+        for i in np.flatnonzero(trained).tolist():
             r = int(j.rows[i])
             seen[r] = max(seen.get(r, 0), int(j.gpus[i]))
+        if self.learn:
+            nodes = None
+            if self.search == "ga":     # its placement may span more nodes than it needs
+                nodes = np.array([len(np.unique(cl.gpu_node[g])) for g in j.placement])
+            record_trained(snap, st, trained, merge_types=True, nodes=nodes)
         main = int(np.argmax(cl.capacity))           # the type an unaware Pollux models
+        cap = np.array([self._cap(snap, seen.get(int(j.rows[i]), 0)) for i in range(n)],
+                       dtype=np.int64)
+        if self.search == "ga":
+            return self._decide_ga(snap, st, main, cap)
         rows: list[tuple[int, int, int, float]] = []
         for i, spec in enumerate(j.specs):
-            cap = min(max(2 * seen.get(int(j.rows[i]), 0), 1), self.max_gpus)
-            for k in np.flatnonzero(j.allowed[i]).tolist():
+            allowed = np.flatnonzero(j.allowed[i]).tolist()
+            counts = np.arange(1, int(cap[i]) + 1)
+            if self.learn:
+                good = self._goodputs(snap, st, i, main, counts,
+                                      [cl.min_nodes(main, int(c)) for c in counts])
+                for k in allowed:
+                    for cnt, g in zip(counts.tolist(), good.tolist()):
+                        if cnt <= int(snap.capacity[k]) and g > 0:
+                            rows.append((i, k, cnt, g))
+                continue
+            for k in allowed:
                 seen_as = k if self.aware else main
-                for cnt in range(1, min(cap, int(snap.capacity[k])) + 1):
+                for cnt in range(1, min(int(cap[i]), int(snap.capacity[k])) + 1):
                     rate = rate_with(snap.perf, spec, cl.types[seen_as], cnt,
                                      cl.min_nodes(seen_as, cnt), True, ADAPTIVE_BATCH)
                     if rate > 0:
                         rows.append((i, k, cnt, rate))
         c = Candidates.of(rows)
-        base = np.zeros(n)
-        np.maximum.at(base, c.job, np.where(c.count == 1, c.rate, 0.0))   # best 1-GPU goodput
-        speedup = c.rate / np.maximum(base[c.job], 1e-12)
-        realloc = restart_factor(snap, self.restart_delay, grace=False)
-        speedup = np.maximum(np.where(c.current(snap), speedup, speedup * realloc[c.job]), 1e-4)
-        term = speedup ** self.p
-        return decide_configs(snap, c, (term if self.p < 0 else -term) - ADMIT, st, self.time_limit,
+        realloc = restart_factor(snap, self.restart_delay, grace=False) if not \
+            self.first_start_counted else self._restart_factor(snap)
+        if self.fair_share:
+            base = self._fair_goodputs(snap, st, main)
+            speedup = c.rate / np.maximum(base[c.job], 1e-300) * self._scale(snap)
+            speedup = np.where(c.current(snap), speedup, speedup * realloc[c.job])
+            if self.p < 0:
+                cost = (speedup + FLOOR) ** self.p - FLOOR ** self.p
+            elif self.p > 0:
+                cost = -((speedup + FLOOR) ** self.p - FLOOR ** self.p)
+            else:
+                cost = -(np.log(np.maximum(speedup, FLOOR)) - np.log(FLOOR))
+        else:
+            base = np.zeros(n)
+            np.maximum.at(base, c.job, np.where(c.count == 1, c.rate, 0.0))   # best 1-GPU goodput
+            speedup = c.rate / np.maximum(base[c.job], 1e-12)
+            speedup = np.maximum(np.where(c.current(snap), speedup, speedup * realloc[c.job]),
+                                 1e-4)
+            term = speedup ** self.p
+            cost = (term if self.p < 0 else -term) - ADMIT
+        return decide_configs(snap, c, cost, st, self.time_limit,
                               dict.fromkeys(range(n), ADAPTIVE_BATCH))
+
+    # -- what the policy believes -------------------------------------------------------------
+    def _cap(self, snap: Snapshot, most: int) -> int:
+        cap = min(max(2 * most, 1), self.max_gpus)
+        if self.type_cap:
+            cap = min(cap, int(np.min(snap.cluster.capacity)))
+        return cap
+
+    def _restart_factor(self, snap: Snapshot) -> np.ndarray:
+        """Pollux's re-allocation factor with its own restart count (the first start is none)."""
+        j = snap.jobs
+        age = snap.now - j.submit
+        restarts = np.maximum(j.restarts - 1, 0)
+        return np.maximum(age - restarts * self.restart_delay, 0.0) / (age + self.restart_delay)
+
+    def _goodputs(self, snap: Snapshot, st: dict, i: int, main: int, counts, nodes) -> np.ndarray:
+        """Goodput the policy expects of job i at each (GPU count, node count), as if on the
+        modelled type: its learned model with `learn` (a job that never trained: r, the
+        reference's r / fair share up to the fair-share divisor), else the performance model."""
+        j = snap.jobs
+        cl = snap.cluster
+        spec = j.specs[i]
+        counts = np.asarray(counts, dtype=float)
+        nodes = np.asarray(nodes, dtype=float)
+        if self.learn:
+            row = int(j.rows[i])
+            fit = st.get("fits", {}).get((row, MERGED))
+            grad = st.get("grad", {}).get(row)
+            prof = snap.perf.goodput_profile(spec, cl.types[main])
+            if fit is None or grad is None or prof is None:
+                return counts.copy()
+            return pollux_goodput(fit, prof.init_batch, nodes, counts, prof.max_batch,
+                                  prof.min_local, prof.max_local, grad)
+        return np.array([rate_with(snap.perf, spec, cl.types[main], int(c), int(nd),
+                                   int(nd) <= cl.min_nodes(main, int(c)), ADAPTIVE_BATCH)
+                         for c, nd in zip(counts.tolist(), nodes.tolist())])
+
+    def _fair_goodputs(self, snap: Snapshot, st: dict, main: int) -> np.ndarray:
+        """Each job's goodput at its fair share: ceil(GPUs / jobs) replicas on one node
+        (pollux_unaware.py:247-260); for a job the policy knows nothing of, its r is divided by
+        that count."""
+        n = len(snap.jobs)
+        fair = float(np.ceil(snap.capacity.sum() / max(n, 1)))
+        out = np.empty(n)
+        for i in range(n):
+            out[i] = float(self._goodputs(snap, st, i, main, [fair], [1.0])[0])
+        return out
+
+    def _scale(self, snap: Snapshot) -> float:
+        """One node's worth of GPUs has speedup 1: the dominant share x the virtual nodes
+        (pollux_unaware.py:321-324) = 1 / the smallest node's GPUs."""
+        return 1.0 / float(np.min(snap.cluster.node_gpus))
+
+    # -- Pollux's genetic algorithm over virtual nodes --------------------------------------------
+    def _decide_ga(self, snap: Snapshot, st: dict, main: int, cap: np.ndarray) -> Decision:
+        j = snap.jobs
+        n = len(j)
+        cl = snap.cluster
+        dec = Decision.empty(snap)
+        dec.state = st
+        if n == 0:
+            return dec
+        rng = st.get("rng")
+        if rng is None:
+            rng = st["rng"] = np.random.default_rng(self.seed)
+        vn = VirtualNodes(cl, snap.node_up)
+        N = len(vn)
+        # jobs in Pollux's order: least attained service first, then oldest
+        order = np.lexsort((j.rows, j.submit, j.attained))
+        rows = j.rows[order].astype(np.int64)
+        cap_o = cap[order]
+        held = j.placement
+        stored: dict[int, np.ndarray] = st.get("vnodes", {})
+        base = np.zeros((n, N), dtype=np.int64)
+        for a, i in enumerate(order.tolist()):
+            base[a] = self._vnode_row(vn, held[i], stored.get(int(rows[a])))
+        # speedup tables over (virtual nodes used, replicas)
+        total = int(vn.res.sum())
+        fair = float(np.ceil(total / n))
+        R = int(cap_o.max())
+        table = np.zeros((n, MAX_NODES + 1, R + 1))
+        for a, i in enumerate(order.tolist()):
+            c = int(cap_o[a])
+            rr, nn = np.meshgrid(np.arange(1, c + 1), np.arange(1, MAX_NODES + 1))
+            ok = nn <= rr
+            rr, nn = rr[ok], nn[ok]
+            good = self._goodputs(snap, st, i, main, rr, nn)
+            fair_g = float(self._goodputs(snap, st, i, main, [fair], [1.0])[0])
+            table[a, nn, rr] = good / max(fair_g, 1e-300)
+        restarts = np.maximum(j.restarts - (1 if self.first_start_counted else 0), 0)[order]
+        age = (snap.now - j.submit)[order]
+        d = self.restart_delay
+        factor = np.maximum(age - restarts * d, 0.0) / (age + d)
+        prob = Problem(table, base, cap_o, vn.res, factor, self.p, N / max(total, 1))
+        # start from the previous round's Pareto front, the jobs carried over (else the
+        # current allocation)
+        prev = st.get("front")
+        if prev is not None:
+            prev_rows, prev_x = prev
+            init = np.zeros((len(prev_x), n, N), dtype=np.int64)
+            where = {int(r): a for a, r in enumerate(prev_rows.tolist())}
+            src = [where.get(int(r), -1) for r in rows.tolist()]
+            for a, s in enumerate(src):
+                if s >= 0:
+                    init[:, a] = prev_x[:, s]
+        else:
+            init = base[None].copy()
+        X, F = nsga2(rng, prob, init, self.population, self.generations)
+        st["front"] = (rows, X)
+        best = X[int(np.argmin(F[:, 0]))]
+        # a job on virtual nodes of several types keeps its majority type's; the rest idles
+        alloc = np.array([keep_one_type(best[a], vn.type, cl.types) for a in range(n)])
+        st["vnodes"] = {int(rows[a]): alloc[a] for a in range(n) if alloc[a].any()}
+        self._to_gpus(snap, vn, order, alloc, dec)
+        return dec
+
+    @staticmethod
+    def _vnode_row(vn: VirtualNodes, gpus: np.ndarray, stored: np.ndarray | None) -> np.ndarray:
+        """A job's replicas per virtual node now: the policy's own last choice if the job still
+        holds exactly that many GPUs on each node, else counted from its GPUs."""
+        counted = np.bincount(vn.gpu_vnode[gpus], minlength=len(vn)) if len(gpus) else \
+            np.zeros(len(vn), dtype=np.int64)
+        if stored is not None and len(stored) == len(vn):
+            per_node = np.bincount(vn.node, weights=stored, minlength=vn.node.max() + 1)
+            now = np.bincount(vn.node, weights=counted, minlength=vn.node.max() + 1)
+            if np.array_equal(per_node, now):
+                return stored.astype(np.int64)
+        return counted.astype(np.int64)
+
+    @staticmethod
+    def _to_gpus(snap: Snapshot, vn: VirtualNodes, order: np.ndarray, alloc: np.ndarray,
+                 dec: Decision) -> None:
+        """Exact GPUs for the chosen replicas, node by node: a job keeps the GPUs it holds on a
+        node up to its new count there (moving between the virtual halves of one node is no
+        move: Sia's simulator sees the same nodes), the rest come from that node's other GPUs."""
+        cl = snap.cluster
+        j = snap.jobs
+        held = j.placement
+        n_nodes = len(cl.node_gpus)
+        want = np.zeros((len(order), n_nodes), dtype=np.int64)
+        for a in range(len(order)):
+            np.add.at(want[a], vn.node, alloc[a])
+        taken = np.zeros(cl.num_gpus, dtype=bool)
+        got: list[list[int]] = [[] for _ in range(len(order))]
+        for a, i in enumerate(order.tolist()):
+            for nd in np.flatnonzero(want[a]).tolist():
+                mine = [g for g in held[i].tolist() if cl.gpu_node[g] == nd][:want[a, nd]]
+                got[a].extend(mine)
+                taken[mine] = True
+        for a in range(len(order)):
+            for nd in np.flatnonzero(want[a]).tolist():
+                need = int(want[a, nd]) - sum(1 for g in got[a] if cl.gpu_node[g] == nd)
+                if need <= 0:
+                    continue
+                lo = int(cl.node_first_gpu[nd])
+                free = [g for g in range(lo, lo + int(cl.node_gpus[nd])) if not taken[g]][:need]
+                got[a].extend(free)
+                taken[free] = True
+        for a, i in enumerate(order.tolist()):
+            if not got[a]:
+                continue
+            gpus = np.array(sorted(got[a]), dtype=np.int64)
+            dec.gpus[i] = len(gpus)
+            dec.gpu_type[i] = int(cl.gpu_type_idx[gpus[0]])
+            dec.exact[i] = gpus
+            dec.plans[i] = ADAPTIVE_BATCH

@@ -30,7 +30,7 @@ from quanta.core.decision import Decision
 from quanta.core.snapshot import Snapshot
 from quanta.perf.base import ADAPTIVE_BATCH, rate_with
 from quanta.perf.goodput import adaptive_batch_up_to
-from quanta.perf.pollux_online import fit_pollux, pollux_goodput
+from quanta.perf.pollux_online import pollux_goodput, record_trained
 from quanta.policies.base import Policy
 from quanta.policies.config_ilp import Candidates, decide_configs, restart_factor
 from quanta.policies.registry import register
@@ -94,7 +94,7 @@ class Sia(Policy):
         pinned = (j.running & (j.resume_at > snap.now) if self.pin_restoring
                   else np.zeros(n, dtype=bool))
         if self.learn:
-            self._observe(snap, st, ran)
+            record_trained(snap, st, ran)
         c = self._candidates(snap, seen, pinned, st if self.learn else None)
         # normalise per job, restart penalty, power
         low = np.full(n, np.inf)
@@ -117,34 +117,6 @@ class Sia(Policy):
 
     def _rigid(self, spec) -> bool:
         return not self.adaptive or bool(spec.min_gpus and spec.min_gpus == spec.max_gpus)
-
-    def _observe(self, snap: Snapshot, st: dict, ran: np.ndarray) -> None:
-        """Record what each job that trained since the last round measured (its throughput model
-        is refitted when it has a new point), as Sia's jobs report profiles (job.py
-        update_params)."""
-        j = snap.jobs
-        cl = snap.cluster
-        obs_fn = getattr(snap.perf, "observe", None)
-        if obs_fn is None:
-            return
-        pts = st.setdefault("points", {})
-        fits = st.setdefault("fits", {})
-        grads = st.setdefault("grad", {})
-        for i in np.flatnonzero(ran).tolist():
-            k, cnt = int(j.gtype[i]), int(j.gpus[i])
-            nodes = cl.min_nodes(k, cnt)
-            o = obs_fn(j.specs[i], cl.types[k], cnt, nodes)
-            if o is None:
-                continue
-            row = int(j.rows[i])
-            grads[row] = (o.grad_sqr, o.grad_var)
-            mine = pts.setdefault((row, k), {})
-            key = (min(nodes, 2), cnt, o.local_bsz)
-            if key in mine:
-                continue
-            mine[key] = (o.step_time, o.sync_time)
-            a = np.array([(*kk, *v) for kk, v in sorted(mine.items())])
-            fits[(row, k)] = fit_pollux(a[:, 0], a[:, 1], a[:, 2], a[:, 3], a[:, 4])
 
     def _learned(self, snap: Snapshot, st: dict, i: int, k: int, counts: list[int]
                  ) -> list[float] | None:
