@@ -48,6 +48,7 @@ import os
 import re
 import resource
 import statistics
+import shutil
 import subprocess
 import sys
 import time
@@ -131,7 +132,8 @@ def run_quanta(trace: Path, specs: list[str], seed: int, world: str, out: Path,
            "--quiet", "--no-plots"]
     for s in specs:
         cmd += ["--policy", s]
-    out.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(out, ignore_errors=True)    # this bench's own folder: a repeat writes afresh
+    out.mkdir(parents=True)                   # (quanta simulate refuses an earlier run's files)
     c0 = cpu_children()
     t0 = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True, env=env_for(pythonpath), cwd=str(out.parent))

@@ -67,9 +67,10 @@ def simulate(trace: str = "philly", cluster: str = "gavel-108",
              load_scale: float = 1.0, restart_delay: float = 30.0, drop_impossible: bool = False,
              node_mtbf_h: float = 0.0, repair_h: float = 1.0, until_h: float | None = None,
              world: str = "quanta", out: str | Path | None = None, plots: bool = False,
-             events: bool = False) -> Simulation:
+             events: bool = False, force: bool = False, fig_format: str = "png") -> Simulation:
     """Replay `trace` on `cluster` under each policy (as `quanta simulate`); with `out`, the same
-    files as the CLI are written there too."""
+    files as the CLI are written there too (a folder holding an earlier run's files is refused
+    unless `force`, which replaces them)."""
     import numpy as np
 
     from quanta.report.metrics import JOB_COLUMNS, SUMMARY_COLUMNS, job_rows
@@ -83,7 +84,8 @@ def simulate(trace: str = "philly", cluster: str = "gavel-108",
                             load_scale=load_scale, restart_delay=restart_delay,
                             drop_impossible=drop_impossible, node_mtbf_h=node_mtbf_h,
                             repair_h=repair_h, until_h=until_h, plots=plots, events=events,
-                            world=world, window=win)
+                            world=world, window=win, force=force, fig_format=fig_format,
+                            command="quanta.simulate(...) from Python: every input below")
     rows, header, results = run_simulations(req, keep_results=True)
     stat_cols = {"events": "int", "decisions": "int", "transitions": "int", "stalled": "bool"}
     sum_cols = {"policy": "str", **{c: METRIC_COLUMNS[c] for c in SUMMARY_COLUMNS[1:]},

@@ -13,10 +13,35 @@ from rich.table import Table
 
 from quanta.errors import QuantaError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+
+def _plain_help_flag(opt):
+    """typer 0.29 coerces even an absent --help flag through a pydantic TypeAdapter, importing
+    pydantic (~0.15 s) for `quanta --help` or `--version`; the flag is a plain bool, so it gets
+    typer's own pass-through coercion instead (the same values: None or True)."""
+    if opt is not None and getattr(opt, "_runtime_param", False) is None:
+        try:
+            from typer._coercion import PassThroughRuntimeParam
+            opt._runtime_param = PassThroughRuntimeParam(
+                parameter_info=opt.type_descriptor.parameter_info, annotation=bool)
+        except (ImportError, AttributeError, TypeError):     # another typer: its own way
+            pass
+    return opt
+
+
+class _Group(typer.core.TyperGroup):
+    def get_help_option(self, ctx):
+        return _plain_help_flag(super().get_help_option(ctx))
+
+
+# rich_markup_mode=None: help is click's plain text, wrapped to the terminal (no rich panels that
+# cut `synthetic:JOBS_PER_HOUR:NUM_JOBS` at 80 columns, no ":B:" read as an emoji) and no
+# typer.rich_utils / rich.markdown import on every start. emoji=False: text such as
+# "synthetic:-1:10" is never turned into an emoji.
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None, cls=_Group,
                   help="Quanta: deep-learning cluster scheduling, simulated and for real.")
-console = Console(width=None if sys.stdout.isatty() else 120)   # pipes and logs get full rows
-err_console = Console(stderr=True)
+console = Console(width=None if sys.stdout.isatty() else 120,   # pipes and logs get full rows
+                  emoji=False)
+err_console = Console(stderr=True, emoji=False)
 
 
 
@@ -38,38 +63,62 @@ DEFAULT_CLUSTER = "gavel-108"
 DEFAULT_POLICIES = ["fifo", "sjf", "srtf", "las"]
 
 
+def _plain(text: str, style: str | None = None):
+    """Text printed as it is: never read as rich markup ("[philly]") or emoji (":-1:")."""
+    from rich.text import Text
+    return Text(str(text), style=style or "")
+
+
 @app.command()
 def simulate(
-    trace: str = typer.Option(DEFAULT_TRACE, help="trace file, bundled sample name (see `quanta traces`), "
-                              "or synthetic:JOBS_PER_HOUR:NUM_JOBS (Gavel-style Poisson)"),
-    format: str = typer.Option("auto", "--format", help="trace format (auto, normalized, philly, gavel, "
-                               "pollux, tiresias, openb, helios, itp, pai)"),
-    cluster: str = typer.Option(DEFAULT_CLUSTER, help="preset name, YAML file, or TYPE:NODESxGPUS[,...]"),
-    policy: Optional[List[str]] = typer.Option(None, "--policy", "-p",
-                                               help="policy NAME[:key=value,...]; repeat to compare"),
-    seed: int = typer.Option(0, help="seed for everything random (model draws, synthetic traces, faults)"),
-    out: Path = typer.Option(Path("quanta-out"), help="output folder"),
-    max_jobs: Optional[int] = typer.Option(None, "--max-jobs", min=1, help="keep the first N jobs"),
-    load_scale: float = typer.Option(1.0, "--load-scale", help="divide inter-arrival times by X"),
-    restart_delay: float = typer.Option(30.0, "--restart-delay", min=0.0,
-                                        help="seconds to restore a checkpoint after preemption/migration"),
+    trace: str = typer.Option(DEFAULT_TRACE, metavar="TRACE", help="trace file, bundled sample "
+                              "name (see `quanta traces`), or synthetic:JOBS_PER_HOUR:NUM_JOBS "
+                              "(Gavel-style Poisson)"),
+    format: str = typer.Option("auto", "--format", metavar="FORMAT", help="trace format (auto, "
+                               "normalized, philly, gavel, pollux, tiresias, openb, helios, itp, "
+                               "pai)"),
+    cluster: str = typer.Option(DEFAULT_CLUSTER, metavar="CLUSTER", help="preset name, YAML "
+                                "file, or TYPE:NODESxGPUS[,...]"),
+    policy: Optional[List[str]] = typer.Option(None, "--policy", "-p", metavar="POLICY",
+                                               help="policy NAME[:key=value,...]; repeat to "
+                                               "compare [default: fifo, sjf, srtf, las]"),
+    seed: int = typer.Option(0, metavar="N", help="seed for everything random (model draws, "
+                             "synthetic traces, faults)"),
+    out: Path = typer.Option(Path("quanta-out"), metavar="DIR", help="output folder (holding an "
+                             "earlier run: see --force)"),
+    force: bool = typer.Option(False, "--force", help="replace an earlier run's files in the "
+                               "output folder (only files Quanta wrote)"),
+    max_jobs: Optional[int] = typer.Option(None, "--max-jobs", min=1, metavar="N",
+                                           help="keep the first N jobs"),
+    load_scale: float = typer.Option(1.0, "--load-scale", metavar="X",
+                                     help="divide inter-arrival times by X"),
+    restart_delay: float = typer.Option(30.0, "--restart-delay", min=0.0, metavar="S",
+                                        help="seconds to restore a checkpoint after "
+                                        "preemption/migration"),
     drop_impossible: bool = typer.Option(False, "--drop-impossible",
                                          help="report jobs that can never fit instead of failing"),
-    node_mtbf_h: float = typer.Option(0.0, "--node-mtbf-h", min=0.0,
-                                      help="inject node failures: mean hours between failures per node"),
-    repair_h: float = typer.Option(1.0, "--repair-h", min=0.0, help="hours a failed node stays down"),
-    until_h: Optional[float] = typer.Option(None, "--until-h", help="stop the simulation at this hour"),
-    plots: bool = typer.Option(True, "--plots/--no-plots", help="write PNG plots"),
+    node_mtbf_h: float = typer.Option(0.0, "--node-mtbf-h", min=0.0, metavar="H",
+                                      help="inject node failures: mean hours between failures "
+                                      "per node"),
+    repair_h: float = typer.Option(1.0, "--repair-h", min=0.0, metavar="H",
+                                   help="hours a failed node stays down"),
+    until_h: Optional[float] = typer.Option(None, "--until-h", metavar="H",
+                                            help="stop the simulation at this hour (> 0)"),
+    plots: bool = typer.Option(True, "--plots/--no-plots", help="write figures"),
+    fig_format: str = typer.Option("png", "--fig-format", metavar="png|pdf|svg",
+                                   help="figure file format"),
     events: bool = typer.Option(False, "--events", help="write <policy>/events.csv: every submit, "
                                 "start, preemption, migration, resize, failure and finish"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar or table"),
-    world: str = typer.Option("quanta", "--world", help="the simulated world: quanta (Quanta's own "
-                              "model) or a reference simulator's replay profile (see `quanta worlds`)"),
-    queues: Optional[Path] = typer.Option(None, "--queues", help="queues file (docs/queues.md): "
-                                          "every policy under its quotas, fair share and "
-                                          "priorities; per-queue results in queues.csv"),
-    window: Optional[str] = typer.Option(None, "--window", help="steady-state window A:B: metrics "
-                                         "over jobs A..B-1 by arrival order (Gavel: 4000:5000)"),
+    world: str = typer.Option("quanta", "--world", metavar="WORLD", help="the simulated world: "
+                              "quanta (Quanta's own model) or a reference simulator's replay "
+                              "profile (see `quanta worlds`)"),
+    queues: Optional[Path] = typer.Option(None, "--queues", metavar="FILE", help="queues file "
+                                          "(docs/queues.md): every policy under its quotas, fair "
+                                          "share and priorities; per-queue results in queues.csv"),
+    window: Optional[str] = typer.Option(None, "--window", metavar="A:B", help="steady-state "
+                                         "window: metrics over jobs A..B-1 by arrival order "
+                                         "(Gavel: 4000:5000)"),
 ) -> None:
     """Replay a trace on a cluster under one or more policies and compare them."""
     from quanta.report.window import parse_window
@@ -81,10 +130,11 @@ def simulate(
                             drop_impossible=drop_impossible, node_mtbf_h=node_mtbf_h,
                             repair_h=repair_h, until_h=until_h, plots=plots, events=events,
                             world=world, window=parse_window(window),
-                            queues=str(queues) if queues else None)
+                            queues=str(queues) if queues else None, force=force,
+                            fig_format=fig_format.lower())
     rows, header = run_simulations(req, console=None if quiet else console)
     if not quiet:
-        table = Table(title="Quanta: " + "; ".join(header[:2]), title_justify="left",
+        table = Table(title=_plain("Quanta: " + "; ".join(header[:2])), title_justify="left",
                       box=box.SIMPLE_HEAD)
         cols = [("policy", "policy"), ("finished", "done"), ("avg_jct_s", "avg JCT h"),
                 ("p50_jct_s", "p50 h"), ("p99_jct_s", "p99 h"), ("avg_queue_s", "queue h"),
@@ -96,14 +146,15 @@ def simulate(
             cells = []
             for key, _title in cols:
                 v = r[key]
-                cells.append(f"{v / 3600:.1f}" if key.endswith("_s") else
-                             f"{v:.2f}" if isinstance(v, float) else str(v))
+                cells.append(_plain(f"{v / 3600:.1f}" if key.endswith("_s") else
+                                    f"{v:.2f}" if isinstance(v, float) else str(v)))
             table.add_row(*cells)
         console.print(table)
         for h in header[2:]:
-            console.print(f"[dim]note: {h}[/dim]")
-        console.print(f"results in {out}/ (summary.csv, report.md, <policy>/jobs.csv, timeline.csv"
-                      + (", jct_cdf.png, utilisation.png)" if plots else ")"))
+            console.print(_plain(f"note: {h}", "dim"), soft_wrap=True)
+        figs = f", figures *.{req.fig_format}" if plots else ""
+        console.print(_plain(f"results in {out}/ (summary.csv, report.md, config.yaml, "
+                             f"<policy>/jobs.csv, timeline.csv{figs})"), soft_wrap=True)
 
 
 def _numbers(values: Optional[List[str]], kind: type, flag: str) -> Optional[tuple]:
@@ -127,39 +178,52 @@ def _numbers(values: Optional[List[str]], kind: type, flag: str) -> Optional[tup
 def sweep(
     file: Optional[Path] = typer.Argument(None, help="sweep YAML (see docs/sweeps.md); flags "
                                           "given here override its fields"),
-    trace: Optional[List[str]] = typer.Option(None, "--trace", help="trace (repeat): file, "
-                                              "sample name or synthetic:JOBS_PER_HOUR:NUM_JOBS"),
-    rate: Optional[List[str]] = typer.Option(None, "--rate", help="synthetic Gavel-style arrival "
-                                             "rates, jobs/hour (repeat or 1,2,3)"),
-    jobs: Optional[int] = typer.Option(None, "--jobs", min=1, help="jobs per synthetic trace "
-                                       "(default 1000)"),
-    cluster: Optional[List[str]] = typer.Option(None, "--cluster", help="cluster (repeat): preset, "
-                                                "YAML file or TYPE:NODESxGPUS[,...]"),
-    policy: Optional[List[str]] = typer.Option(None, "--policy", "-p", help="policy (repeat): "
-                                               "NAME[:k=v,...] or module.path:Class[:k=v,...]"),
-    seed: Optional[List[str]] = typer.Option(None, "--seed", "--seeds", help="seeds (repeat, "
-                                             "0,1,2 or 0-4)"),
-    load_scale: Optional[List[str]] = typer.Option(None, "--load-scale", help="load scales "
-                                                   "(repeat or 1,1.5,2)"),
-    window: Optional[str] = typer.Option(None, "--window", help="steady-state window A:B (jobs by "
-                                         "arrival order)"),
-    format: Optional[str] = typer.Option(None, "--format", help="trace format (default auto)"),
-    max_jobs: Optional[int] = typer.Option(None, "--max-jobs", min=1, help="keep the first N jobs"),
-    restart_delay: Optional[float] = typer.Option(None, "--restart-delay", min=0.0,
+    trace: Optional[List[str]] = typer.Option(None, "--trace", metavar="TRACE", help="trace "
+                                              "(repeat): file, sample name or "
+                                              "synthetic:JOBS_PER_HOUR:NUM_JOBS"),
+    rate: Optional[List[str]] = typer.Option(None, "--rate", metavar="R[,R...]", help="synthetic "
+                                             "Gavel-style arrival rates, jobs/hour (repeat or "
+                                             "1,2,3)"),
+    jobs: Optional[int] = typer.Option(None, "--jobs", min=1, metavar="N", help="jobs per "
+                                       "synthetic trace (default 1000)"),
+    cluster: Optional[List[str]] = typer.Option(None, "--cluster", metavar="CLUSTER",
+                                                help="cluster (repeat): preset, YAML file or "
+                                                "TYPE:NODESxGPUS[,...]"),
+    policy: Optional[List[str]] = typer.Option(None, "--policy", "-p", metavar="POLICY",
+                                               help="policy (repeat): NAME[:k=v,...] or "
+                                               "module.path:Class[:k=v,...]"),
+    seed: Optional[List[str]] = typer.Option(None, "--seed", "--seeds", metavar="SEEDS",
+                                             help="seeds (repeat, 0,1,2 or 0-4)"),
+    load_scale: Optional[List[str]] = typer.Option(None, "--load-scale", metavar="X[,X...]",
+                                                   help="load scales (repeat or 1,1.5,2)"),
+    window: Optional[str] = typer.Option(None, "--window", metavar="A:B", help="steady-state "
+                                         "window A:B (jobs by arrival order)"),
+    format: Optional[str] = typer.Option(None, "--format", metavar="FORMAT", help="trace format "
+                                         "(default auto)"),
+    max_jobs: Optional[int] = typer.Option(None, "--max-jobs", min=1, metavar="N",
+                                           help="keep the first N jobs"),
+    restart_delay: Optional[float] = typer.Option(None, "--restart-delay", min=0.0, metavar="S",
                                                   help="checkpoint-restore seconds (default 30)"),
-    node_mtbf_h: Optional[float] = typer.Option(None, "--node-mtbf-h", min=0.0,
+    node_mtbf_h: Optional[float] = typer.Option(None, "--node-mtbf-h", min=0.0, metavar="H",
                                                 help="node failures: mean hours between"),
-    repair_h: Optional[float] = typer.Option(None, "--repair-h", min=0.0, help="repair hours"),
-    until_h: Optional[float] = typer.Option(None, "--until-h", help="stop each run at this hour"),
+    repair_h: Optional[float] = typer.Option(None, "--repair-h", min=0.0, metavar="H",
+                                             help="repair hours"),
+    until_h: Optional[float] = typer.Option(None, "--until-h", metavar="H", help="stop each run "
+                                            "at this hour (> 0)"),
     drop_impossible: Optional[bool] = typer.Option(None, "--drop-impossible/--no-drop-impossible",
                                                    help="report jobs that never fit"),
-    world: Optional[str] = typer.Option(None, "--world", help="simulated world (default quanta)"),
-    out: Path = typer.Option(Path("quanta-sweep"), help="output folder (finished cells are "
-                             "reused from it)"),
-    workers: Optional[int] = typer.Option(None, "--workers", "-j", min=1, help="local worker "
-                                          "processes (default: every core)"),
-    ray: Optional[str] = typer.Option(None, "--ray", help="run on the Ray cluster at ADDRESS "
-                                      "(or auto) instead of local processes"),
+    world: Optional[str] = typer.Option(None, "--world", metavar="WORLD", help="simulated world "
+                                        "(default quanta)"),
+    out: Path = typer.Option(Path("quanta-sweep"), metavar="DIR", help="output folder (finished "
+                             "cells are reused from it)"),
+    workers: Optional[int] = typer.Option(None, "--workers", "-j", min=1, metavar="N",
+                                          help="local worker processes (default: every core)"),
+    ray: Optional[str] = typer.Option(None, "--ray", metavar="ADDRESS", help="run on the Ray "
+                                      "cluster at ADDRESS (or auto) instead of local processes"),
+    plots: bool = typer.Option(True, "--plots/--no-plots", help="write JCT vs load figures "
+                               "(two loads or more)"),
+    fig_format: str = typer.Option("png", "--fig-format", metavar="png|pdf|svg",
+                                   help="figure file format"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar or table"),
 ) -> None:
     """Sweep traces or rates x clusters x policies x load scales x seeds, in parallel and
@@ -183,7 +247,8 @@ def sweep(
             "restart_delay": restart_delay, "node_mtbf_h": node_mtbf_h, "repair_h": repair_h,
             "until_h": until_h, "drop_impossible": drop_impossible, "world": world}
     spec = replace(spec, **{k: v for k, v in over.items() if v is not None})
-    res = run_sweep(spec, out, workers=workers, ray=ray, console=None if quiet else console)
+    res = run_sweep(spec, out, workers=workers, ray=ray, console=None if quiet else console,
+                    plots=plots, fig_format=fig_format.lower())
     if quiet:
         return
     console.print(f"Quanta sweep: {len(res.cells)} cells ({res.ran} run, {res.reused} reused) "
@@ -201,12 +266,14 @@ def sweep(
         return f"{mean:{fmt}}" + ("" if ci != ci else f" ± {ci:{fmt}}")
 
     for r in res.aggregate:
-        table.add_row(r["trace"], r["cluster"], r["policy"], f"{r['load_scale']:g}",
-                      str(r["seeds"]), pm(r, "avg_jct_s", 3600), pm(r, "p99_jct_s", 3600),
-                      pm(r, "gpu_util"), pm(r, "preemptions", 1.0, ".0f"))
+        table.add_row(*map(_plain, (r["trace"], r["cluster"], r["policy"],
+                                    f"{r['load_scale']:g}", str(r["seeds"]),
+                                    pm(r, "avg_jct_s", 3600), pm(r, "p99_jct_s", 3600),
+                                    pm(r, "gpu_util"), pm(r, "preemptions", 1.0, ".0f"))))
     console.print(table)
-    console.print(f"results in {res.out}/ (results.csv, results.parquet, aggregate.csv, "
-                  f"aggregate.parquet, jobs.parquet, cells/)", highlight=False)
+    figs = "".join(f", {p.name}" for p in res.figures)
+    console.print(_plain(f"results in {res.out}/ (results.csv, results.parquet, aggregate.csv, "
+                         f"aggregate.parquet, jobs.parquet, cells/{figs})"), soft_wrap=True)
 
 
 @app.command()
@@ -225,7 +292,8 @@ def reproduce(
 
     from quanta.reproduce import reproduce as run
     rows = run(system, workload, ref_policy, seed,
-               progress=None if as_json else (lambda what: console.print(f"[dim]replaying {what}[/dim]")))
+               progress=None if as_json else (lambda what: console.print(
+                   _plain(f"replaying {what}", "dim"))))
     if as_json:
         print(_json.dumps(rows, indent=1))
         return
@@ -249,10 +317,11 @@ def reproduce(
                       f"{r['ref_makespan_s'] / 3600:.2f}", f"{rep['makespan_s'] / 3600:.2f}")
     console.print(table)
     mapping = dict((r["policy"], r["quanta_policy"]) for r in rows)
-    console.print("[dim]reference policy -> Quanta's: "
-                  + ", ".join(f"{a} -> {b}" for a, b in mapping.items())
-                  + f"; replay = Quanta under --world {world['world']}, quanta = Quanta's own "
-                  "world; averages over the jobs the reference finished; mksp = makespan (h)[/dim]")
+    console.print(_plain("reference policy -> Quanta's: "
+                         + ", ".join(f"{a} -> {b}" for a, b in mapping.items())
+                         + f"; replay = Quanta under --world {world['world']}, quanta = Quanta's "
+                         "own world; averages over the jobs the reference finished; mksp = "
+                         "makespan (h)", "dim"))
     names = sorted({a for r in rows for a in r["ref_by_app"]})
     if len(names) > 8:
         console.print(f"[dim]{len(names)} job types: per-type averages with --json[/dim]")
@@ -282,7 +351,9 @@ def worlds() -> None:
     """Simulated worlds: Quanta's own and the reference simulators' replay profiles."""
     from quanta.worlds import get_world, world_names
     for name in world_names():
-        console.print(f"[bold]{name:12s}[/bold] {get_world(name).description}")
+        line = _plain(f"{name:12s}", "bold")
+        line.append(" " + get_world(name).description)
+        console.print(line)
 
 
 @app.command()
@@ -304,7 +375,7 @@ def clusters() -> None:
     """List the cluster presets."""
     from quanta.model.presets import PRESETS
     for name, p in PRESETS.items():
-        console.print(f"{name:16s} {p.description}", highlight=False)
+        console.print(_plain(f"{name:16s} {p.description}"))
 
 
 @app.command()
@@ -312,12 +383,12 @@ def traces() -> None:
     """List the bundled trace samples and the trace formats that can be read."""
     from quanta.workloads.formats import FORMATS
     from quanta.workloads.samples import SAMPLES
-    console.print("bundled samples (use the name with --trace):", highlight=False)
+    console.print(_plain("bundled samples (use the name with --trace):"))
     for name, (_file, fmt, desc) in SAMPLES.items():
-        console.print(f"  {name:14s} [{fmt}] {desc}", highlight=False)
-    console.print("formats (--format):", highlight=False)
+        console.print(_plain(f"  {name:14s} [{fmt}] {desc}"))
+    console.print(_plain("formats (--format):"))
     for name, info in FORMATS.items():
-        console.print(f"  {name:14s} {info.description}", highlight=False)
+        console.print(_plain(f"  {name:14s} {info.description}"))
 
 
 @app.command()
@@ -325,8 +396,8 @@ def catalog() -> None:
     """List the job types the performance models know, with their source."""
     from quanta.workloads.catalog import catalog_rows
     for r in catalog_rows():
-        console.print(f"{r.name:34s} {r.model:22s} {r.gpu_types:38s} {r.cpu_mem:20s} {r.source}",
-                      highlight=False, soft_wrap=True)
+        console.print(_plain(f"{r.name:34s} {r.model:22s} {r.gpu_types:38s} {r.cpu_mem:20s} "
+                             f"{r.source}"), soft_wrap=True)
 
 
 from quanta.cli_jobs import register as _register_job_commands  # noqa: E402
@@ -375,6 +446,9 @@ def main() -> None:
                           markup=False)
         sys.exit(2)
     except Exception as e:
+        if type(e).__name__ == "NoArgsIsHelpError":      # `quanta` alone: the help, exit 2
+            print(e.format_message())
+            sys.exit(2)
         line = _usage_error(e)
         if line is None:
             raise

@@ -16,10 +16,10 @@ import math
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
 import typer
 from rich import box
 from rich.table import Table
+from rich.text import Text
 
 
 def _num(v: float) -> str:
@@ -79,6 +79,7 @@ def live_decision(layer, sim, now: float):
     """The layer's decision on the simulator's jobs at `now` (not applied): reasons, positions."""
     from quanta.core.jobtable import PENDING, RUNNING
     from quanta.core.snapshot import Snapshot
+    import numpy as np
     t = sim.table
     active = np.flatnonzero((t.state == PENDING) | (t.state == RUNNING))
     occ = sim.occ
@@ -103,7 +104,7 @@ def render_report(console, report: dict, title: str) -> None:
             d += 1
         return d
 
-    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
+    t = Table(title=Text(title), title_justify="left", box=box.SIMPLE_HEAD)
     for col in ["QUEUE"] + [ty.upper() for ty in types] + ["BORROWED", "RUNNING", "PENDING",
                                                            "PENDING GPUS", "FAIRSHARE"]:
         t.add_column(col, no_wrap=True, justify="left" if col == "QUEUE" else "right")
@@ -112,7 +113,7 @@ def render_report(console, report: dict, title: str) -> None:
         cells = [f"{r['usage'][k]:g}/{r['nominal'][k]:g}" for k in range(len(types))]
         t.add_row("  " * depth(name) + name, *cells, f"{sum(r['borrowed']):g}", str(r["running"]),
                   str(r["pending"]), str(r["pending_gpus"]), f"{r['fairshare']:.3f}")
-    console.print(t)
+    console.print(t, markup=False)      # names from the user's files, as they are
 
 
 def _tree_order(qs: dict) -> list[str]:
@@ -172,8 +173,8 @@ def register(app: typer.Typer, console) -> None:
                 console.print_json(json.dumps({"name": tree.name, "types": list(types),
                                                "queues": rows}))
                 return
-            t = Table(title=f"queues {tree.name} on {cluster}: nominal / most it may hold "
-                            f"(- no limit) per GPU type", title_justify="left",
+            t = Table(title=Text(f"queues {tree.name} on {cluster}: nominal / most it may hold "
+                                 f"(- no limit) per GPU type"), title_justify="left",
                       box=box.SIMPLE_HEAD)
             for col in ["QUEUE", "WEIGHT", "USERS"] + [ty.upper() for ty in types]:
                 t.add_column(col, no_wrap=True)
@@ -182,9 +183,9 @@ def register(app: typer.Typer, console) -> None:
                          if ty in r["quota"] else "" for ty in types]
                 t.add_row(_indent(tree, r["queue"]), f"{r['weight']:g}",
                           ",".join(r["users"]) if r["leaf"] else "", *cells)
-            console.print(t)
+            console.print(t, markup=False)      # names from the user's files, as they are
             for note in tree.notes(types):
-                console.print(f"[dim]note: {note}[/dim]")
+                console.print(Text(f"note: {note}", style="dim"))
             return
         layer, sim, res = simulate_until(file, trace, format, cluster, policy, seed, max_jobs, at_h)
         tree = layer.tree
@@ -195,7 +196,7 @@ def register(app: typer.Typer, console) -> None:
             if as_json:
                 console.print_json(json.dumps(rows, default=float))
                 return
-            t = Table(title=f"{layer.label()} on {trace}, {cluster}: per queue over the run",
+            t = Table(title=Text(f"{layer.label()} on {trace}, {cluster}: per queue over the run"),
                       title_justify="left", box=box.SIMPLE_HEAD)
             for col in ("QUEUE", "JOBS", "DONE", "AVG JCT H", "WAIT H", "GPU-H", "QUOTA GPU-H",
                         "BORROWED GPU-H", "RECLAIMED", "PREEMPT"):
@@ -206,7 +207,7 @@ def register(app: typer.Typer, console) -> None:
                           f"{r['gpu_hours']:.0f}", f"{r['quota_gpu_hours']:.0f}",
                           f"{r['borrowed_gpu_hours']:.0f}", str(r["reclaim_preemptions"]),
                           str(r["preemptions"]))
-            console.print(t)
+            console.print(t, markup=False)      # names from the user's files, as they are
             return
         now = at_h * 3600.0
         snap, dec = live_decision(layer, sim, now)
@@ -225,7 +226,7 @@ def register(app: typer.Typer, console) -> None:
             if as_json:
                 console.print_json(json.dumps(out))
                 return
-            t = Table(title=f"waiting jobs at hour {at_h:g} ({layer.label()})",
+            t = Table(title=Text(f"waiting jobs at hour {at_h:g} ({layer.label()})"),
                       title_justify="left", box=box.SIMPLE_HEAD)
             for col in ("JOBID", "QUEUE", "USER", "GPUS", "PRIO", "POS", "REASON", "EST START H"):
                 t.add_column(col, no_wrap=True)
@@ -233,7 +234,7 @@ def register(app: typer.Typer, console) -> None:
                 t.add_row(r["job"], r["queue"], r["user"], str(r["gpus"]), str(r["priority"]),
                           str(r["position"]), r["reason"],
                           "" if r["est_start_h"] is None else f"{r['est_start_h']:.2f}")
-            console.print(t)
+            console.print(t, markup=False)      # names from the user's files, as they are
             return
         if as_json:
             console.print_json(json.dumps(dec.state["report"]))

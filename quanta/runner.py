@@ -42,6 +42,9 @@ class SimulationRequest:
     window: Window | str | None = None   # steady-state window: metrics over jobs A..B-1 by arrival
     extra_notes: list[str] = field(default_factory=list)
     queues: str | None = None      # queues file: every policy under quotas, fair share, priorities
+    force: bool = False            # replace an earlier run's files in `out` (else refuse)
+    fig_format: str = "png"        # figures: png, pdf or svg
+    command: str | None = None     # the command line, for config.yaml (None: not from the CLI)
 
 
 def build_policy(p: str | Policy, world, seed: int) -> Policy:
@@ -106,10 +109,12 @@ def run_simulations(req: SimulationRequest, console=None, keep_results: bool = F
     """Run every policy of `req`; returns (summary rows, header notes), and the SimResults too
     with keep_results."""
     from quanta.worlds import get_world
+    check_request(req)
     world = get_world(req.world)
     cluster = resolve_cluster(req.cluster)
     window = parse_window(req.window)
     policies = [build_policy(p, world, req.seed) for p in req.policies]
+    built = list(policies)                      # before a queue layer wraps them
     trace = load_any_trace(req.trace, req.format, req.seed)
     if not trace.jobs:
         raise QuantaError("the trace has no jobs", source=trace.source or req.trace)
@@ -134,6 +139,9 @@ def run_simulations(req: SimulationRequest, console=None, keep_results: bool = F
     if window is not None:
         window.mask(np.array([s.submit_time for s in wl.specs]), trace.source or req.trace)
         header.append(window.describe(len(wl.specs)))
+    if req.out is not None:
+        from quanta.report.outdir import check_out_folder
+        check_out_folder(Path(req.out), req.force)
     results: list[SimResult] = []
     states: list[dict] = []
     for i, pol in enumerate(policies):
@@ -156,14 +164,83 @@ def run_simulations(req: SimulationRequest, console=None, keep_results: bool = F
         else:
             results.append(sim.run())
         states.append(sim.loop.state)
+    from quanta.report.notes import run_notes
+    notes = run_notes(wl.specs, cluster, perf, results, until_h=req.until_h,
+                      node_mtbf_h=req.node_mtbf_h, repair_h=req.repair_h, seed=req.seed)
     rows: list[dict]
     if req.out is not None:
+        from quanta.report.outdir import write_config
         from quanta.report.output import write_run
-        rows = write_run(req.out, results, header=header, plots=req.plots, window=window)
+        out = Path(req.out)
+        config = run_config(req, trace, wl, cluster, world, built)
+        written: list[Path] = []
+        rows = write_run(out, results, header=header, notes=notes, plots=req.plots,
+                         window=window, fig_format=req.fig_format, written=written,
+                         title=f"{trace.name} on {cluster.name}")
+        if req.queues:
+            from quanta.queues.sim import write_queue_report
+            write_queue_report(out, results, policies, states)     # OUT/queues.csv
+            written.append(out / "queues.csv")
+        write_config(out, config, written)
     else:
         from quanta.report.metrics import summary
         rows = [summary(r, window) for r in results]
-    if req.queues:
-        from quanta.queues.sim import write_queue_report
-        write_queue_report(req.out, results, policies, states)     # OUT/queues.csv
+    header = header + notes
     return (rows, header, results) if keep_results else (rows, header)
+
+
+def check_request(req: SimulationRequest) -> None:
+    """One-line errors for values no run can use (the CLI's and the API's alike)."""
+    if req.until_h is not None and not req.until_h > 0:
+        raise QuantaError(f"must be a positive number of hours, got {req.until_h:g}",
+                          field="--until-h")
+    if req.seed < 0:
+        raise QuantaError(f"must be 0 or more, got {req.seed}", field="--seed")
+    if not req.load_scale > 0:
+        raise QuantaError(f"must be positive, got {req.load_scale:g}",
+                          field="--load-scale")
+    for name, v in (("--restart-delay", req.restart_delay), ("--node-mtbf-h", req.node_mtbf_h),
+                    ("--repair-h", req.repair_h)):
+        if not v >= 0:
+            raise QuantaError(f"must be 0 or more, got {v:g}", field=name)
+    from quanta.report.outdir import FIG_FORMATS
+    if req.fig_format not in FIG_FORMATS:
+        raise QuantaError(f"unknown figure format '{req.fig_format}' (png, pdf or svg)",
+                          field="--fig-format")
+
+
+def run_config(req: SimulationRequest, trace: Trace, wl, cluster: Cluster, world,
+               policies: Sequence[Policy]) -> dict:
+    """Every input of a run, for its config.yaml."""
+    import dataclasses
+
+    import quanta
+    from quanta.cellstore import code_version, file_digest
+    from quanta.report.outdir import command_line, git_describe
+    pols = []
+    for given, pol in zip(req.policies, policies):
+        params = {}
+        if dataclasses.is_dataclass(pol):
+            params = {f.name: getattr(pol, f.name) for f in dataclasses.fields(pol) if f.init}
+        cls = type(pol)
+        pols.append({"policy": given if isinstance(given, str) else pol.label(),
+                     "label": pol.label(), "class": f"{cls.__module__}.{cls.__qualname__}",
+                     "parameters": params})
+    return {
+        "command": req.command or command_line(),
+        "quanta_version": quanta.__version__, "code_version": code_version(),
+        "git": git_describe(),
+        "trace": {"spec": req.trace, "format": req.format, "name": trace.name,
+                  "read_as": trace.format, "source": trace.source or None,
+                  "sha256": file_digest(req.trace), "jobs": len(wl.specs)},
+        "cluster": {"spec": req.cluster, "name": cluster.name, "nodes": cluster.describe(),
+                    "gpus": cluster.num_gpus, "sha256": file_digest(req.cluster)},
+        "policies": pols,
+        "seed": req.seed, "world": world.name,
+        "window": None if req.window is None else str(parse_window(req.window)),
+        "until_h": req.until_h, "max_jobs": req.max_jobs, "load_scale": req.load_scale,
+        "restart_delay_s": req.restart_delay, "drop_impossible": req.drop_impossible,
+        "node_mtbf_h": req.node_mtbf_h, "repair_h": req.repair_h, "queues": req.queues,
+        "queues_sha256": file_digest(req.queues) if req.queues else None,
+        "events": req.events, "plots": req.plots, "fig_format": req.fig_format,
+    }

@@ -158,6 +158,9 @@ def validate(spec: SweepSpec) -> None:
             raise QuantaError(f"rate {r} is not positive (jobs/hour)", field="rates")
     if spec.jobs <= 0:
         raise QuantaError(f"jobs {spec.jobs} is not positive", field="jobs")
+    if spec.until_h is not None and not spec.until_h > 0:
+        raise QuantaError(f"until_h {spec.until_h:g} is not a positive number of hours",
+                          field="until_h")
     for p in spec.policies:
         build_policy(p, world, 0)
     for c in spec.clusters:
@@ -296,6 +299,7 @@ class SweepOutcome:
     ran: int                      # cells simulated now
     reused: int                   # cells found finished
     wall_s: float
+    figures: list[Path] = field(default_factory=list)   # JCT vs load figures written
 
 
 def default_workers() -> int:
@@ -306,15 +310,20 @@ def default_workers() -> int:
 
 
 def run_sweep(spec: SweepSpec, out: Path, *, workers: int | None = None, ray: str | None = None,
-              console=None, on_cell: Callable[[int, int], None] | None = None) -> SweepOutcome:
+              console=None, on_cell: Callable[[int, int], None] | None = None,
+              plots: bool = False, fig_format: str = "png") -> SweepOutcome:
     """Run every cell not already finished in `out`, then write the tables. `workers`: local
     processes (default: every core; 1 = in this process); `ray`: a Ray cluster's address (or
     'auto'; an already connected Ray is used as it is). `console`: a rich progress bar on it;
-    `on_cell(done, total)` after each cell."""
+    `on_cell(done, total)` after each cell; `plots`: JCT vs load figures (`fig_format`)."""
     from quanta.executors import run_local, run_ray
     t0 = time.time()
     out = Path(out)
     validate(spec)
+    from quanta.report.outdir import FIG_FORMATS
+    if plots and fig_format not in FIG_FORMATS:
+        raise QuantaError(f"unknown figure format '{fig_format}' (png, pdf or svg)",
+                          field="--fig-format")
     cells = expand(spec)
     store = CellStore(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -369,7 +378,11 @@ def run_sweep(spec: SweepSpec, out: Path, *, workers: int | None = None, ray: st
         raise QuantaError(failure[0])
     rows = [result_row(c, spec, done[c.index]) for c in cells]
     agg = write_outputs(out, cells, rows, done)
-    return SweepOutcome(out, cells, rows, agg, len(todo), reused, time.time() - t0)
+    figures = []
+    if plots:
+        from quanta.report.plots import sweep_figures
+        figures = sweep_figures(agg, out, fig_format)
+    return SweepOutcome(out, cells, rows, agg, len(todo), reused, time.time() - t0, figures)
 
 
 def write_outputs(out: Path, cells: Sequence[Cell], rows: list[dict], data: dict) -> list[dict]:

@@ -3,6 +3,7 @@
 import csv
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,9 @@ def test_readme_queues_section_verbatim():
     bash = re.search(r"```bash\n(.*?)```", sec, re.S).group(1)
     lines = [ln.strip() for ln in bash.splitlines() if ln.strip()]
     assert len(lines) == 2
+    assert lines[0].endswith("--out quanta-out/queues")
+    # this test's own output folder: a second run into it would be refused (no --force)
+    shutil.rmtree(ROOT / "quanta-out" / "queues", ignore_errors=True)
     sim = subprocess.run(["bash", "-c", lines[0]], cwd=ROOT, env=ENV, capture_output=True,
                          text=True, timeout=600)
     assert sim.returncode == 0, sim.stderr

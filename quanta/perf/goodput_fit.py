@@ -39,7 +39,6 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 from threadpoolctl import threadpool_limits
-from scipy.optimize import minimize
 
 LOWER = 1e-8          # small positive lower bound of every alpha/beta (keeps ratios finite)
 GAMMA_BOUNDS = (1.0, 10.0)
@@ -266,6 +265,7 @@ def fit_throughput(num_nodes, num_replicas, local_bsz, step_time, sync_time,
     on_grad = reps == 1 if np.any(reps == 1) else np.ones(len(reps), dtype=bool)
     args = (nodes, reps, bsz, local, np.log(t_grad), np.log(t_iter), tie_beta_n, on_grad)
     free = lower < upper
+    from scipy.optimize import minimize   # (imported when first needed: 0.3 s)
     best = None
     with _one_blas_thread():
         for scale in (1.0, 0.1, 10.0):     # synchronisation terms at 1/10, 1/100, 1 of t_grad

@@ -11,8 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import LinearConstraint, milp
-from scipy.sparse import coo_matrix
 
 from quanta.core.decision import Decision
 from quanta.core.snapshot import Snapshot
@@ -26,6 +24,8 @@ def choose_configs(n_jobs: int, cand_j: np.ndarray, cand_t: np.ndarray, cand_n: 
     m = len(cand_j)
     if m == 0:
         return np.empty(0, dtype=np.int64)
+    from scipy.optimize import LinearConstraint, milp   # (imported when first needed)
+    from scipy.sparse import coo_matrix
     per_job = coo_matrix((np.ones(m), (cand_j, np.arange(m))), shape=(n_jobs, m)).tocsr()
     per_type = coo_matrix((cand_n.astype(float), (cand_t, np.arange(m))),
                           shape=(len(capacity), m)).tocsr()

@@ -27,7 +27,11 @@ def _fmt(v) -> str:
 
 
 def write_run(out: Path, results: Sequence[SimResult], *, header: Sequence[str] = (),
-              plots: bool = True, window: Window | None = None) -> list[dict]:
+              notes: Sequence[str] = (), plots: bool = True, window: Window | None = None,
+              fig_format: str = "png", title: str = "",
+              written: list[Path] | None = None) -> list[dict]:
+    """Write a run's files into `out`; the paths written are appended to `written`."""
+    files: list[Path] = [] if written is None else written
     out.mkdir(parents=True, exist_ok=True)
     rows = [summary(r, window) for r in results]
     with open(out / "summary.csv", "w", newline="") as f:
@@ -35,6 +39,7 @@ def write_run(out: Path, results: Sequence[SimResult], *, header: Sequence[str] 
         w.writerow(SUMMARY_COLUMNS)
         for s in rows:
             w.writerow([_fmt(s[c]) for c in SUMMARY_COLUMNS])
+    files.append(out / "summary.csv")
     for res in results:
         d = out / policy_dir_name(res.policy)
         d.mkdir(exist_ok=True)
@@ -50,6 +55,7 @@ def write_run(out: Path, results: Sequence[SimResult], *, header: Sequence[str] 
             for i in range(len(res.times)):
                 w.writerow([_fmt(float(res.times[i]))] + [int(x) for x in res.busy[i]]
                            + [int(res.shared[i]), int(res.pending[i]), int(res.running[i])])
+        files += [d / "jobs.csv", d / "timeline.csv"]
         if res.event_log is not None:
             with open(d / "events.csv", "w", newline="") as f:
                 w = csv.writer(f)
@@ -58,40 +64,67 @@ def write_run(out: Path, results: Sequence[SimResult], *, header: Sequence[str] 
                 for when, row, what, ty, n, nodes, mode in res.event_log:
                     w.writerow([_fmt(float(when)), specs[row].job_id, what,
                                 types[ty] if ty >= 0 else "", n, nodes, mode])
-    (out / "report.md").write_text(markdown_report(rows, results, header))
+            files.append(d / "events.csv")
+    figures: list[Path] = []
     if plots:
-        from quanta.report.plots import plot_jct_cdf, plot_utilisation
-        plot_jct_cdf(results, out / "jct_cdf.png")
-        plot_utilisation(results, out / "utilisation.png")
+        from quanta.report.plots import run_figures
+        figures = run_figures(results, out, fig_format, title=title)
+        files += figures
+    (out / "report.md").write_text(markdown_report(rows, results, header, notes,
+                                                   [p.name for p in figures]))
+    files.append(out / "report.md")
     return rows
 
 
+# report.md's summary table: (summary key, header with its unit, scale, format)
+REPORT_COLUMNS = [
+    ("policy", "policy", None, ""), ("jobs", "jobs", None, ""), ("finished", "finished", None, ""),
+    ("avg_jct_s", "avg JCT (h)", 3600.0, ".2f"), ("p50_jct_s", "p50 JCT (h)", 3600.0, ".2f"),
+    ("p95_jct_s", "p95 JCT (h)", 3600.0, ".2f"), ("p99_jct_s", "p99 JCT (h)", 3600.0, ".2f"),
+    ("avg_queue_s", "avg queue (h)", 3600.0, ".2f"), ("makespan_s", "makespan (h)", 3600.0, ".2f"),
+    ("gpu_util", "GPU util", 1.0, ".3f"), ("ftf_rho_max", "max FTF ρ", 1.0, ".3g"),
+    ("ftf_unfair_frac", "unfair (ρ > 1)", 1.0, ".3f"), ("jain", "Jain (1/ρ)", 1.0, ".3f"),
+    ("preemptions", "preemptions", None, ""), ("gpu_hours", "GPU-hours", 1.0, ".1f"),
+]
+
+
 def markdown_table(rows: Sequence[dict]) -> str:
-    cols = ["policy", "finished", "avg_jct_s", "p50_jct_s", "p99_jct_s", "avg_queue_s", "makespan_s",
-            "gpu_util", "ftf_rho_max", "jain", "preemptions", "gpu_hours"]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for s in rows:
+    lines = ["| " + " | ".join(h for _k, h, _s, _f in REPORT_COLUMNS) + " |",
+             "|" + "".join("---|" if s is None and k == "policy" else "---:|"
+                           for k, _h, s, _f in REPORT_COLUMNS)]
+    for r in rows:
         cells = []
-        for c in cols:
-            v = s[c]
-            if c.endswith("_s") and isinstance(v, float) and not math.isnan(v):
-                cells.append(f"{v / 3600:.2f} h")
-            elif isinstance(v, float):
-                cells.append("" if math.isnan(v) else f"{v:.3g}")
-            else:
+        for key, _h, scale, fmt in REPORT_COLUMNS:
+            v = r[key]
+            if scale is None:
                 cells.append(str(v))
+            elif isinstance(v, float) and math.isnan(v):
+                cells.append("-")
+            else:
+                cells.append(f"{v / scale:{fmt}}")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def markdown_report(rows: Sequence[dict], results: Sequence[SimResult], header: Sequence[str]) -> str:
+def markdown_report(rows: Sequence[dict], results: Sequence[SimResult], header: Sequence[str],
+                    notes: Sequence[str] = (), figures: Sequence[str] = ()) -> str:
     parts = ["# Quanta simulation report", ""]
-    parts += [f"- {h}" for h in header]
-    parts += ["", markdown_table(rows), "", "Times in hours. Per-policy run statistics:", ""]
+    parts += [f"- {h}" for h in header[:3]]
+    parts += ["", markdown_table(rows),
+              "Times in hours (h); the wall times below in seconds (s). JCT = finish - submit; "
+              "queue = time waiting without GPUs; GPU util = busy GPU-time / (GPUs x makespan); "
+              "FTF ρ = JCT / JCT on a 1/N share of the cluster (finish-time fairness), unfair = "
+              "fraction of jobs with ρ > 1; Jain = Jain's index of 1/ρ (1 = equal). "
+              "Definitions: docs/metrics.md.", "", "## Notes", ""]
+    parts += [f"- {n}" for n in list(header[3:]) + list(notes)] or ["- none"]
+    parts += ["", "## Runs", ""]
     for r in results:
         m = job_metrics(r)
         parts.append(f"- `{r.policy}`: {r.events} events, {r.decisions} decisions, "
                      f"simulated in {r.wall_s:.2f} s (policy {r.decide_s:.2f} s); "
                      f"{int((~m.finished).sum())} jobs not finished"
-                     + ("; stopped: the remaining jobs could never be scheduled" if r.stalled else ""))
+                     + ("; stopped: the remaining jobs could never be scheduled"
+                        if r.stalled else ""))
+    if figures:
+        parts += ["", "## Figures", ""] + [f"- [{f}]({f})" for f in figures]
     return "\n".join(parts) + "\n"

@@ -1,0 +1,219 @@
+"""`quanta simulate` and `quanta sweep` as a user types them (real processes from the repository
+root, real files): a light start, help that fits 80 columns, plain error text, one-line refusals
+of nonsensical values, self-describing output folders (config.yaml, no stale files, --force),
+report.md's units and notes, and the figures."""
+
+import csv
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "120"}
+TINY = ["--trace", "synthetic:3:20", "--cluster", "v100:1x8", "--quiet"]
+
+
+def quanta(*args, env=None, pre=()):
+    return subprocess.run([sys.executable, *pre, "-m", "quanta.cli", *args], capture_output=True,
+                          text=True, cwd=ROOT, timeout=300, env=env or ENV)
+
+
+def one_line_error(r) -> str:
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
+    return lines[0]
+
+
+HEAVY = ("numpy", "scipy", "pandas", "matplotlib", "pydantic", "pyarrow", "typer.rich_utils",
+         "rich.markdown")
+
+
+@pytest.mark.parametrize("args", [["simulate", "--help"], ["--help"], ["--version"]])
+def test_help_and_version_import_nothing_heavy(args):
+    """What a command does not need is not imported (issue 13: start-up well under 1 s)."""
+    r = quanta(*args, pre=("-X", "importtime"))
+    assert r.returncode == 0, r.stderr
+    loaded = {ln.rsplit("|", 1)[1].strip() for ln in r.stderr.splitlines()
+              if ln.startswith("import time:")}
+    assert {"typer", "quanta.cli_jobs"} <= loaded          # the output is what we think it is
+    heavy = sorted(m for m in loaded if m.split(".")[0] in HEAVY or m in HEAVY)
+    assert not heavy, heavy
+
+
+@pytest.mark.parametrize("cmd, hints", [
+    ("simulate", ["synthetic:JOBS_PER_HOUR:NUM_JOBS", "TYPE:NODESxGPUS[,...]",
+                  "NAME[:key=value,...]", "--window A:B", "--fig-format png|pdf|svg", "--force"]),
+    ("sweep", ["synthetic:JOBS_PER_HOUR:NUM_JOBS", "module.path:Class[:k=v,...]",
+               "--window A:B", "--fig-format png|pdf|svg"]),
+])
+def test_help_fits_80_columns_with_whole_syntax_hints(cmd, hints):
+    r = quanta(cmd, "--help", env={**ENV, "COLUMNS": "80"})
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert max(len(ln) for ln in lines) <= 80, max(lines, key=len)
+    text = r.stdout
+    for h in hints:
+        assert h in text, h
+    assert "…" not in text and "🅱" not in text and "│" not in text
+
+
+def test_error_and_listing_text_is_printed_as_is():
+    line = one_line_error(quanta("simulate", "--trace", "synthetic:-1:10", "--out",
+                                 "/nonexistent/never-written"))
+    assert "'synthetic:-1:10'" in line                      # not an emoji
+    assert line.isascii()
+    r = quanta("traces")
+    assert r.returncode == 0
+    assert re.search(r"^\s+philly\s+\[normalized\] ", r.stdout, re.M), r.stdout   # [fmt] kept
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["--until-h", "-5"], "--until-h"), (["--until-h", "0"], "--until-h"),
+    (["--seed", "-1"], "--seed"), (["--load-scale", "0"], "--load-scale"),
+    (["--fig-format", "jpg"], "--fig-format"), (["--restart-delay", "-1"], "--restart-delay"),
+])
+def test_nonsensical_values_are_one_line_exit_2(args, flag, tmp_path):
+    line = one_line_error(quanta("simulate", *TINY, "--out", str(tmp_path / "o"), *args))
+    assert flag in line
+    assert not (tmp_path / "o").exists()                   # nothing written
+
+
+def test_sweep_rejects_a_negative_until_h(tmp_path):
+    line = one_line_error(quanta("sweep", "--rate", "3", "--jobs", "10", "--policy", "fifo",
+                                 "--until-h", "-5", "--out", str(tmp_path / "s"), "-q"))
+    assert "until_h" in line
+
+
+def test_output_folder_describes_itself_and_is_never_mixed(tmp_path):
+    out = tmp_path / "o"
+    args = ["simulate", *TINY, "--policy", "las:backfill=false", "--policy", "fifo", "--seed", "3",
+            "--until-h", "500", "--window", "2:18", "--no-plots", "--out", str(out)]
+    r = quanta(*args)
+    assert r.returncode == 0, r.stderr
+    cfg = yaml.safe_load((out / "config.yaml").read_text())
+    assert "--policy las:backfill=false" in cfg["command"] and cfg["command"].startswith("quanta ")
+    assert cfg["trace"]["spec"] == "synthetic:3:20" and cfg["trace"]["jobs"] == 20
+    assert cfg["cluster"]["spec"] == "v100:1x8" and cfg["cluster"]["gpus"] == 8
+    assert [p["policy"] for p in cfg["policies"]] == ["las:backfill=false", "fifo"]
+    assert cfg["policies"][0]["parameters"]["backfill"] is False
+    assert cfg["policies"][1]["parameters"]["backfill"] is True
+    assert (cfg["seed"], cfg["world"], cfg["window"], cfg["until_h"]) == (3, "quanta", "2:18", 500)
+    assert cfg["quanta_version"] and cfg["code_version"].startswith(cfg["quanta_version"])
+    assert {"summary.csv", "report.md", "config.yaml", "fifo/jobs.csv",
+            "las_backfill=false/timeline.csv"} <= set(cfg["files"])
+    assert all((out / f).is_file() for f in cfg["files"])
+    before = (out / "summary.csv").read_bytes()
+
+    # the same folder again: refused, one line naming the folder and --force; nothing touched
+    line = one_line_error(quanta(*args))
+    assert str(out) in line and "--force" in line
+    assert (out / "summary.csv").read_bytes() == before
+
+    # --force with other policies: the earlier run's files go, other output folders stay
+    nested = out / "nested"
+    nested.mkdir()
+    (nested / "config.yaml").write_text("files: []\n")
+    (nested / "summary.csv").write_text("kept\n")
+    r = quanta("simulate", *TINY, "--policy", "srtf", "--no-plots", "--out", str(out), "--force")
+    assert r.returncode == 0, r.stderr
+    assert not (out / "las_backfill=false").exists() and not (out / "fifo").exists()
+    assert [row["policy"] for row in csv.DictReader(open(out / "summary.csv"))] == ["srtf"]
+    assert (nested / "summary.csv").read_text() == "kept\n"
+    assert yaml.safe_load((out / "config.yaml").read_text())["policies"][0]["policy"] == "srtf"
+
+    # a file Quanta did not write: --force refuses and deletes nothing
+    (out / "srtf" / "my-notes.txt").write_text("mine")
+    line = one_line_error(quanta("simulate", *TINY, "--policy", "fifo", "--no-plots", "--out",
+                                 str(out), "--force"))
+    assert "my-notes.txt" in line
+    assert (out / "srtf" / "my-notes.txt").read_text() == "mine"
+    assert (out / "srtf" / "jobs.csv").exists() and (out / "summary.csv").exists()
+
+
+def test_report_headers_carry_units_and_notes_say_what_to_know(tmp_path):
+    trace = tmp_path / "t.csv"          # a Tiresias-format trace with a model no catalog knows
+    trace.write_text("job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n"
+                     "1,1,0,100,mystery_net,600,0\n2,1,60,100,mystery_net,900,0\n"
+                     "3,1,120,100,mystery_net,300,0\n4,8,130,100,mystery_net,50000,0\n")
+    out = tmp_path / "o"
+    r = quanta("simulate", "--trace", str(trace), "--format", "tiresias", "--cluster",
+               "v100:1x8,k80:1x8,h100:1x8", "--policy", "fifo", "--until-h", "2",
+               "--node-mtbf-h", "100", "--no-plots", "--quiet", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    report = (out / "report.md").read_text()
+    header = next(ln for ln in report.splitlines() if ln.startswith("| policy"))
+    for col in ("avg JCT (h)", "p50 JCT (h)", "p95 JCT (h)", "p99 JCT (h)", "avg queue (h)",
+                "makespan (h)", "unfair (ρ > 1)", "max FTF ρ", "GPU-hours"):
+        assert col in header, col
+    assert "_s |" not in header                             # no seconds-named column in hours
+    row = next(ln for ln in report.splitlines() if ln.startswith("| fifo"))
+    cells = dict(zip([c.strip() for c in header.strip("|").split("|")],
+                     [c.strip() for c in row.strip("|").split("|")]))
+    summ = next(csv.DictReader(open(out / "summary.csv")))
+    assert float(cells["avg JCT (h)"]) == pytest.approx(float(summ["avg_jct_s"]) / 3600, abs=0.006)
+    assert float(cells["p95 JCT (h)"]) == pytest.approx(float(summ["p95_jct_s"]) / 3600, abs=0.006)
+    notes = report.split("## Notes", 1)[1].split("\n## ", 1)[0]
+    assert "not in the catalog" in notes and "mystery_net" in notes
+    assert "fifo never used" in notes
+    assert "speeds on h100 are estimates" not in notes      # no known job type: nothing to say
+    assert "injected node failures" in notes and "100 h" in notes
+    assert "--until-h 2 h" in notes and "fifo 1" in notes   # the 50,000 s job is cut
+    assert "note: " not in r.stdout                         # --quiet
+
+
+def test_estimated_speeds_are_noted(tmp_path):
+    r = quanta("simulate", "--trace", "synthetic:3:20", "--cluster", "v100:1x8,h100:1x8",
+               "--policy", "fifo", "--no-plots", "--out", str(tmp_path / "o"))
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"note: speeds on h100 are estimates .* for \d+ of \d+ known job types",
+                     r.stdout), r.stdout
+    assert "speeds on v100" not in r.stdout                 # measured there
+
+
+def test_figures_in_the_format_asked_with_trace_and_cluster_in_titles(tmp_path):
+    out = tmp_path / "o"
+    r = quanta("simulate", *TINY, "--policy", "las", "--policy", "fifo", "--fig-format", "svg",
+               "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    names = ["jct_cdf", "ftf_cdf", "jct_by_type", "utilisation", "queue"]
+    for n in names:
+        svg = (out / f"{n}.svg").read_text()
+        assert "gavel-poisson-3ph on v100:1x8" in svg, n    # the title, as text
+        assert "fifo" in svg and "las" in svg, n            # a legend entry per policy
+    assert "arrivals end" in (out / "utilisation.svg").read_text()
+    assert not list(out.glob("*.png"))
+    cfg = yaml.safe_load((out / "config.yaml").read_text())
+    assert {f"{n}.svg" for n in names} <= set(cfg["files"])
+    assert all(f"({n}.svg)" in (out / "report.md").read_text() for n in names)
+
+
+def test_policy_styles_differ_in_greyscale():
+    from quanta.report.plots import style
+    styles = [style(i) for i in range(8)]
+    assert len({(s["linestyle"] if isinstance(s["linestyle"], str) else repr(s["linestyle"]),
+                 s["marker"]) for s in styles}) == 8
+    assert len({s["marker"] for s in styles}) == 8 and len({s["color"] for s in styles}) == 8
+
+
+def test_sweep_writes_jct_vs_load_with_ci_bands(tmp_path):
+    out = tmp_path / "s"
+    r = quanta("sweep", "--rate", "2,4", "--jobs", "12", "--cluster", "v100:1x8", "--policy",
+               "fifo", "--policy", "las", "--seeds", "0-1", "--workers", "1", "--fig-format",
+               "pdf", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    pdf = out / "jct_vs_load.pdf"
+    assert pdf.read_bytes().startswith(b"%PDF") and pdf.stat().st_size > 5_000
+    assert "jct_vs_load.pdf" in r.stdout
+
+
+def test_no_arguments_prints_the_help():
+    r = quanta()
+    assert r.returncode == 2 and r.stderr == ""
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("Usage:") and any(ln.strip().startswith("simulate ") for ln in lines)
