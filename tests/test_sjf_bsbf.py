@@ -159,3 +159,162 @@ def test_bsbf_with_accumulation_runs_end_to_end_and_the_engine_charges_the_micro
     assert (res.table.state == DONE).all() and res.table.preemptions.sum() == 0
     assert job_metrics(res).gpu_seconds.sum() == pytest.approx(timeline_gpu_seconds(res), rel=1e-9)
     assert checked                                                 # some guests accumulated
+
+
+# -- jobs started in the same pass host later ones ------------------------------------------------
+
+@pytest.mark.parametrize("policy", ["sjf-bsbf", "sjf-bsbf:span=false"])
+def test_jobs_arriving_together_share_as_if_they_arrived_apart(policy, perf):
+    """Two jobs arriving in the same second: the shorter starts, and the longer may share with
+    it in the same pass (before: it waited for the first to end, 6,600 s instead of 3,600 s)."""
+    rate = perf.table.alone
+    host, guest = GOOD[1], GOOD[0]
+    for gap in (0.0, 1.0):
+        jobs = [JobSpec("b", 0.0, 1, host, total_steps=3000 * rate[(host, 1, "v100")]),
+                JobSpec("a", gap, 1, guest, total_steps=3600 * rate[(guest, 1, "v100")])]
+        res = Simulator(jobs, homogeneous(1, 1), make_policy(policy), perf,
+                        restart=RestartCost(0.0)).run()
+        jct = res.table.end - res.table.submit
+        assert jct[0] == pytest.approx(3000) and jct[1] == pytest.approx(3600, abs=2)
+
+
+@pytest.mark.parametrize("types", [GOOD, BAD, ("ResNet-50 (batch size 64)", "ResNet-18 (batch size 16)"),
+                                   ("Transformer (batch size 16)", "ResNet-18 (batch size 32)")])
+def test_a_host_started_in_the_same_pass_is_tested_with_its_remaining_time(types, perf):
+    """Both jobs wait; the shorter gets the idle GPU and the other shares with it iff the pair's
+    test passes with the new host's remaining time alone."""
+    guest, host = types
+    rate = perf.table.alone
+    jobs = [JobSpec("b", 0.0, 1, host, total_steps=2000 * rate[(host, 1, "v100")]),
+            JobSpec("a", 0.0, 1, guest, total_steps=2500 * rate[(guest, 1, "v100")])]
+    snap, _ = snapshot(jobs, homogeneous(1, 1), perf)
+    dec = make_policy("sjf-bsbf").decide(snap)
+    assert dec.gpus[0] == 1 and 1 not in dec.share.values()
+    xi_a = 1 / perf.pack_slowdown(guest, host, "v100")
+    xi_b = 1 / perf.pack_slowdown(host, guest, "v100")
+    t_seq, t_con = pair_times(2500.0, 2000.0, xi_a, xi_b)
+    assert (dec.share.get(1) == (0, "pack")) == (t_con < t_seq)
+    assert (1 in make_policy("sjf-ffs").decide(snap).share) == perf.fits_together(guest, host, "v100")
+
+
+# -- preemption (the reference's plain sjf-bsbf) ---------------------------------------------------
+
+def _one_gpu_snap(perf, running_steps, waiting_steps, running_type=NOFIT[1], waiting_type=NOFIT[0],
+                  total=None, running_rate=None):
+    rate = perf.table.alone
+    jobs = [JobSpec("r", 0.0, 1, running_type,
+                    total_steps=total or running_steps * rate[(running_type, 1, "v100")]),
+            JobSpec("w", 1.0, 1, waiting_type, total_steps=waiting_steps * rate[(waiting_type, 1, "v100")])]
+    snap, table = snapshot(jobs, homogeneous(1, 1), perf, running={0: (0, 1)})
+    table.rate[0] = running_rate or table.rates[0, 0]       # running at its rate alone
+    return snap
+
+
+def test_preempt_false_is_the_default_and_never_preempts(perf):
+    snap = _one_gpu_snap(perf, 36000, 600)
+    for name in ("sjf-bsbf", "sjf-ffs", "sjf-bsbf:span=false"):
+        dec = make_policy(name).decide(snap)
+        assert dec.gpus[0] == 1 and dec.gpus[1] == 0
+
+
+@pytest.mark.parametrize("name", ["sjf-bsbf:preempt=true", "sjf-ffs:preempt=true",
+                                  "sjf-bsbf:preempt=true,span=false"])
+def test_preempt_true_evicts_a_longer_running_job_when_the_short_one_cannot_start(name, perf):
+    dec = make_policy(name).decide(_one_gpu_snap(perf, 36000, 600))
+    assert dec.gpus[0] == 0 and dec.gpus[1] == 1 and not dec.share
+    # a running job that is shorter (earlier in SJF order) stays
+    dec = make_policy(name).decide(_one_gpu_snap(perf, 300, 600))
+    assert dec.gpus[0] == 1 and dec.gpus[1] == 0
+    # nor one with 100 steps or fewer left, however long that takes
+    for steps, evicted in ((100.0, False), (101.0, True)):
+        snap = _one_gpu_snap(perf, 0, 600, total=steps, running_rate=steps / 36000)
+        assert (make_policy(name).decide(snap).gpus[0] == 0) == evicted
+
+
+def test_preempt_true_shares_before_it_preempts(perf):
+    """A job that can share beneficially does not preempt."""
+    dec = make_policy("sjf-bsbf:preempt=true").decide(
+        _one_gpu_snap(perf, 36000, 600, running_type=GOOD[1], waiting_type=GOOD[0]))
+    assert dec.gpus[0] == 1 and dec.share == {1: (0, "pack")}
+
+
+def test_preempted_host_leaves_its_guest_running_without_a_restart(perf):
+    """H hosts G on GPU 0, X runs on GPU 1; S (short, fits beside neither G nor X) arrives:
+    the reference's preemption evicts H (the longest), whose GPU stays with G, then X; S starts on
+    GPU 1. G keeps running on its GPU: no restart, no preemption."""
+    H, G, X, S = ("ResNet-18 (batch size 16)", "ResNet-50 (batch size 64)",
+                  "ResNet-50 (batch size 128)", "ResNet-50 (batch size 128)")
+    assert perf.fits_together(G, H, "v100") and not perf.fits_together(G, X, "v100")
+    assert not perf.fits_together(S, G, "v100") and not perf.fits_together(S, X, "v100")
+    rate = perf.table.alone
+
+    def job(name, t, typ, secs):
+        return JobSpec(name, t, 1, typ, total_steps=secs * rate[(typ, 1, "v100")])
+    jobs = [job("H", 0.0, H, 40000), job("X", 0.0, X, 30000), job("G", 10.0, G, 9000),
+            job("S", 20.0, S, 600)]
+    for preempt in (False, True):
+        sim = Simulator(jobs, homogeneous(1, 2), make_policy(f"sjf-bsbf:preempt={preempt}"), perf,
+                        restart=RestartCost(30.0), record_events=True)
+        res = sim.run()
+        t = res.table
+        assert (t.state == DONE).all()
+        log = [(now, jobs[r].job_id, what) for now, r, what, *_ in res.event_log]
+        assert (10.0, "G", "start") in log                   # G shares with H
+        if not preempt:
+            assert t.preemptions.sum() == 0
+            continue
+        at20 = [(who, what) for now, who, what in log if now == 20.0]
+        assert ("X", "preempt") in at20 and ("S", "start") in at20
+        assert ("G", "reshare") in at20                      # G now owns H's GPU
+        # H, preempted, may start again in the same pass: here as G's guest (a restart)
+        assert ("H", "preempt") in at20 or ("H", "migrate") in at20
+        assert t.preemptions[2] == 0 and t.restarts[2] == 0
+        assert job_metrics(res).gpu_seconds.sum() == pytest.approx(timeline_gpu_seconds(res),
+                                                                  rel=1e-9)
+
+
+def test_preemptive_runs_end_to_end(perf):
+    jobs = random_jobs(150, seed=7, gap=25.0, max_gpus=4)
+    from quanta.workloads.catalog import drawable_types
+    types = drawable_types()
+    rng = np.random.default_rng(7)
+    jobs = [j.with_(job_type=types[int(rng.integers(len(types)))]) for j in jobs]
+    for name in ("sjf-bsbf:preempt=true", "sjf-ffs:preempt=true",
+                 "sjf-bsbf:preempt=true,span=false,accumulate=true"):
+        res = Simulator(jobs, homogeneous(2, 4), make_policy(name), perf,
+                        restart=RestartCost(5.0)).run()
+        assert (res.table.state == DONE).all() and res.table.preemptions.sum() > 0
+        assert job_metrics(res).gpu_seconds.sum() == pytest.approx(timeline_gpu_seconds(res),
+                                                                  rel=1e-9)
+
+
+def test_a_preempted_host_may_come_back_as_its_former_guests_guest(perf):
+    """H hosts G; S (fits beside nobody) evicts H, whose GPU stays with G, then X, and starts;
+    H, preempted, shares with G in the same pass: G is the host now, H its guest, G never
+    restarts (the job table says so: no two jobs are each other's guests)."""
+    H, G, X, S = ("Recommendation (batch size 2048)", "A3C", "ResNet-50 (batch size 128)",
+                  "ResNet-50 (batch size 128)")
+    assert perf.fits_together(G, H, "v100") and not perf.fits_together(G, X, "v100")
+    assert not any(perf.fits_together(S, o, "v100") for o in (H, G, X))
+    rate = perf.table.alone
+
+    def job(name, t, typ, secs):
+        return JobSpec(name, t, 1, typ, total_steps=secs * rate[(typ, 1, "v100")])
+    jobs = [job("H", 0.0, H, 40000), job("X", 0.0, X, 30000), job("G", 10.0, G, 9000),
+            job("S", 20.0, S, 600)]
+    sim = Simulator(jobs, homogeneous(1, 2), make_policy("sjf-bsbf:preempt=true"), perf,
+                    restart=RestartCost(30.0), record_events=True)
+    seen = {}
+    apply_ = sim._apply
+
+    def spy(now, trs, *args):
+        out = apply_(now, trs, *args)
+        t = sim.table
+        seen[now] = [(bool(t.is_guest[r]), int(t.partner[r]), int(t.restarts[r])) for r in range(4)]
+        return out
+    sim._apply = spy
+    res = sim.run()
+    assert seen[20.0][0][:2] == (True, 2) and seen[20.0][2][:2] == (False, 0)   # H guest of G
+    assert seen[20.0][2][2] == 0 and res.table.preemptions[2] == 0                # G: no restart
+    assert (res.table.state == DONE).all()
+    assert job_metrics(res).gpu_seconds.sum() == pytest.approx(timeline_gpu_seconds(res), rel=1e-9)

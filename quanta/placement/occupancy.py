@@ -12,7 +12,9 @@ for that share. A node whose spec gives no CPUs / memory / network bandwidth (0)
 
 Sharing: a GPU holds at most two jobs, its owner and a guest that runs on exactly the owner's
 GPUs (packed or time-sliced). A guest adds no busy GPU. When an owner leaves, its guest becomes
-the owner of those GPUs.
+the owner of those GPUs. A spanning guest (`assign_span`) runs on some GPUs of one or more owners
+and owns the rest of its GPUs (idle ones it took, or those of an owner that left); it is a guest
+while it shares any GPU (`spans` lists it while it does).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class Occupancy:
         self.shared = np.zeros(len(cluster.types), dtype=np.int64)  # GPUs holding a guest too
         self.guest = np.full(cluster.num_gpus, FREE, dtype=np.int64)
         self.guests: set[int] = set()
+        self.spans: set[int] = set()       # guests placed by assign_span (GPU-by-GPU release)
         self.held: dict[int, np.ndarray] = {}                      # job row -> GPU ids
         self._up_capacity: np.ndarray | None = None
         # CPU threads, host memory and network GB/s per node (inf where the node spec lacks them)
@@ -193,6 +196,39 @@ class Occupancy:
         self.shared[self.cluster.gpu_type_idx.item(gpus[0])] += len(gpus)
         self.held[row] = gpus
 
+    def assign_span(self, row: int, own: np.ndarray, shared: np.ndarray) -> None:
+        """Put job `row` on free GPUs `own` (it owns them) and, as their guest, on `shared`: GPUs
+        of one or more owners that have no guest."""
+        owners = self.owner[shared]
+        if shared.size and (owners.min() < 0 or (self.guest[shared] != FREE).any()):
+            raise RuntimeError(f"GPUs {shared} are not all owned by jobs without a guest")
+        if own.size:
+            held = self.owner[own]
+            if held.min() != FREE or held.max() != FREE:
+                raise RuntimeError(f"GPUs {own[held != FREE]} are not free")
+            self.owner[own] = row
+            self._count(own, -1)
+        self.guest[shared] = row
+        self.guests.add(row)
+        self.spans.add(row)
+        if shared.size:
+            self.shared[self.cluster.gpu_type_idx.item(shared[0])] += len(shared)
+        self.held[row] = np.sort(np.concatenate([own, shared]))
+
+    def tenants(self, row: int) -> tuple[dict[int, int], int]:
+        """The other jobs on `row`'s GPUs, as {job row: GPUs shared with it}, and how many of its
+        GPUs it has to itself."""
+        gpus = self.held[row]
+        out: dict[int, int] = {}
+        alone = 0
+        for o, g in zip(self.owner[gpus].tolist(), self.guest[gpus].tolist()):
+            m = g if o == row else o
+            if m == FREE:
+                alone += 1
+            else:
+                out[m] = out.get(m, 0) + 1
+        return dict(sorted(out.items())), alone
+
     def release(self, row: int) -> np.ndarray:
         """Free the job's GPUs; an owner's guest, if any, becomes their owner."""
         gpus = self.held.pop(row)
@@ -204,6 +240,8 @@ class Occupancy:
                 self.cpu_free[nodes] += c
                 self.mem_free[nodes] += m
                 self.net_free[nodes] += b
+        if self.spans:
+            return self._release_span(row, gpus, t)
         if row in self.guests:
             self.guests.discard(row)
             self.guest[gpus] = FREE
@@ -223,6 +261,36 @@ class Occupancy:
             return gpus
         self.owner[gpus] = FREE
         self._count(gpus, +1)
+        return gpus
+
+    def _release_span(self, row: int, gpus: np.ndarray, t: int) -> np.ndarray:
+        """`release` when some guest spans: GPU by GPU (a job may own some of its GPUs and be a
+        guest on others; an owner's GPUs may be shared with its guest only in part)."""
+        as_guest = self.guest[gpus] == row
+        mine = gpus[as_guest]
+        if mine.size:                               # leaves the GPUs it was a guest on
+            self.guest[mine] = FREE
+            self.shared[t] -= len(mine)
+        self.guests.discard(row)
+        self.spans.discard(row)
+        own = gpus[~as_guest]
+        if not own.size:
+            return gpus
+        theirs = self.guest[own]
+        for g in np.unique(theirs[theirs != FREE]).tolist():   # a guest owns them now
+            to_g = own[theirs == g]
+            self.owner[to_g] = g
+            self.guest[to_g] = FREE
+            self.shared[t] -= len(to_g)
+            if (self.guest[self.held[g]] == g).any():
+                self.spans.add(g)                   # still a guest elsewhere, owner here
+            else:
+                self.guests.discard(g)
+                self.spans.discard(g)
+        gone = own[theirs == FREE]
+        if gone.size:
+            self.owner[gone] = FREE
+            self._count(gone, +1)
         return gpus
 
     def _count_one(self, g: int, sign: int) -> None:

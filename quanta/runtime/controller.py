@@ -33,7 +33,7 @@ import numpy as np
 
 from quanta.core.jobtable import DONE, KIND_CODES, PENDING, RUNNING, SHARE_MODES, JobTable
 from quanta.core.loop import DecisionLoop
-from quanta.core.mechanism import Kind, Transition
+from quanta.core.mechanism import Kind, Transition, tenancy_rate
 from quanta.errors import QuantaError
 from quanta.job import read_json, write_json
 from quanta.model.cluster import Cluster
@@ -592,6 +592,10 @@ class Runtime:
     # -- transitions -------------------------------------------------------------------------------
     def _rate(self, row: int, tr: Transition) -> float:
         specs = self.table.specs
+        spans = self.occ.spans
+        if spans and tr.partner >= 0 and (row in spans or tr.partner in spans):
+            return tenancy_rate(self.perf, specs, self.cluster.types, self.occ, row, tr.gpu_type,
+                                len(tr.gpus), tr.nodes, tr.consolidated, tr.mode, tr.plan)
         return allocation_rate(self.perf, specs[row], self.cluster.types[tr.gpu_type], len(tr.gpus),
                                tr.nodes, tr.consolidated, specs[tr.partner] if tr.partner >= 0
                                else None, tr.mode, tr.plan, tr.cpus, tr.mem_gb,

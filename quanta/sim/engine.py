@@ -16,7 +16,7 @@ import numpy as np
 
 from quanta.core.jobtable import KIND_CODES, PENDING, RUNNING, SHARE_MODES, UNSCHEDULABLE, JobTable
 from quanta.core.loop import DecisionLoop
-from quanta.core.mechanism import Kind
+from quanta.core.mechanism import Kind, tenancy_rate
 from quanta.model.cluster import Cluster
 from quanta.model.job import JobSpec
 from quanta.perf.base import PerfModel, allocation_rate
@@ -134,8 +134,13 @@ class Simulator:
             req_ok &= np.array([p is None for p in parts_l])
         rate = np.where(req_ok, t.rates[rows, np.maximum(gtype, 0)], 0.0)
         plan_now = dict(zip(rows_l, plans_l)) if (shared and extras) or self.phased else None
+        spans = self.occ.spans
         for i in np.flatnonzero(on & ~req_ok).tolist():   # other sizes, spread or shared: ask
             p = partner_l[i]
+            if spans and p >= 0 and (rows_l[i] in spans or p in spans):
+                rate[i] = self._tenancy_rate(rows_l[i], types_l[i], count.item(i), nodes_l[i],
+                                             cons_l[i], mode_l[i], plans_l[i], plan_now)
+                continue
             pplan = plan_now.get(p, t.plan[p]) if plan_now is not None and p >= 0 else None
             rate[i] = self._rate(rows_l[i], types_l[i], count.item(i), nodes_l[i], cons_l[i],
                                  p, mode_l[i], plans_l[i], cpus_l[i], mem_l[i], pplan,
@@ -213,6 +218,45 @@ class Simulator:
         return allocation_rate(self.perf, specs[row], self.cluster.types[gtype], count, nodes, cons,
                                specs[partner] if partner >= 0 else None, mode, plan, cpus, mem_gb,
                                partner_plan, parts, fork, net_gbps)
+
+    def _tenancy_rate(self, row: int, gtype: int, count: int, nodes: int, cons: bool, mode: str,
+                      plan=None, plan_now=None) -> float:
+        """Rate of a spanning guest or of one of its hosts (core.mechanism.tenancy_rate)."""
+        t = self.table
+        return tenancy_rate(self.perf, t.specs, self.cluster.types, self.occ, row, gtype, count,
+                            nodes, cons, mode, plan,
+                            lambda m: plan_now.get(m, t.plan[m]) if plan_now else t.plan[m])
+
+    def _left(self, mates, now: float, version: np.ndarray, push) -> None:
+        """A job left GPUs it shared with `mates` (driver rows): each one still running runs
+        alone there now (`_unpair`), or, a spanning guest that still shares GPUs of other hosts,
+        is re-rated with those (its partner: one of them)."""
+        t, occ = self.table, self.occ
+        for m in mates:
+            if m not in occ.held:
+                continue
+            if not occ.spans:
+                self._unpair(m, now, version, push)
+                continue
+            others, _alone = occ.tenants(m)
+            if not others:
+                self._unpair(m, now, version, push)
+                continue
+            p = int(t.partner[m]) if int(t.partner[m]) in others else min(others)
+            gpus = occ.held[m]
+            g, cons = int(t.gtype[m]), bool(t.consolidated[m])
+            mode = {v: k for k, v in SHARE_MODES.items()}[int(t.share_mode[m])] or "pack"
+            rate = self._tenancy_rate(m, g, len(gpus), occ.nodes_of(gpus), cons, mode, t.plan[m])
+            more = {"plan": [t.plan[m]], "cpus": np.array([t.cpus[m]]),
+                    "mem_gb": np.array([t.mem_gb[m]]),
+                    "net_gbps": np.array([t.net_gbps[m]])} if t.extras_seen else {}
+            t.apply_transitions(now, np.array([m]), np.array([KIND_CODES["reshare"]]),
+                                np.array([g]), [gpus], np.array([rate]),
+                                np.array([max(t.t0[m] - now, 0.0)]), np.array([p]),
+                                np.array([SHARE_MODES[mode]], dtype=np.int8),
+                                np.array([bool(t.is_guest[m])]), np.array([cons]), **more)
+            version[m] += 1
+            self._push_next(np.array([m]), version, push)
 
     def _unpair(self, row: int, now: float, version: np.ndarray, push) -> None:
         """`row`'s partner left its GPUs: it runs alone there from now on (its owner now)."""
@@ -294,10 +338,12 @@ class Simulator:
                 events_total += 1
                 if kind == COMPLETE:
                     mate = int(t.partner[obj])
+                    mates = (list(occ.tenants(obj)[0]) if occ.spans else [mate]) \
+                        if mate >= 0 else ()
                     occ.release(obj)
                     t.finish(obj, now)
-                    if mate >= 0:
-                        self._unpair(mate, now, version, push)
+                    if mates:
+                        self._left(mates, now, version, push)
                     if self.event_log is not None:
                         self.event_log.append((now, obj, "finish", -1, 0, 0, ""))
                     n_running -= 1
@@ -309,13 +355,16 @@ class Simulator:
                         continue
                     for row in occ.node_down(obj):
                         mate = int(t.partner[row])
+                        mates = list(occ.tenants(row)[0]) if occ.spans and mate >= 0 else ()
                         occ.release(row)
                         t.hold(row, now, Kind.PREEMPT.value, -1, np.empty(0, np.int64), 0.0, 0.0)
                         if self.event_log is not None:
                             self.event_log.append((now, row, "node-failure", -1, 0, 0, ""))
                         version[row] += 1
                         n_running -= 1
-                        if mate >= 0 and t.gpus[mate] > 0 and t.partner[mate] == row:
+                        if mates:
+                            self._left(mates, now, version, push)
+                        elif mate >= 0 and t.gpus[mate] > 0 and t.partner[mate] == row:
                             self._unpair(mate, now, version, push)
                     down_nodes += 1
                     repair = self.failures.repair_s if ver == -1 else self.outages[ver].duration
