@@ -29,6 +29,11 @@ class Decision:
     mixed: dict[int, np.ndarray] = field(default_factory=dict)
     # mixed row -> seconds between model averagings: its parts are independent copies (HadarE)
     fork: dict[int, float] = field(default_factory=dict)
+    # forked row (in `mixed` and `fork`) -> GPUs per node (cluster node order) of its extra
+    # copies: every node with GPUs here holds one more copy of the job, on that node only, beside
+    # its own gang (mixed[row] minus the copies' GPUs, per type). Copies may be of the own gang's
+    # type (HadarE forks per node, not per type)
+    copies: dict[int, np.ndarray] = field(default_factory=dict)
     # guest row -> (host row, "pack" | "slice"): the guest runs on exactly the host's GPUs
     share: dict[int, tuple[int, str]] = field(default_factory=dict)
     # guest row (also in `share`, naming one of its hosts) -> {host row: GPUs of that host it

@@ -80,6 +80,8 @@ class JobTable:
         # allocations over several GPU types (task-level heterogeneity, forked copies): GPUs per
         # type held, and seconds between the copies' model averagings (0: synchronous workers)
         self.mix: dict[int, np.ndarray] = {}
+        # forked jobs' extra copies: GPUs per node (a job with copies is in `mix` too)
+        self.copies: dict[int, np.ndarray] = {}
         self.fork_s = np.zeros(n)
         self.mixed_seen = False                          # any job ever held several types
         self.min_rate = np.full(n, np.inf)               # lowest rate it ever ran at (SLA checks)
@@ -169,7 +171,7 @@ class JobTable:
                           count: np.ndarray | None = None, plan: list | None = None,
                           cpus: np.ndarray | None = None, mem_gb: np.ndarray | None = None,
                           fork: np.ndarray | None = None, mixed: bool = True,
-                          net_gbps: np.ndarray | None = None) -> None:
+                          net_gbps: np.ndarray | None = None, copies: list | None = None) -> None:
         """Bookkeeping of one decision's transitions at once (rows are distinct).
 
         kind: KIND_CODES values; a job that gets GPUs progresses at `rate` after `delay` seconds;
@@ -245,12 +247,17 @@ class JobTable:
                 else:
                     placement.pop(r, None)
             return
-        for r, g, o in zip(rows.tolist(), gpus, on.tolist()):
+        cps = self.copies
+        for i, (r, g, o) in enumerate(zip(rows.tolist(), gpus, on.tolist())):
             if mix:
                 mix.pop(r, None)
+            cps.pop(r, None)
+            cp = copies[i] if copies is not None and o else None
+            if cp is not None:
+                cps[r] = np.asarray(cp, dtype=np.int64)
             if o:
                 placement[r] = g
-                if len(g) > 1 and gti.item(g[0]) != gti.item(g[-1]):
+                if len(g) > 1 and (cp is not None or gti.item(g[0]) != gti.item(g[-1])):
                     held = np.bincount(gti[g], minlength=len(self.cluster.types))
                     mix[r] = held
                     self.mixed_seen = True
@@ -300,6 +307,7 @@ class JobTable:
         self.gtype[row] = -1
         self.placement.pop(row, None)
         self.mix.pop(row, None)
+        self.copies.pop(row, None)
         self.fork_s[row] = 0.0
         self.partner[row] = -1
         self.share_mode[row] = 0

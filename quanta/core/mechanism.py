@@ -46,6 +46,7 @@ class Transition(NamedTuple):
     parts: tuple[Part, ...] | None = None  # GPUs of several types: one Part per type (else None)
     fork: tuple[float, float] | None = None  # forked copies: (s between averagings, s per averaging)
     net_gbps: float = 0.0     # node network GB/s held afterwards (0: not asked for)
+    copies: np.ndarray | None = None  # GPUs per node of a forked job's extra copies (else None)
 
 
 def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
@@ -138,6 +139,7 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
         place_list += rows[want_guest[rows]].tolist()
     out: list[Transition] = []
     placed: set[int] = set()
+    forks: list[tuple] = []
     cluster = snap.cluster
     idx = np.asarray(place_list, dtype=np.int64)
     cols = zip(place_list, rows_d[idx].tolist(), tgt_t[idx].tolist(), tgt_g[idx].tolist(),
@@ -162,12 +164,17 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
             occ.assign_guest(drow, gpus)
             nodes = occ.nodes_of(gpus)
         elif mixed and r in mixed:
-            got = occ.place_parts(mixed[r])
+            own = mixed[r] if r not in dec.copies else mixed[r] - np.bincount(
+                cluster.node_type, weights=dec.copies[r], minlength=len(mixed[r])).astype(np.int64)
+            got = occ.place_parts(own)
             if got is None:
                 continue       # cannot happen after the capacity check; left pending if it does
             gpus, got_parts = got
             occ.assign(drow, gpus)
             placed.add(r)
+            if r in dec.copies:            # copies after every own gang: placed below
+                forks.append((r, drow, t, gpus, got_parts, was))
+                continue
             out.append(_mixed_transition(snap, dec, r, drow, t, gpus, got_parts, was))
             continue
         else:
@@ -194,6 +201,8 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
                               tgt_plan[r] if extras else None,
                               int(want_partner[r]) if sharing else -1, mode_of.get(r, ""), guest,
                               cpu, mem, net_gbps=net))
+    for r, drow, t, gpus, got_parts, was in forks:
+        out.append(_place_copies(snap, dec, occ, r, drow, t, gpus, got_parts, was))
     for r in sorted(dec.defrag):
         if not changed[r] and jobs.running[r] and jobs.partner[r] < 0 and not jobs.mixed[r]:
             moved = _defragment(snap, occ, r)
@@ -459,7 +468,9 @@ def _mixed(snap: Snapshot, dec: Decision, on: np.ndarray, tgt_t: np.ndarray,
         if c.shape != (K,) or (c < 0).any() or int(c.sum()) != int(dec.gpus[r]) or not on[r]:
             raise PolicyError(f"mixed allocation of job {jobs.specs[r].job_id} is not GPUs per "
                               f"type adding up to its {int(dec.gpus[r])} GPUs")
-        if np.count_nonzero(c) < 2:
+        if r in dec.copies:
+            _check_copies(snap, dec, r, c)
+        elif np.count_nonzero(c) < 2:
             tgt_t[r] = int(np.argmax(c))
             continue
         if r in dec.share or r in dec.exact or r in dec.plans or any(
@@ -473,13 +484,75 @@ def _mixed(snap: Snapshot, dec: Decision, on: np.ndarray, tgt_t: np.ndarray,
         out[r] = c
         tgt_t[r] = int(np.argmax(c))
     held = jobs.mixed
+    held_copies = jobs.copies if dec.copies or held.any() else {}
     for r in out:
+        mine, want = held_copies.get(r), dec.copies.get(r)
+        same_copies = (mine is None and want is None) or (
+            mine is not None and want is not None and np.array_equal(mine, want))
         changed[r] = not (held[r] and np.array_equal(out[r], jobs.parts[r]) and
-                          dec.fork.get(r, 0.0) == jobs.fork_s[r])
+                          dec.fork.get(r, 0.0) == jobs.fork_s[r] and same_copies)
     for r in np.flatnonzero(held & on).tolist():
         if r not in out:
             changed[r] = True          # from several types to one
     return out
+
+
+def _check_copies(snap: Snapshot, dec: Decision, r: int, c: np.ndarray) -> None:
+    """A forked row's copies: GPUs per node, on nodes that are up, within its GPUs per type,
+    leaving its own gang some GPUs, with an averaging period."""
+    cl, jobs = snap.cluster, snap.jobs
+    cp = np.asarray(dec.copies[r], dtype=np.int64)
+    per_type = np.bincount(cl.node_type, weights=cp, minlength=len(c)) if cp.shape == (
+        len(cl.nodes),) else None
+    if per_type is None or (cp < 0).any() or (per_type > c).any() or per_type.sum() >= c.sum() \
+            or (cp > cl.node_gpus).any() or not snap.node_up[cp > 0].all():
+        raise PolicyError(f"copies of job {jobs.specs[r].job_id} are not GPUs per up node within "
+                          f"its GPUs per type, beside an own gang")
+    if not dec.fork.get(r, 0.0) > 0:
+        raise PolicyError(f"job {jobs.specs[r].job_id} has copies but no fork period")
+
+
+def _place_copies(snap: Snapshot, dec: Decision, occ: Occupancy, r: int, drow: int, t: int,
+                  own: np.ndarray, got: list[tuple[int, int, int]], was: int) -> Transition:
+    """A forked job's copies, after every own gang: each on its node if that node still has the
+    GPUs free, else on the node of its type with the most free GPUs where the job has none, else
+    left out. The job's GPUs are its own gang's then its copies'."""
+    cl = snap.cluster
+    want = np.asarray(dec.copies[r], dtype=np.int64)
+    taken: list[np.ndarray] = []
+    placed = np.zeros(len(cl.nodes), dtype=np.int64)
+    used_nodes = set(np.unique(cl.gpu_node[own]).tolist())
+    for h in np.flatnonzero(want).tolist():
+        c = int(want[h])
+        node = h if h not in used_nodes and occ.free_on_node(h) >= c else -1
+        if node < 0:
+            same = [x for x in np.flatnonzero(cl.node_type == cl.node_type[h]).tolist()
+                    if x not in used_nodes and occ.node_up[x] and occ.free_on_node(x) >= c]
+            if same:
+                node = max(same, key=lambda x: (occ.free_on_node(x), -x))
+        if node < 0:
+            continue
+        taken.append(occ.take_on_node(node, c))
+        placed[node] = c
+        used_nodes.add(node)
+    gpus = own
+    if taken:
+        occ.release(drow)
+        gpus = np.concatenate([own] + taken)
+        occ.assign(drow, gpus)
+    parts = [Part(cl.types[k], c, nd, nd <= cl.min_nodes(k, c)) for k, c, nd in got]
+    parts += [Part(cl.types[cl.node_type[h]], int(placed[h]), 1, True)
+              for h in np.flatnonzero(placed).tolist()]
+    fork = None
+    if len(parts) > 1:
+        agg = aggregation_seconds(snap.perf, snap.jobs.specs[r], len(parts),
+                                  link_gbps(cl, np.unique(cl.gpu_node[gpus])))
+        fork = (float(dec.fork[r]), agg)
+    g = len(gpus)
+    kind = Kind.START if was == 0 else Kind.RESIZE if g != was else Kind.MIGRATE
+    return Transition(drow, kind, t, gpus, sum(p.nodes for p in parts),
+                      all(p.consolidated for p in parts), parts=tuple(parts), fork=fork,
+                      copies=placed if placed.any() else None)
 
 
 def _mixed_transition(snap: Snapshot, dec: Decision, r: int, drow: int, t: int, gpus: np.ndarray,

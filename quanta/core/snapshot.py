@@ -194,6 +194,15 @@ class JobsView:
         return out
 
     @cached_property
+    def copies(self) -> dict[int, np.ndarray]:
+        """Snapshot row -> GPUs per node of a forked job's extra copies (Decision.copies), for
+        the jobs that have some."""
+        held = self._t.copies
+        if not held:
+            return {}
+        return {i: held[r].copy() for i, r in enumerate(self.rows.tolist()) if r in held}
+
+    @cached_property
     def fork_s(self) -> np.ndarray:
         """Seconds between the model averagings of a forked job's copies (0: not forked)."""
         return self._t.fork_s[self.rows]

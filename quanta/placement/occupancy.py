@@ -156,6 +156,16 @@ class Occupancy:
             got.append((t, p[0], p[1]))
         return np.concatenate([g for _t, g, _n in got]), [(t, len(g), n) for t, g, n in got]
 
+    def free_on_node(self, node: int) -> int:
+        """Free GPUs of a node (0 if it is down)."""
+        return int(self.node_free[node]) if self.node_up[node] else 0
+
+    def take_on_node(self, node: int, count: int) -> np.ndarray:
+        """`count` free GPU ids of one node (the caller assigns them)."""
+        first, size = self.cluster.node_first_gpu[node], self.cluster.node_gpus[node]
+        ids = np.arange(first, first + size)
+        return ids[self.owner[first:first + size] == FREE][:count]
+
     def assign(self, row: int, gpus: np.ndarray, cpus: float = 0.0, mem_gb: float = 0.0,
                net_gbps: float = 0.0) -> None:
         """Give `gpus` (of one type, or ordered by type) to job `row`, with `cpus` threads,

@@ -618,7 +618,8 @@ class Runtime:
                             cpus=np.array([tr.cpus for tr in trs], dtype=float),
                             mem_gb=np.array([tr.mem_gb for tr in trs], dtype=float),
                             net_gbps=np.array([tr.net_gbps for tr in trs], dtype=float),
-                            fork=np.array([tr.fork[0] if tr.fork else 0.0 for tr in trs]))
+                            fork=np.array([tr.fork[0] if tr.fork else 0.0 for tr in trs]),
+                            copies=[tr.copies for tr in trs])
         for tr in trs:
             row = tr.row
             if tr.kind == Kind.RESHARE:

@@ -112,7 +112,7 @@ class Simulator:
         """Apply one decision's transitions; push their completions; return the change in running."""
         t = self.table
         (rows_l, kinds_l, types_l, gpus_l, nodes_l, cons_l, plans_l, partner_l, mode_l,
-         guest_l, cpus_l, mem_l, parts_l, fork_l, net_l) = zip(*trs)
+         guest_l, cpus_l, mem_l, parts_l, fork_l, net_l, copies_l) = zip(*trs)
         rows = np.array(rows_l, dtype=np.int64)
         kind = np.array([KIND_OF[k] for k in kinds_l], dtype=np.int64)
         gtype = np.array(types_l, dtype=np.int64)
@@ -168,6 +168,8 @@ class Simulator:
                 "net_gbps": np.array(net_l, dtype=float)} if extras else {}
         if mixed:
             more["fork"] = np.array([f[0] if f else 0.0 for f in fork_l])
+            if any(c is not None for c in copies_l):
+                more["copies"] = list(copies_l)
         more["mixed"] = mixed
         if shared:
             mode = np.array([SHARE_MODES[m] for m in mode_l], dtype=np.int8)
