@@ -1,8 +1,10 @@
 """Policy decision time against the number of active jobs (issue 3's speed table).
 
-    python bench/policy_solve.py [--sizes 32,128,512,2048] [--policies gavel-las,...] [--repeat 3]
+    python bench/policy_solve.py [--sizes 32,128,512,2048] [--policies gavel-las,...|all]
+        [--repeat 3] [--gpus G] [--give-up S]
 
-For n active jobs: a cluster with n/4 GPUs of each of V100, P100 and K80 (4 GPUs per server),
+For n active jobs: a cluster with n/4 GPUs of each of V100, P100 and K80 (4 GPUs per server;
+with --gpus G: G GPUs in all, a third of each type, whatever n),
 jobs drawn from Gavel's 26 job types with Philly-like GPU counts, half of them running, random
 progress. Times one `decide` on a fresh policy (so the allocation is computed, not cached);
 prints the best of --repeat runs per (policy, n). Results: docs/benchmarks.md.
@@ -30,9 +32,9 @@ DEFAULT = ["fifo", "las", "tiresias-las", "tiresias-gittins", "gavel-las", "gave
            "gavel-hierarchical", "gavel-las-packed"]
 
 
-def snapshot_of(n: int, seed: int = 0) -> Snapshot:
+def snapshot_of(n: int, seed: int = 0, gpus: int = 0) -> Snapshot:
     rng = np.random.default_rng(seed)
-    per_type = max(4, n // 4)
+    per_type = max(4, gpus // 3 if gpus else n // 4)
     nodes = tuple(NodeSpec(f"{t}-{i}", t, 4) for t in ("v100", "p100", "k80")
                   for i in range(per_type // 4))
     cluster = Cluster(nodes)
@@ -61,22 +63,33 @@ def main() -> None:
     ap.add_argument("--sizes", default="32,128,512,1024,2048")
     ap.add_argument("--policies", default=",".join(DEFAULT))
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--gpus", type=int, default=0, help="GPUs in all (default: n/4 per type)")
+    ap.add_argument("--give-up", type=float, default=60.0,
+                    help="skip a policy's larger sizes once one decision took longer (s)")
     a = ap.parse_args()
     sizes = [int(s) for s in a.sizes.split(",")]
-    names = a.policies.split(",")
+    if a.policies == "all":
+        from quanta.policies.registry import POLICIES
+        names = sorted(POLICIES)
+    else:
+        names = a.policies.split(",")
     print("policy".ljust(22) + "".join(f"{n:>10d}" for n in sizes) + "   (seconds per decision)")
     for name in names:
         cells = []
         for n in sizes:
+            if cells and not cells[-1] <= a.give_up:     # too slow (or skipped) already
+                cells.append(np.nan)
+                continue
             best = np.inf
             for r in range(a.repeat):
-                snap = snapshot_of(n, seed=r)
+                snap = snapshot_of(n, seed=r, gpus=a.gpus)
                 pol = make_policy(name)
                 t0 = time.perf_counter()
                 pol.decide(snap)
                 best = min(best, time.perf_counter() - t0)
             cells.append(best)
-        print(name.ljust(22) + "".join(f"{c:>10.4f}" for c in cells), flush=True)
+        print(name.ljust(22) + "".join(f"{c:>10.4f}" if c == c else f"{'skipped':>10}"
+                                       for c in cells), flush=True)
 
 
 if __name__ == "__main__":

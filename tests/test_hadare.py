@@ -154,3 +154,70 @@ def test_forking_per_node_beats_hadar_on_a_homogeneous_cluster_with_idle_nodes()
     assert s["hadare"]["makespan_s"] < 0.8 * s["hadar"]["makespan_s"]
     assert s["hadare"]["gpu_util"] > 1.3 * s["hadar"]["gpu_util"]
     assert runs["hadare"].table.restarts.max() <= 2               # copies kept round to round
+
+
+def test_copy_search_takes_what_a_plain_greedy_over_every_copy_takes():
+    # HadarE's copy search keeps the forked rate as a running sum and stops once no slower copy
+    # can help; a plain greedy that re-rates every trial with mixed_rate over all copies (the
+    # previous loop) must choose the same copies, on clusters with mixed link speeds (0: unknown)
+    from quanta.perf.base import link_gbps
+    from quanta.policies.hadar import spec_of
+    from quanta.policies.hadare import HadarE
+
+    class Plain(HadarE):
+        def _fork(self, snap, s, own, idle, held, per_node):
+            j, cl, perf = snap.jobs, snap.cluster, snap.perf
+            r, k = s.job, s.gtype
+            spec, z = spec_of(snap, r), int(j.req[r])
+            if held is not None and s.kept and held.any() and (held <= idle).all() \
+                    and j.allowed[r][cl.node_type[held > 0]].all():
+                return held.copy()
+            nd = int(np.count_nonzero(own))
+            parts0 = [Part(cl.types[k], z, nd, nd <= cl.min_nodes(k, z))]
+            rem = float(j.remaining[r])
+            best_t = rem / max(float(j.rates[r, k]), 1e-12)
+            chosen = []
+            for _rate, idx, cnt in self._copy_options(snap, r, own, idle, j.allowed[r], z,
+                                                      per_node):
+                cp = np.zeros(len(cl.nodes), dtype=np.int64)
+                cp[idx] = cnt
+                trial = chosen + [cp]
+                parts = parts0 + [Part(cl.types[int(cl.node_type[np.flatnonzero(c)[0]])],
+                                       int(c.sum()), int(np.count_nonzero(c)),
+                                       int(np.count_nonzero(c)) <= cl.min_nodes(
+                                           int(cl.node_type[np.flatnonzero(c)[0]]), int(c.sum())))
+                                  for c in trial]
+                agg = aggregation_seconds(perf, spec, len(parts),
+                                          link_gbps(cl, np.flatnonzero(own + sum(trial))))
+                t = rem / max(mixed_rate(perf, spec, parts, (float(self.interval), agg)), 1e-12)
+                if t + self.restart_s < best_t:
+                    chosen, best_t = trial, t
+            return sum(chosen) if chosen else None
+
+    rng = np.random.default_rng(11)
+    perf = ToyPerf(speed={(RN, "p100"): 0.6, (RN, "k80"): 0.3}, exponent={RN: 0.9})
+    perf.model_bytes = lambda job: float(rng_sizes[0])
+    checked = forked = 0
+    for trial in range(12):
+        rng_sizes = [rng.choice([1e8, 2e9, 2e10])]
+        nodes = tuple(NodeSpec(f"n{i}", ["v100", "p100", "k80"][i % 3], int(rng.choice([2, 4])),
+                               inter_bw_gbps=float(rng.choice([0.0, 0.5, 1.25, 3.0, 12.5])))
+                      for i in range(int(rng.integers(4, 14))))
+        cl = Cluster(nodes)
+        specs = [JobSpec(f"j{i}", 0.0, int(rng.choice([1, 2, 4])), RN,
+                         total_steps=float(rng.integers(500, 200_000))) for i in range(int(rng.integers(1, 6)))]
+        table = JobTable(specs, cl, perf)
+        occ = Occupancy(cl)
+        table.state[:] = PENDING
+        snap = Snapshot(0.0, cl, perf, table.view(np.arange(len(specs)), 0.0), occ.up_capacity(),
+                        occ.node_free.copy(), occ.node_up.copy())
+        for per in ("node", "type"):
+            a = HadarE(per=per).decide(snap)
+            b = Plain(per=per).decide(snap)
+            assert a.mixed.keys() == b.mixed.keys() and a.copies.keys() == b.copies.keys()
+            assert all(np.array_equal(a.mixed[r], b.mixed[r]) for r in a.mixed)
+            assert all(np.array_equal(a.copies[r], b.copies[r]) for r in a.copies)
+            assert np.array_equal(a.gpus, b.gpus) and a.fork == b.fork
+            checked += 1
+            forked += len(a.fork)
+    assert checked == 24 and forked > 10        # the searches did fork jobs

@@ -35,6 +35,7 @@ class Cluster:
     gpu_type_idx: np.ndarray = field(init=False)
     capacity: np.ndarray = field(init=False)    # GPUs per type
     type_node_max: np.ndarray = field(init=False)  # largest node size per type
+    node_bw: np.ndarray = field(init=False)     # node network GB/s (0: not given)
 
     def __post_init__(self) -> None:
         types: list[str] = []
@@ -57,6 +58,7 @@ class Cluster:
         tmax = np.zeros(len(types), dtype=np.int64)
         np.maximum.at(tmax, node_type, node_gpus)
         set_(self, "type_node_max", tmax)
+        set_(self, "node_bw", np.array([n.inter_bw_gbps for n in self.nodes], dtype=float))
 
     @property
     def num_gpus(self) -> int:

@@ -35,13 +35,14 @@ makespan)).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
 from quanta.core.decision import Decision
 from quanta.core.snapshot import Snapshot
-from quanta.perf.base import Part, aggregation_seconds, link_gbps, mixed_rate
+from quanta.perf.base import DEFAULT_AGG_BW_GBPS, Part, aggregation_seconds
 from quanta.policies.hadar import Hadar, Schedule, spec_of
 from quanta.policies.registry import register
 
@@ -179,7 +180,11 @@ class HadarE(Hadar):
     def _fork(self, snap: Snapshot, s: Schedule, own: np.ndarray, idle: np.ndarray,
               held: np.ndarray | None, per_node: bool) -> np.ndarray | None:
         """GPUs per node of job s.job's copies beside its own gang, or None if one gang is
-        best."""
+        best. Greedy over the copies it could add, fastest first: a copy is taken when the job
+        then finishes sooner by more than a restart. The job's rate with the copies is
+        mixed_rate's (sum of the copies' rates, in the same order, times 1 - aggregation /
+        period), kept as a running sum; the search stops once no slower copy can help (an upper
+        bound: the next copy's rate at the best link any copy could leave)."""
         j, cl, perf = snap.jobs, snap.cluster, snap.perf
         r, k = s.job, s.gtype
         spec, z = spec_of(snap, r), int(j.req[r])
@@ -187,69 +192,91 @@ class HadarE(Hadar):
         if held is not None and s.kept and held.any() and (held <= idle).all() \
                 and allowed[cl.node_type[held > 0]].all():
             return held.copy()                                  # its copies still fit: kept
-        own_nodes = int(np.count_nonzero(own))
-        own_part = Part(cl.types[k], z, own_nodes, own_nodes <= cl.min_nodes(k, z))
         rem = float(j.remaining[r])
         best_t = rem / max(float(j.rates[r, k]), 1e-12)
         options = self._copy_options(snap, r, own, idle, allowed, z, per_node)
+        own_nodes = int(np.count_nonzero(own))
+        own_part = Part(cl.types[k], z, own_nodes, own_nodes <= cl.min_nodes(k, z))
+        total = 0.0 + perf.rate(spec, own_part.gpu_type, own_part.count, own_part.nodes,
+                                own_part.consolidated)
+        period = float(self.interval)
+        bw = cl.node_bw
+        used = own > 0
+        bw_min = float(bw[used].min()) if used.any() else np.inf   # of the nodes taken so far
+        unknown = bool((bw[used] == 0).any())                       # some node does not say
+        any_unknown = bool((bw == 0).any())
+
+        def link(lo: float, unk: bool) -> float:            # link_gbps of the nodes taken
+            return 0.0 if unk or not np.isfinite(lo) else lo
+
         limit = (self.max_copies or len(cl.nodes) + 1) - 1
-        chosen: list[np.ndarray] = []
-        for cp in options:
+        chosen: list[tuple[np.ndarray, np.ndarray]] = []
+        n_parts = 1
+        for rate, idx, cnt in options:
             if len(chosen) >= limit:
                 break
-            trial = chosen + [cp]
-            parts = [own_part] + [self._part(snap, c) for c in trial]
-            nodes = np.flatnonzero(own + sum(trial))
-            agg = aggregation_seconds(perf, spec, len(parts), link_gbps(cl, nodes))
-            rate = mixed_rate(perf, spec, parts, (float(self.interval), agg))
-            t = rem / max(rate, 1e-12)
+            # the best any copy from here on can do: this rate (they are sorted), the best link
+            best_link = link(bw_min, unknown) if np.isfinite(bw_min) else float(bw.max())
+            if any_unknown and not unknown:
+                best_link = max(best_link, DEFAULT_AGG_BW_GBPS) if best_link > 0 else 0.0
+            agg_lo = aggregation_seconds(perf, spec, n_parts + 1, best_link)
+            upper = (total + rate) * max(0.0, 1.0 - agg_lo / period)
+            if rem / max(upper, 1e-12) + self.restart_s >= best_t:
+                break
+            lo = min(bw_min, float(bw[idx].min()))
+            unk = unknown or bool((bw[idx] == 0).any())
+            agg = aggregation_seconds(perf, spec, n_parts + 1, link(lo, unk))
+            t = rem / max((total + rate) * max(0.0, 1.0 - agg / period), 1e-12)
             if t + self.restart_s < best_t:
-                chosen, best_t = trial, t
-        return sum(chosen) if chosen else None
-
-    @staticmethod
-    def _part(snap: Snapshot, per_node: np.ndarray) -> Part:
-        cl = snap.cluster
-        t = int(cl.node_type[np.flatnonzero(per_node)[0]])
-        c, nd = int(per_node.sum()), int(np.count_nonzero(per_node))
-        return Part(cl.types[t], c, nd, nd <= cl.min_nodes(t, c))
+                chosen.append((idx, cnt))
+                best_t, total, n_parts = t, total + rate, n_parts + 1
+                bw_min, unknown = lo, unk
+        if not chosen:
+            return None
+        out = np.zeros(len(cl.nodes), dtype=np.int64)
+        for idx, cnt in chosen:
+            out[idx] += cnt
+        return out
 
     def _copy_options(self, snap: Snapshot, r: int, own: np.ndarray, idle: np.ndarray,
-                      allowed: np.ndarray, z: int, per_node: bool) -> list[np.ndarray]:
-        """GPUs per node of each copy the job could add, fastest copy first. Per node: every idle
-        node of a type it may use, but those of its own gang, holds a copy of up to z GPUs. Per
-        type (per=type, or a core without per-node copies): one copy per other type it may use,
-        up to z of that type's idle GPUs (fullest idle nodes first)."""
+                      allowed: np.ndarray, z: int, per_node: bool
+                      ) -> Iterable[tuple[float, np.ndarray, np.ndarray]]:
+        """(rate, nodes, GPUs on each) of each copy the job could add, fastest copy first. Per
+        node: every idle node of a type it may use, but those of its own gang, holds a copy of
+        up to z GPUs (ties: lower node first). Per type (per=type, or a core without per-node
+        copies): one copy per other type it may use, up to z of that type's idle GPUs (fullest
+        idle nodes first; ties: lower type first)."""
         cl, perf, spec = snap.cluster, snap.perf, spec_of(snap, r)
-        N = len(cl.nodes)
-        opts = []
+        opts: list = []
         if per_node:
-            for h in np.flatnonzero((idle > 0) & (own == 0)).tolist():
-                t = int(cl.node_type[h])
-                if allowed[t]:
-                    c = int(min(z, idle[h]))
-                    cp = np.zeros(N, dtype=np.int64)
-                    cp[h] = c
-                    opts.append((perf.rate(spec, cl.types[t], c, 1, True), -h, cp))
-        else:
-            own_types = set(cl.node_type[own > 0].tolist())
-            for t in range(len(cl.types)):
-                if t in own_types or not allowed[t]:
-                    continue
-                nodes = np.flatnonzero((cl.node_type == t) & (idle > 0))
-                nodes = nodes[np.argsort(-idle[nodes], kind="stable")]
-                cp = np.zeros(N, dtype=np.int64)
-                left = z
-                for h in nodes.tolist():
-                    x = int(min(idle[h], left))
-                    cp[h], left = x, left - x
-                    if left == 0:
-                        break
-                if cp.any():
-                    opts.append((self._rate_of(snap, spec, cp), -t, cp))
+            h = np.flatnonzero((idle > 0) & (own == 0))
+            h = h[allowed[cl.node_type[h]]]
+            if not len(h):
+                return []
+            t = cl.node_type[h]
+            c = np.minimum(z, idle[h])
+            m = int(c.max()) + 1
+            keys, inv = np.unique(t * m + c, return_inverse=True)      # rate per (type, GPUs)
+            ur = np.array([perf.rate(spec, cl.types[int(key) // m], int(key) % m, 1, True)
+                           for key in keys.tolist()])
+            rates = ur[inv.ravel()]
+            order = np.lexsort((h, -rates))
+            # built as the search asks for them: it usually stops after a few
+            return ((float(rates[i]), h[i:i + 1], c[i:i + 1]) for i in order.tolist())
+        own_types = set(cl.node_type[own > 0].tolist())
+        for t in range(len(cl.types)):
+            if t in own_types or not allowed[t]:
+                continue
+            nodes = np.flatnonzero((cl.node_type == t) & (idle > 0))
+            nodes = nodes[np.argsort(-idle[nodes], kind="stable")]
+            take = np.minimum(idle[nodes], np.maximum(z - np.concatenate([[0], np.cumsum(
+                idle[nodes])[:-1]]), 0))
+            keep = take > 0
+            if keep.any():
+                idx, cnt = nodes[keep], take[keep]
+                nd = len(idx)
+                c = int(cnt.sum())
+                opts.append((perf.rate(spec, cl.types[t], c, nd, nd <= cl.min_nodes(t, c)),
+                             -t, idx, cnt))
         opts.sort(key=lambda o: (o[0], o[1]), reverse=True)
-        return [cp for _, _, cp in opts]
-
-    def _rate_of(self, snap: Snapshot, spec, per_node: np.ndarray) -> float:
-        p = self._part(snap, per_node)
-        return snap.perf.rate(spec, p.gpu_type, p.count, p.nodes, p.consolidated)
+        return [(rate, idx, cnt) for rate, _, idx, cnt in opts]
