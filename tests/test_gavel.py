@@ -429,7 +429,7 @@ def test_ecos_solution_reaches_the_same_optimum_when_cvxpy_is_installed():
 
 
 def test_csc_sorts_rows_and_sums_repeated_entries():
-    from quanta.policies.gavel.lp import csc
+    from quanta.highs import csc
     rng = np.random.default_rng(0)
     rows, cols = rng.integers(0, 7, 60), rng.integers(0, 5, 60)
     vals = rng.normal(size=60)
@@ -444,9 +444,11 @@ def test_csc_sorts_rows_and_sums_repeated_entries():
     np.testing.assert_allclose(back, dense, atol=1e-12)
 
 
-def test_scipys_bundled_highs_gives_the_same_allocations(monkeypatch):
-    # highspy where installed, else the HiGHS scipy bundles: the same programmes, the same answers
-    from quanta.policies.gavel import lp
+def test_highspys_highs_gives_the_same_allocations_as_scipys(monkeypatch):
+    # the HiGHS scipy bundles (the default) and highspy's (QUANTA_HIGHS=highspy): the same
+    # programmes, the same answers here (unique optima)
+    highspy_core = pytest.importorskip("highspy._core")
+    from quanta import highs as lp
     rng = np.random.default_rng(5)
     T = rng.uniform(0.5, 3, (40, 3)) * (rng.random((40, 3)) > 0.2)
     z = rng.integers(1, 3, 40)
@@ -460,8 +462,8 @@ def test_scipys_bundled_highs_gives_the_same_allocations(monkeypatch):
     rng_num, rng_den = rng.uniform(1e3, 1e4, 40), rng.uniform(1e3, 1e4, 40)
     rng_base = rng.uniform(0, 500, 40)
     first = solve_all()
-    import scipy.optimize._highspy._core as bundled
-    monkeypatch.setattr(lp, "_CORE", bundled)
+    A._MEMO.clear()                   # (else the answers come from memory)
+    monkeypatch.setattr(lp, "_CORE", highspy_core)
     monkeypatch.setattr(lp, "_LP", None)
     monkeypatch.setattr(lp, "_NAMED", {})
     for a, b in zip(first, solve_all()):

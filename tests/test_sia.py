@@ -85,3 +85,29 @@ def test_every_job_is_admitted_when_capacity_allows_and_no_gpu_idles():
     # with p = -0.5 a second GPU lowers a job's term (1 -> 0.73) more than admitting another job
     # saves (lambda_n - 1 = 0.1): Sia grows two jobs rather than admitting four
     assert dec.gpus.sum() == 4 and sorted(dec.gpus) == [0, 0, 2, 2]
+
+
+def test_configuration_programme_kept_between_rounds_gives_the_cold_answer():
+    # Sia's and Pollux's programme kept in HiGHS (Warm) and re-solved from the last basis when
+    # only the costs changed: the same choice as solving each round afresh
+    import numpy as np
+
+    from quanta.policies.config_ilp import Warm, choose_configs
+    rng = np.random.default_rng(4)
+    n, K = 12, 3
+    cj = np.repeat(np.arange(n), 6)
+    ct = np.tile(np.repeat(np.arange(K), 2), n)
+    cn = np.tile([1, 2], n * K)
+    cap = np.array([5, 4, 6])
+    warm = Warm()
+    base = rng.uniform(-3.0, -0.1, len(cj))
+    resolved = 0
+    for r in range(30):
+        cost = base * rng.uniform(0.3, 1.7, len(cj))
+        hot = choose_configs(n, cj, ct, cn, cost, cap, warm=warm)
+        cold = choose_configs(n, cj, ct, cn, cost, cap)
+        assert np.array_equal(hot, cold)
+        assert np.bincount(cj[hot], minlength=n).max() <= 1
+        assert (np.bincount(ct[hot], weights=cn[hot], minlength=K) <= cap).all()
+        resolved += warm.key is not None
+    assert resolved == 30 and warm.lp is not None

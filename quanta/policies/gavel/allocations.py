@@ -5,7 +5,7 @@ scale factors z (GPUs per job) and capacities N (GPUs per type), and returns X w
 X >= 0, sum_k X[j,k] <= 1 and sum_j z_j X[j,k] <= N_k. Effective throughput tau_j = sum_k T X.
 
 The LPs are built column-wise over the allowed (job, type) pairs only, with vectorised index
-arithmetic (no per-job Python loops), and solved by HiGHS called directly (lp.py).
+arithmetic (no per-job Python loops), and solved by HiGHS called directly (quanta/highs.py).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from quanta.policies.gavel import lp as _lp
+from quanta import highs as _lp
 
 IPM_FROM = _lp.IPM_FROM
 # The second stage solved from the first stage's basis is ~20% of the max-min LP time faster, but

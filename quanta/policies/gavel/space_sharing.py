@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from quanta.policies.gavel import lp as _lp
+from quanta import highs as _lp
 from quanta.policies.gavel.allocations import classes, sane_coefficients, second_stage
 
 

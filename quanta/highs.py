@@ -1,4 +1,5 @@
-"""HiGHS called directly: the Gavel programmes' linear programmes without scipy.optimize.linprog.
+"""HiGHS called directly: linear programmes (Gavel's allocations, Sia's and Pollux's configuration
+programmes) without scipy.optimize.linprog / milp.
 
 `linprog` costs about three times what HiGHS itself spends on these small programmes: it checks
 and converts its inputs through scipy.sparse, builds a fresh solver and its options, and wraps
@@ -9,9 +10,9 @@ IPM_FROM variables), so that a programme is solved as linprog would solve it. A 
 kept and solved again after its costs or bounds change (`LP.resolve`): HiGHS then starts from
 the last basis.
 
-HiGHS comes from `highspy` (pip install highspy) where it is installed, else from the copy that
-scipy bundles (scipy.optimize._highspy._core, the same bindings; also with QUANTA_HIGHS=scipy):
-nothing else is needed. Neither is imported before the first programme is solved.
+HiGHS is the copy scipy bundles (scipy.optimize._highspy._core), so that results do not depend on
+whether highspy happens to be installed; QUANTA_HIGHS=highspy uses highspy's instead (`core`).
+Neither is imported before the first programme is solved.
 """
 
 from __future__ import annotations
@@ -28,14 +29,15 @@ WARM = True       # LP.resolve starts from the last basis (False: solves afresh,
 
 
 def core():
-    """HiGHS' Python bindings: highspy's, else scipy's bundled copy."""
+    """HiGHS' Python bindings: the copy scipy bundles (always there, one version per scipy
+    release, the one linprog and milp run: the same answers as they give), or highspy's with
+    QUANTA_HIGHS=highspy (pip install highspy; its own HiGHS version may stop at another optimal
+    vertex where the optimum is not unique)."""
     global _CORE
     if _CORE is None:
-        try:
-            if os.environ.get("QUANTA_HIGHS") == "scipy":    # (to check the fallback)
-                raise ImportError
+        if os.environ.get("QUANTA_HIGHS") == "highspy":
             import highspy._core as c
-        except ImportError:
+        else:
             import scipy.optimize._highspy._core as c
         _CORE = c
     return _CORE
@@ -47,7 +49,7 @@ def csc(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, shape: tuple[int, 
     rows = np.asarray(rows, dtype=np.int64)
     cols = np.asarray(cols, dtype=np.int64)
     vals = np.asarray(vals, dtype=float)
-    nrow, ncol = shape
+    _nrow, ncol = shape
     order = np.lexsort((rows, cols))
     r, c, v = rows[order], cols[order], vals[order]
     if len(r) > 1:
