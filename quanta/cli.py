@@ -214,6 +214,8 @@ def sweep(
                                                    help="report jobs that never fit"),
     world: Optional[str] = typer.Option(None, "--world", metavar="WORLD", help="simulated world "
                                         "(default quanta)"),
+    queues: Optional[Path] = typer.Option(None, "--queues", metavar="FILE", help="queues file: "
+                                          "every policy under its quotas (docs/queues.md)"),
     out: Path = typer.Option(Path("quanta-sweep"), metavar="DIR", help="output folder (finished "
                              "cells are reused from it)"),
     workers: Optional[int] = typer.Option(None, "--workers", "-j", min=1, metavar="N",
@@ -245,7 +247,8 @@ def sweep(
             "load_scales": _numbers(load_scale, float, "--load-scale"),
             "window": parse_window(window), "format": format, "max_jobs": max_jobs,
             "restart_delay": restart_delay, "node_mtbf_h": node_mtbf_h, "repair_h": repair_h,
-            "until_h": until_h, "drop_impossible": drop_impossible, "world": world}
+            "until_h": until_h, "drop_impossible": drop_impossible, "world": world,
+            "queues": str(queues) if queues else None}
     spec = replace(spec, **{k: v for k, v in over.items() if v is not None})
     res = run_sweep(spec, out, workers=workers, ray=ray, console=None if quiet else console,
                     plots=plots, fig_format=fig_format.lower())

@@ -1,5 +1,5 @@
 """`quanta serve` and the Slurm-like job commands: submit, queue, cancel, hold, release, status,
-logs, users. Each job command has --json (the service's own JSON) for scripts.
+logs, sacct, users. Each job command has --json (the service's own JSON) for scripts.
 
 What users wrote (names, queues, commands, error messages) is printed as plain text: never read as
 rich markup, its control characters (terminal escape sequences) shown as \\xNN."""
@@ -47,12 +47,86 @@ def _hms(seconds: float) -> str:
 
 def where_column(j: dict) -> str:
     """NODES/REASON: a running job's nodes; a waiting job's reason (None before the scheduler
-    looked at it); how a finished one ended ('-' when it simply finished)."""
+    looked at it); how a finished one ended ('-' when it simply finished: never a waiting reason)."""
     if j["state"] == "running":
         return j["nodes"] or "-"
     if j["state"] == "pending":
         return "JobHeldUser" if j["held"] else (j["reason"] or "None")
+    if j["reason"] in WAIT_REASONS or j["reason"].startswith(("QuotaExceeded(", "Preempted(")):
+        return "-"
     return j["reason"] or "-"
+
+
+# why a job waits (docs/runtime.md, docs/queues.md): a finished job never shows one
+WAIT_REASONS = {"Priority", "Resources", "FairShare", "WaitingForReclaim", "NextRound", "None",
+                "Preempted", "Requeued", "NodeFail", "JobHeldUser"}
+
+
+def _when(unix: float) -> str:
+    """A time for a table: HH:MM:SS today, else MM-DD HH:MM."""
+    lt = time.localtime(unix)
+    return time.strftime("%H:%M:%S" if lt[:3] == time.localtime()[:3] else "%m-%d %H:%M", lt)
+
+
+def in_spec_file(err, spec: Path):
+    """A service's refusal of a field (e.g. "field 'queue': ...") as one line naming the spec
+    file and the field's line in it; other errors as they are."""
+    import re
+
+    from quanta.errors import QuantaError
+    m = re.fullmatch(r"field '([A-Za-z_]+)': (.*)", str(err))
+    if not m:
+        return err
+    line = None
+    try:
+        for i, text in enumerate(Path(spec).read_text().splitlines(), 1):
+            if re.match(rf"{m[1]}\s*:", text):
+                line = i
+                break
+    except (OSError, UnicodeDecodeError):
+        pass
+    return QuantaError(m[2], source=str(spec), line=line, field=m[1])
+
+
+def _stamp(unix: float | None) -> str:
+    return time.strftime("%m-%d %H:%M:%S", time.localtime(unix)) if unix else "Unknown"
+
+
+def since_time(text: str, now: float | None = None) -> float:
+    """--since: a date or date-time (local), a time of today (HH:MM[:SS]), a span ago (90m, 6h,
+    2d, 30s) or unix seconds; a QuantaError naming --since otherwise."""
+    import datetime as dt
+    import re
+
+    from quanta.errors import QuantaError
+    now = time.time() if now is None else now
+    text = text.strip()
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([smhd])", text)
+    if m:
+        return now - float(m[1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m[2]]
+    if re.fullmatch(r"\d{9,}(\.\d+)?", text):
+        return float(text)
+    if re.fullmatch(r"\d{1,2}:\d{2}(:\d{2})?", text):
+        text = time.strftime("%Y-%m-%d", time.localtime(now)) + "T" + text
+    try:
+        return dt.datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        raise QuantaError(f"'{text}' is not a date (2026-11-24[T15:00]), a time (15:00), a span "
+                          "ago (90m, 6h, 2d) or unix seconds", field="--since") from None
+
+
+def positions(client, jobs: list[dict]) -> dict | None:
+    """Positions and estimated starts of the page's waiting jobs ({job id: ...}), or None when the
+    service has no queues (or is older: no such endpoint)."""
+    from quanta.errors import QuantaError
+    ids = [j["id"] for j in jobs if j["state"] == "pending"]
+    if not ids:
+        return None
+    try:
+        got = client.call("GET", "/v1/positions", params={"after": min(ids) - 1, "upto": max(ids)})
+    except QuantaError:
+        return None
+    return got["positions"] if got.get("queues") else None
 
 
 def register(app: typer.Typer, console) -> None:
@@ -77,20 +151,34 @@ def register(app: typer.Typer, console) -> None:
         ray_address: str = typer.Option("", help="Ray cluster address (backend ray; default: "
                                         "start or join a local one)"),
         poll_s: float = typer.Option(0.25, min=0.01, help="seconds between runtime iterations"),
+        queues: Optional[Path] = typer.Option(None, "--queues", metavar="FILE", help="queues file "
+                                              "(docs/queues.md): the policy under its quotas, "
+                                              "fair share and priorities; submissions checked "
+                                              "against it"),
     ) -> None:
         """Run the scheduler service (REST API at /v1, docs at /docs, metrics at /metrics)."""
         import uvicorn
 
         from quanta.service.server import ServiceConfig, build, check_port
+        tree = None
+        if queues is not None:
+            from quanta.queues.spec import load_queues
+            tree = load_queues(queues)         # a bad file: one line, exit 2, before anything
         if port is None:
             from urllib.parse import urlparse
             port = urlparse(os.environ.get("QUANTA_URL", "")).port or 8472
         check_port(host, port)
         _store, runtime, api, token_path = build(ServiceConfig(state, policy, cluster, backend,
                                                                poll_s, ray_address))
+        if tree is not None:
+            runtime.use_queues(tree)
         console.print(f"quanta serve: {runtime.cluster.describe()} under {runtime.policy.label()} "
                       f"({backend} backend); http://{host}:{port}/  admin token: {token_path}",
-                      highlight=False)
+                      highlight=False, markup=False)
+        if tree is not None:
+            say(f"queues: {tree.describe()} ({tree.source})")
+            for note in tree.notes(runtime.cluster.types):
+                say(f"note: {note}")
         uvicorn.run(api, host=host, port=port, log_level="warning")
 
     @app.command()
@@ -98,9 +186,13 @@ def register(app: typer.Typer, console) -> None:
                token: Optional[str] = TOKEN, as_json: bool = JSON) -> None:
         """Submit a job (see `quanta schema` for the fields). A submission whose answer is lost
         (the service died mid-request) is retried under the same idempotency key: one job."""
+        from quanta.errors import QuantaError
         from quanta.runtime.spec import load_submission
         sub = load_submission(spec)
-        res = _client(url, token).submit(sub.model_dump())
+        try:
+            res = _client(url, token).submit(sub.model_dump())
+        except QuantaError as err:          # the service's word on a field: at its line here
+            raise in_spec_file(err, spec) from None
         if as_json:
             out_json(res)
         else:
@@ -122,18 +214,28 @@ def register(app: typer.Typer, console) -> None:
         c = _client(url, token)
         jobs, total, nxt = c.page("/v1/jobs" if all_states else "/v1/queue",
                                   {"limit": limit, "after": after})
+        pos = positions(c, jobs)
+        if pos is not None:
+            for j in jobs:
+                p = pos.get(str(j["id"])) if j["state"] == "pending" else None
+                j["position"] = p["position"] if p else None
+                j["est_start"] = p["est_start"] if p else None
         if as_json:
             out_json(jobs)
             return
         now = time.time()
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-        for col in ("JOBID", "NAME", "USER", "QUEUE", "STATE", "TIME", "GPUS", "NODES/REASON"):
+        cols = ["JOBID", "NAME", "USER", "QUEUE", "STATE", "TIME", "GPUS", "NODES/REASON"]
+        for col in cols + (["POS", "EST START"] if pos is not None else []):
             t.add_column(col, no_wrap=True)
         for j in jobs:
             ran = ((j["end_time"] or now) - j["start"]) if j["start"] else 0.0
-            t.add_row(*(Text(plain(v)) for v in (
-                j["id"], j["name"], j["user"], j["queue"], j["state"].upper(), _hms(ran),
-                j["gpus"] or j["spec"].get("gpus", ""), where_column(j))))
+            cells = [j["id"], j["name"], j["user"], j["queue"], j["state"].upper(), _hms(ran),
+                     j["gpus"] or j["spec"].get("gpus", ""), where_column(j)]
+            if pos is not None:
+                cells += ["" if j["position"] is None else j["position"],
+                          "" if j["est_start"] is None else _when(j["est_start"])]
+            t.add_row(*(Text(plain(v)) for v in cells))
         console.print(t)
         if nxt is not None:
             console.print(f"{len(jobs)} of {total} jobs shown; next page: quanta queue"
@@ -213,6 +315,52 @@ def register(app: typer.Typer, console) -> None:
             out_json({"id": job_id, "log": text})
         else:     # the job's own output, as it wrote it, but no escape sequence reaches the terminal
             typer.echo("".join(plain(ln) + "\n" for ln in text.splitlines()), nl=False)
+
+    @app.command()
+    def sacct(user: Optional[str] = typer.Option(None, "--user", "-u", help="only this user's "
+                                                 "jobs (an admin; a user sees their own)"),
+              queue: Optional[str] = typer.Option(None, "--queue", "-q", help="only this queue"),
+              since: Optional[str] = typer.Option(None, "--since", "-S", metavar="WHEN",
+                                                  help="jobs that ended since WHEN: a date "
+                                                  "(2026-11-24, 2026-11-24T15:00), a time "
+                                                  "today (15:00) or a span ago (90m, 6h, 2d)"),
+              by: Optional[str] = typer.Option(None, "--by", metavar="user|queue",
+                                               help="totals per user or per queue"),
+              url: Optional[str] = URL, token: Optional[str] = TOKEN, as_json: bool = JSON) -> None:
+        """History of finished jobs (as Slurm's sacct): how each ended, start, end, elapsed time,
+        GPU-hours per GPU type; --by user|queue for totals."""
+        from quanta.errors import QuantaError
+        if by is not None and by not in ("user", "queue"):
+            raise QuantaError(f"'{by}' is not user or queue", field="--by")
+        params = {k: v for k, v in (("user", user), ("queue", queue), ("by", by),
+                                    ("since", None if since is None else since_time(since)))
+                  if v is not None}
+        res = _client(url, token).call("GET", "/v1/sacct", params=params)
+        if as_json:
+            out_json(res if by else res["jobs"])
+            return
+        types = sorted({ty for r in res["totals" if by else "jobs"] for ty in r["gpu_hours"]})
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+        if by:
+            cols = [by.upper(), "JOBS", "FINISHED", "FAILED", "CANCELLED", "ELAPSED H"]
+            rows = [[r[by], r["jobs"], r["finished"], r["failed"], r["cancelled"],
+                     f"{r['elapsed_h']:.2f}"] + [f"{r['gpu_hours'].get(ty, 0.0):.3f}"
+                                                 for ty in types]
+                    + [f"{r['gpu_hours_total']:.3f}"] * (len(types) > 1) for r in res["totals"]]
+        else:
+            cols = ["JOBID", "NAME", "USER", "QUEUE", "STATE", "START", "END", "ELAPSED"]
+            rows = [[r["id"], r["name"], r["user"], r["queue"], r["state"].upper(),
+                     _stamp(r["start"]), _stamp(r["end"]), _hms(r["elapsed_s"])]
+                    + [f"{r['gpu_hours'].get(ty, 0.0):.3f}" for ty in types]
+                    + [f"{sum(r['gpu_hours'].values()):.3f}"] * (len(types) > 1)
+                    + [r["reason"]] for r in res["jobs"]]
+        for col in cols + [f"{ty.upper()} GPU-H" for ty in types] + ["GPU-H"] * (len(types) > 1):
+            t.add_column(col, no_wrap=True)
+        if not by:
+            t.add_column("HOW IT ENDED", overflow="fold", ratio=1, min_width=12)
+        for r in rows:
+            t.add_row(*(Text(plain(v)) for v in r))
+        console.print(t)
 
     @app.command("add-user")
     def add_user(name: str = typer.Argument(..., help="user name"),

@@ -68,26 +68,12 @@ def simulate_until(file: Path, trace: str, fmt: str, cluster: str, policy: str, 
     tr = load_any_trace(trace, fmt, seed)
     perf = CatalogModel()
     wl = build_workload(tr, perf, seed=seed, max_jobs=max_jobs)
-    tree.check_jobs(wl.specs, tr.source or trace)
+    specs = tree.resolve_priorities(wl.specs, tr.source or trace)
+    tree.check_jobs(specs, tr.source or trace)
     layer = QueueLayer(make_policy(policy), tree)
-    sim = Simulator(wl.specs, cl, layer, perf, until=at_h * 3600.0 if at_h is not None else None)
+    sim = Simulator(specs, cl, layer, perf, until=at_h * 3600.0 if at_h is not None else None)
     res = sim.run()
     return layer, sim, res
-
-
-def live_decision(layer, sim, now: float):
-    """The layer's decision on the simulator's jobs at `now` (not applied): reasons, positions."""
-    from quanta.core.jobtable import PENDING, RUNNING
-    from quanta.core.snapshot import Snapshot
-    import numpy as np
-    t = sim.table
-    active = np.flatnonzero((t.state == PENDING) | (t.state == RUNNING))
-    occ = sim.occ
-    snap = Snapshot(now=now, cluster=sim.cluster, perf=sim.perf, jobs=t.view(active, now),
-                    capacity=occ.up_capacity(), node_free=occ.node_free.copy(),
-                    node_up=occ.node_up.copy(), state=sim.loop.state,
-                    resources=occ.up_resources(), network=occ.up_network())
-    return snap, layer.explain(snap)
 
 
 def render_report(console, report: dict, title: str) -> None:
@@ -154,7 +140,8 @@ def register(app: typer.Typer, console) -> None:
         token: Optional[str] = typer.Option(None, "--token", help="API token"),
     ) -> None:
         """Queues of a file: tree and quotas; on a simulated trace, usage, borrowed GPUs, waiting
-        jobs and fair-share factor per queue."""
+        jobs and fair-share factor per queue. Without FILE: those of the running service
+        (quanta serve --queues FILE)."""
         from quanta.model.presets import resolve_cluster
         from quanta.queues.spec import load_queues
         if file is None:
@@ -210,7 +197,8 @@ def register(app: typer.Typer, console) -> None:
             console.print(t, markup=False)      # names from the user's files, as they are
             return
         now = at_h * 3600.0
-        snap, dec = live_decision(layer, sim, now)
+        from quanta.queues.sim import explain_now
+        snap, dec = explain_now(layer, sim, now)
         if jobs:
             j = snap.jobs
             out = []

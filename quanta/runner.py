@@ -131,6 +131,10 @@ def run_simulations(req: SimulationRequest, console=None, keep_results: bool = F
                                        f"restart delay {req.restart_delay:g} s")
               + ("" if world.name == "quanta" else f" ({world.description})")]
     header += list(world.notes) + wl.notes + req.extra_notes
+    if any(isinstance(s.priority, str) for s in wl.specs):      # priority class names
+        from quanta.queues.spec import load_queues, resolve_priorities
+        wl.specs = resolve_priorities(wl.specs, load_queues(req.queues) if req.queues else None,
+                                      trace.source or req.trace)
     if req.queues:
         from quanta.queues.sim import apply_queues
         policies, queue_notes = apply_queues(policies, req.queues, wl.specs, cluster,

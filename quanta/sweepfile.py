@@ -14,6 +14,7 @@ seeds: 0-2
 load_scales: [1.0]
 window: "100:200"         # steady-state window, jobs by arrival order
 restart_delay: 0
+queues: teams.yaml        # every policy under a queues file (docs/queues.md)
 ```
 """
 
@@ -33,7 +34,7 @@ AXES = {"trace": "traces", "rate": "rates", "cluster": "clusters", "policy": "po
         "seed": "seeds", "load_scale": "load_scales"}
 SCALARS = {"jobs": int, "format": str, "max_jobs": int, "restart_delay": float,
            "node_mtbf_h": float, "repair_h": float, "until_h": float, "drop_impossible": bool,
-           "world": str, "window": str}
+           "world": str, "window": str, "queues": str}
 KNOWN = sorted(set(AXES.values()) | set(AXES) | set(SCALARS))
 
 
@@ -144,6 +145,13 @@ def load_sweep_file(path: str | Path) -> SweepSpec:
     if "world" in kw and kw["world"] is not None:
         from quanta.worlds import get_world
         _check(lambda: get_world(kw["world"]), lambda m: err(m, fields["world"][1]))
+    if kw.get("queues") is not None:          # a queues file, relative to the sweep file
+        q = kw["queues"].strip()
+        if not Path(q).is_absolute() and (path.parent / q).exists():
+            q = str(path.parent / q)
+        from quanta.queues.spec import load_queues
+        _check(lambda: load_queues(q), lambda m: err(m, fields["queues"][1]))
+        kw["queues"] = q
     window = kw.pop("window", None)
     if window is not None and fields["window"][1] == "window":
         window = lines.raw("window") or window

@@ -47,6 +47,7 @@ class SweepSpec:
     drop_impossible: bool = False
     world: str = "quanta"
     window: Window | None = None
+    queues: str | None = None                 # queues file: every cell's policy under it
 
     def all_traces(self) -> list[str]:
         out = list(self.traces) + [f"synthetic:{r:g}:{self.jobs}" for r in self.rates]
@@ -114,6 +115,8 @@ def expand(spec: SweepSpec) -> list[Cell]:
                                             "repair_h", "until_h", "drop_impossible", "world")}
     common["window"] = None if spec.window is None else str(spec.window)
     common["code"] = version
+    if spec.queues is not None:            # (absent otherwise: earlier cells keep their keys)
+        common["queues"], common["queues_digest"] = spec.queues, file_digest(spec.queues)
     pol_cfg = [_policy_config(p) for p in spec.policies]
     cells, seen = [], set()
     for trace in spec.all_traces():
@@ -165,6 +168,9 @@ def validate(spec: SweepSpec) -> None:
         build_policy(p, world, 0)
     for c in spec.clusters:
         resolve_cluster(c)
+    if spec.queues is not None:
+        from quanta.queues.spec import load_queues
+        load_queues(spec.queues)
     for t in spec.all_traces():
         tr = load_any_trace(t, spec.format, 0)
         if spec.window is not None and spec.window.lo >= min(len(tr.jobs), spec.max_jobs or
@@ -193,6 +199,7 @@ def cell_payload(cell: Cell, spec: SweepSpec, with_paths: bool = False) -> dict:
                                                   "node_mtbf_h", "repair_h", "until_h",
                                                   "drop_impossible", "world")},
         "window": None if spec.window is None else str(spec.window),
+        "queues": None if spec.queues is None else str(Path(spec.queues).resolve()),
         "paths": [p for p in sys.path if p and os.path.isdir(p)] if with_paths else [],
         "cwd": os.getcwd(),
     }
@@ -213,7 +220,8 @@ def run_cell(payload: dict) -> dict:
         pol = pickle.loads(pol)
     req = SimulationRequest(trace=payload["trace"], cluster=payload["cluster"], policies=[pol],
                             seed=payload["seed"], load_scale=payload["load_scale"], out=None,
-                            plots=False, window=payload["window"], **payload["options"])
+                            plots=False, window=payload["window"], queues=payload.get("queues"),
+                            **payload["options"])
     cwd = os.getcwd()
     try:
         if os.path.isdir(payload.get("cwd", "")):
@@ -270,6 +278,7 @@ def result_row(cell: Cell, spec: SweepSpec, data: dict) -> dict:
            "node_mtbf_h": float(spec.node_mtbf_h), "repair_h": float(spec.repair_h),
            "until_h": spec.until_h, "drop_impossible": spec.drop_impossible,
            "window": "" if spec.window is None else str(spec.window),
+           "queues": spec.queues or "",
            "quanta_version": quanta.__version__, "code_version": cell.config["code"],
            "cell": cell.key}
     for k, v in s.items():

@@ -116,12 +116,19 @@ class Allocation:
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    """Write a new file (0600, created by os.open with O_EXCL: never through a link planted
+    under the temporary name) and rename it over `path`."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _to_cpu(obj: Any) -> Any:
@@ -148,9 +155,12 @@ def write_json(path: Path, obj: Any) -> None:
 
 
 def read_json(path: Path) -> Any | None:
-    """A JSON file written by write_json, or None if absent or unreadable."""
+    """A JSON file written by write_json, or None if absent, unreadable or a symbolic link (a
+    job may plant one in its folder, and a service running as root reads these files)."""
     try:
-        return json.loads(Path(path).read_text())
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            return json.loads(f.read())
     except (OSError, ValueError):
         return None
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 REFERENCE_GPU = "v100"
+CLASS_NAME = r"[A-Za-z][A-Za-z0-9_.-]{0,63}"    # a priority class name (queues files): not a number
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +26,7 @@ class JobSpec:
     queue: str = "default"
     batch_size: int = 0
     weight: float = 1.0
-    priority: int = 0
+    priority: int = 0                  # a trace may name a class (str) until --queues resolves it
     gpu_types: tuple[str, ...] = ()    # allowed GPU types; () = any
     guaranteed: bool = False           # guaranteed (SLA) or best-effort
     sla: float = 0.0                   # guaranteed throughput floor, fraction of requested-alloc rate

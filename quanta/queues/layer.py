@@ -1012,6 +1012,10 @@ class QueueLayer(Policy):
             return [None] * len(o)
         k_on = np.maximum(dec.gpu_type[on], 0)
         rate = jobs.rates[on, k_on] * dec.gpus[on] / np.maximum(jobs.req[on], 1)
+        # a job kept where it runs: the rate it makes now (the runtime's measured throughput)
+        cur = jobs.rate[on]
+        kept = (jobs.gpus[on] == dec.gpus[on]) & (jobs.gtype[on] == dec.gpu_type[on]) & (cur > 0)
+        rate = np.where(kept, cur, rate)
         with np.errstate(divide="ignore", invalid="ignore"):
             left = np.where(rate > 0, jobs.remaining[on] / rate, np.inf)
         ends = now + np.maximum(jobs.resume_at[on] - now, 0.0) + left

@@ -46,3 +46,22 @@ def write_queue_report(out: str | Path | None, results: Sequence, layers: Sequen
         Path(out).mkdir(parents=True, exist_ok=True)
         write_queue_metrics(Path(out) / "queues.csv", rows)
     return rows
+
+
+def explain_now(layer: QueueLayer, driver, now: float, active=None):
+    """(snapshot, decision) of `layer` on a driver's jobs at `now`, not applied (reasons,
+    positions, the report): `driver` is a Simulator or the runtime (its table, occupancy,
+    cluster, performance model and loop state); `active`: the table rows to show it (default:
+    every waiting and running job)."""
+    import numpy as np
+
+    from quanta.core.jobtable import PENDING, RUNNING
+    from quanta.core.snapshot import Snapshot
+    t, occ = driver.table, driver.occ
+    if active is None:
+        active = np.flatnonzero((t.state == PENDING) | (t.state == RUNNING))
+    snap = Snapshot(now=now, cluster=driver.cluster, perf=driver.perf, jobs=t.view(active, now),
+                    capacity=occ.up_capacity(), node_free=occ.node_free.copy(),
+                    node_up=occ.node_up.copy(), state=driver.loop.state,
+                    resources=occ.up_resources(), network=occ.up_network())
+    return snap, layer.explain(snap)

@@ -27,6 +27,7 @@ that jobs are submitted to. Every problem is one line naming the file, the line 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Sequence
@@ -37,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from quanta.errors import QuantaError
 from quanta.model.gpu import GPU_TYPES, gpu_type
-from quanta.model.job import JobSpec
+from quanta.model.job import CLASS_NAME, JobSpec
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:/-]*$"
 
@@ -393,6 +394,37 @@ class QueueTree:
             return self.default_queue
         return -1
 
+    def admission_error(self, queue: str, user: str) -> tuple[str, str] | None:
+        """Why the service refuses a submission of `user` to `queue` ("default": none named), as
+        (field, message), or None: an unknown queue, a cohort, a queue that does not admit the
+        user, or no queue at all for the user."""
+        q = self._by_name.get(queue, self._by_alias.get(queue))
+        if q is None and queue != "default":
+            mine = [self.names[x] for x in self.leaves if self.allows(x, user)]
+            return "queue", (f"no queue '{queue}' in {self.name} (queues {user} may submit to: "
+                             f"{', '.join(mine) or 'none'})")
+        if q is not None and q not in self.leaf_pos:
+            kids = [self.names[x] for x in self.leaves if q in self.paths[self.leaf_pos[x]]]
+            return "queue", (f"'{queue}' is a cohort of {self.name}: submit to one of its "
+                             f"queues ({', '.join(kids)})")
+        if q is not None and not self.allows(q, user):
+            return "queue", f"user '{user}' may not submit to queue '{self.names[q]}'"
+        if q is None and self.queue_of(JobSpec("", 0.0, 1, user=user, queue=queue)) < 0:
+            return "queue", (f"user '{user}' is in no queue of {self.name} and it has no "
+                             f"default_queue: name a queue")
+        return None
+
+    def priority_value(self, value: int | str) -> int:
+        """A job's priority: a number as it is, a class name as its value (KeyError if the file
+        has no such class)."""
+        if isinstance(value, str) and not re.fullmatch(r"[+-]?\d+", value.strip()):
+            return int(self.config.priority_classes[value])
+        return int(value)
+
+    def class_names(self) -> str:
+        pc = self.config.priority_classes
+        return ", ".join(f"{k}={v}" for k, v in pc.items()) or "none: give numbers"
+
     # -- per cluster -------------------------------------------------------------------------------
     def compile(self, types: Sequence[str]) -> Compiled:
         key = tuple(types)
@@ -458,6 +490,11 @@ class QueueTree:
                     f"a queue's users, the queue under its aliases, or set default_queue)",
                     source=source or None, line=s.source_line or None,
                     field="user" if s.user else "queue")
+
+    def resolve_priorities(self, specs: Sequence[JobSpec], source: str = "") -> list[JobSpec]:
+        """The jobs with their priority class names (a trace's `priority` column) replaced by
+        the classes' values; an unknown name is one line naming the trace file, line and field."""
+        return resolve_priorities(specs, self, source)
 
     def notes(self, types: Sequence[str], specs: Sequence[JobSpec] = ()) -> list[str]:
         """What an operator should know about this tree on this cluster: GPU types no queue may
@@ -600,6 +637,30 @@ def build_tree(cfg: QueuesFile, src: _Source, default_name: str) -> QueueTree:
             raise src.error(f"user '{u}' is in no queue (list it under a queue's users)",
                             ["users", u], key=True)
     for name in cfg.priority_classes:
-        if not name:
-            raise src.error("a priority class needs a name", ["priority_classes"])
+        if not re.fullmatch(CLASS_NAME, str(name)):
+            raise src.error(f"priority class '{name}' is not a name (a letter, then letters, "
+                            f"digits, _ . -)", ["priority_classes", name], key=True)
     return tree
+
+
+def resolve_priorities(specs: Sequence[JobSpec], tree: "QueueTree | None",
+                       source: str = "") -> list[JobSpec]:
+    """Jobs whose priority is a class name (str) get the value of that class in `tree`'s
+    `priority_classes`; numbers stay. A name without a tree, or one the tree lacks, is a
+    QuantaError naming the trace file, the job's line and `priority`."""
+    out = list(specs)
+    for i, s in enumerate(out):
+        if not isinstance(s.priority, str):
+            continue
+        try:
+            if tree is None:
+                out[i] = s.with_(priority=int(s.priority.strip()))
+                continue
+            out[i] = s.with_(priority=tree.priority_value(s.priority))
+        except (KeyError, ValueError):
+            why = f"unknown priority class '{s.priority}' (classes: {tree.class_names()})" \
+                if tree is not None else f"priority class '{s.priority}' needs --queues FILE " \
+                "with priority_classes (or give numbers)"
+            raise QuantaError(f"job {s.job_id}: {why}", source=source or None,
+                              line=s.source_line or None, field="priority") from None
+    return out

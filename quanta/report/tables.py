@@ -18,7 +18,8 @@ INPUT_COLUMNS: dict[str, str] = {
     "trace": "str", "rate": "float", "cluster": "str", "policy": "str", "policy_name": "str",
     "params": "str", "seed": "int", "load_scale": "float", "format": "str", "world": "str",
     "max_jobs": "int", "restart_delay": "float", "node_mtbf_h": "float", "repair_h": "float",
-    "until_h": "float", "drop_impossible": "bool", "window": "str", "quanta_version": "str",
+    "until_h": "float", "drop_impossible": "bool", "window": "str", "queues": "str",
+    "quanta_version": "str",
     "code_version": "str", "cell": "str",
 }
 METRIC_COLUMNS: dict[str, str] = {

@@ -20,6 +20,7 @@ import base64
 import dataclasses
 import json
 import math
+import os
 import pickle
 import secrets
 import sys
@@ -44,9 +45,11 @@ from quanta.policies.base import Policy
 from quanta.runtime import faults
 from quanta.runtime.backends.base import Backend, Exit, Launch, Rank
 from quanta.runtime.spec import JobSubmission
+from quanta.service import accounting
 from quanta.service.store import ACTIVE, JobRecord, Store
 
 MAX_LATENCIES = 10_000
+POSITIONS_MAX_AGE_S = 5.0        # positions older than this are recomputed when asked for
 POLICY_STATE = "policy_state"    # store meta key: (policy label, Decision.state, wake_at)
 # a job's launch that ended (its handle, token and stop request are no longer current)
 ENDED = {"handle": "", "token": "", "stopping": ""}
@@ -64,6 +67,22 @@ class _Proc:
     stopping: str = ""                # why they were asked to stop: preempt, move, hold, cancel, node
     launched_at: float = 0.0          # wall clock of the launch (0: adopted)
     training: bool = False            # reported progress since the launch
+
+
+class _Recorded:
+    """The runtime's policy as the decision loop calls it: the same decisions, the latest one kept
+    (with the table rows of its snapshot) for the pending reasons and positions it gives."""
+
+    def __init__(self, policy: Policy):
+        self.policy = policy
+        self.rows: np.ndarray = np.empty(0, np.int64)
+        self.reasons: dict[int, str] = {}
+        self.positions: dict[int, tuple[int, float | None]] = {}
+
+    def decide(self, snap):
+        dec = self.policy.decide(snap)
+        self.rows, self.reasons, self.positions = snap.jobs.rows.copy(), dec.reasons, dec.positions
+        return dec
 
 
 @dataclass
@@ -86,7 +105,11 @@ class Runtime:
         self.epoch = store.epoch()
         self.table = JobTable([], cluster, self.perf)
         self.occ = Occupancy(cluster)
-        self.loop = DecisionLoop(policy, self.table, self.occ)
+        self.recorded = _Recorded(policy)
+        self.loop = DecisionLoop(self.recorded, self.table, self.occ)  # type: ignore[arg-type]
+        self.tree = None                         # the queues (QueueTree) under a queue layer
+        self.positions: dict[int, tuple[int, float | None]] = {}   # job id -> (position, start)
+        self.positions_at = 0.0                  # wall clock of the decision they come from
         self.ids: list[int] = []                 # table row -> store job id
         self.row_of: dict[int, int] = {}
         self.subs: dict[int, JobSubmission] = {}  # row -> submission
@@ -109,6 +132,102 @@ class Runtime:
         self._thread: threading.Thread | None = None
         self.error: str = ""
         self.state_lock = None                   # the service's lock on its state folder
+
+    def use_queues(self, tree) -> None:
+        """Run the policy under the queues of `tree` (quanta.queues.QueueLayer), before start():
+        submissions are checked against the queues, jobs ordered and admitted by them."""
+        from quanta.queues.layer import QueueLayer
+        self.tree = tree
+        self.policy = QueueLayer(self.policy, tree)
+        self.recorded = _Recorded(self.policy)
+        self.loop = DecisionLoop(self.recorded, self.table, self.occ)  # type: ignore[arg-type]
+
+    def check_submission(self, sub: JobSubmission, user: str) -> None:
+        """A submission the queues refuse (an unknown queue, a cohort, a queue that does not
+        admit the user, an unknown priority class): a QuantaError naming the field."""
+        named = isinstance(sub.priority, str) and sub.priority[:1].isalpha()
+        if self.tree is None:
+            if named:
+                raise QuantaError(f"priority class '{sub.priority}': the service has no queues "
+                                  "file (quanta serve --queues FILE); give a number",
+                                  field="priority")
+            return
+        bad = self.tree.admission_error(sub.queue, user)
+        if bad is not None:
+            raise QuantaError(bad[1], field=bad[0])
+        try:
+            self.tree.priority_value(sub.priority)
+        except KeyError:
+            raise QuantaError(f"unknown priority class '{sub.priority}' (classes: "
+                              f"{self.tree.class_names()})", field="priority") from None
+
+    def _priority(self, sub: JobSubmission) -> int:
+        """A job's priority value (a class name the queues no longer have: 0)."""
+        try:
+            return self.tree.priority_value(sub.priority) if self.tree is not None else \
+                int(sub.priority)
+        except (KeyError, ValueError):
+            return 0
+
+    def queue_report(self) -> dict | None:
+        """Per queue: GPUs held, nominal and borrowed per type, running and waiting jobs (as they
+        are now) and the fair-share factor of the queue layer's latest decision (before the first
+        one: as it would be now); None without queues."""
+        tree = self.tree
+        if tree is None:
+            return None
+        with self.lock:
+            report = (self.loop.state or {}).get("report")
+            active = self._active()
+            if report is None:
+                from quanta.queues.sim import explain_now
+                report = explain_now(self.policy, self, self.now(), active)[1].state["report"]
+            t = self.table
+            N, K = len(tree.names), len(self.cluster.types)
+            use, count = np.zeros((N, K)), np.zeros((N, 3), dtype=np.int64)
+            for row in active.tolist():
+                q = tree.queue_of(t.specs[row])
+                if q < 0:
+                    continue
+                if t.state[row] == RUNNING:
+                    use[q, t.gtype[row]] += t.gpus[row]
+                    count[q, 0] += 1
+                else:
+                    count[q, 1:] += (1, t.req[row])
+            for q in tree.bottom_up:             # a cohort: the sums of its children
+                if tree.parent[q] >= 0:
+                    use[tree.parent[q]] += use[q]
+                    count[tree.parent[q]] += count[q]
+            queues = {}
+            for q, name in enumerate(tree.names):
+                r = dict(report["queues"][name])
+                r.update(usage=use[q].tolist(), running=int(count[q, 0]),
+                         pending=int(count[q, 1]), pending_gpus=int(count[q, 2]),
+                         borrowed=np.maximum(use[q] - np.asarray(r["nominal"]), 0.0).tolist())
+                queues[name] = r
+            return {**report, "queues": queues}
+
+    def _set_positions(self, rows: np.ndarray, positions: dict) -> None:
+        """Waiting jobs' (position, estimated start as unix time) by job id, from a decision."""
+        t = self.table
+        self.positions = {self.ids[int(rows[i])]: (int(p), None if e is None else
+                                                   self.epoch + float(e))
+                          for i, (p, e) in positions.items()
+                          if i < len(rows) and t.state[int(rows[i])] == PENDING}
+        self.positions_at = self.clock()
+
+    def current_positions(self, max_age_s: float = POSITIONS_MAX_AGE_S) -> dict:
+        """Waiting jobs' positions and estimated starts: those of the latest decision, or, when
+        that is older than `max_age_s` (rates measured since change the estimates; a round-based
+        policy decides rarely), what the queue layer would say now."""
+        with self.lock:
+            if self.tree is not None and self.clock() - self.positions_at > max_age_s:
+                active = self._active()
+                if len(active):
+                    from quanta.queues.sim import explain_now
+                    snap, dec = explain_now(self.policy, self, self.now(), active)
+                    self._set_positions(snap.jobs.rows, dec.positions)
+            return dict(self.positions)
 
     # -- clock and lifecycle -----------------------------------------------------------------------
     def now(self) -> float:
@@ -159,9 +278,15 @@ class Runtime:
                 except Exception as err2:   # noqa: BLE001 - that job fails; the service goes on
                     subs.append(JobSubmission(name="invalid", command=["false"], steps=1))
                     broken.append((rec, " ".join(str(err2).split())[:300]))
-        rows = self.table.extend([sub.to_spec(str(rec.id), rec.submit, rec.user)
+        rows = self.table.extend([sub.to_spec(str(rec.id), rec.submit, rec.user,
+                                              self._priority(sub))
                                   for sub, rec in zip(subs, recs)]).tolist()
         t, now = self.table, self.now()
+        if self.tree is not None:      # the queue a job belongs to (e.g. "default" -> its user's)
+            names = [self.tree.names[q] if (q := self.tree.queue_of(t.specs[row])) >= 0 else
+                     rec.queue for row, rec in zip(rows, recs)]
+            self.store.update_many([(rec.id, {"queue": nm}) for rec, nm in zip(recs, names)
+                                    if nm != rec.queue])
         for row, rec, sub in zip(rows, recs, subs):
             self.ids.append(rec.id)
             self.row_of[rec.id] = row
@@ -380,7 +505,8 @@ class Runtime:
                 self._end_or_stop(row, "hold", now)
             elif not rec.held and row in self.held:
                 self.held.discard(row)
-                self.store.update(rec.id, reason="")
+                self.reasons.pop(row, None)
+                self.store.update(rec.id, reason="NextRound" if self.policy.interval else "")
                 self.events.add("arrival")
 
     def _end_or_stop(self, row: int, why: str, now: float) -> None:
@@ -391,6 +517,7 @@ class Runtime:
             self.events.add("completion")
             return
         self.to_launch.pop(row, None)
+        self.reasons.pop(row, None)
         if why == "cancel":
             self._close(row, "cancelled", "cancelled by its user", now)
         else:
@@ -420,7 +547,9 @@ class Runtime:
     def _handle_exit(self, row: int, ex: Exit, now: float) -> None:
         t = self.table
         job_id = self.ids[row]
+        self.reasons.pop(row, None)           # the reason the store has now is set below
         proc = self.procs.pop(row, _Proc(np.empty(0, np.int64)))
+        accounting.ended(self.store, job_id, self.epoch + now)
         self._read_one(row, now)
         sub = self.subs[row]
         prog = self._progress(row)
@@ -483,6 +612,7 @@ class Runtime:
         """Take a job off its GPUs in the scheduler's books (and off its pending launch); back to
         waiting unless it is ending (preempted=False), counted as a preemption only when the
         policy preempted it (count=False for failures, holds, cancels, lost nodes)."""
+        self.reasons.pop(row, None)
         if self.table.state[row] == RUNNING:
             self.occ.release(row)
             if preempted:
@@ -626,6 +756,7 @@ class Runtime:
                 continue
             if tr.kind == Kind.PREEMPT:
                 self.to_launch.pop(row, None)
+                self.reasons.pop(row, None)
                 if row in self.procs:
                     self._ask_stop(row, "preempt")
                 else:
@@ -690,6 +821,8 @@ class Runtime:
             return
         faults.point("launched")
         self.warned.discard(row)
+        self.reasons.pop(row, None)
+        accounting.started(self.store, job_id, attempt, gtype, len(tr.gpus), self.epoch + now)
         self.procs[row] = _Proc(tr.gpus.copy(), launched_at=self.clock())
         first = np.isnan(self.table.first_start[row]) or rec is None or rec.start is None
         cols = dict(state="running", reason="", gpus=len(tr.gpus), gpu_type=gtype,
@@ -730,7 +863,9 @@ class Runtime:
         job_id = self.ids[row]
         msg = " ".join(f"could not start: {type(err).__name__}: {err}".split())[:500]
         try:
-            with open(self.workdir(job_id) / "job.log", "a", errors="replace") as f:
+            from quanta.runtime.accounts import open_private   # never through a planted link
+            with os.fdopen(open_private(self.workdir(job_id) / "job.log"), "a",
+                           errors="replace") as f:
                 f.write(f"quanta: {msg}\n")
         except OSError:
             pass
@@ -741,17 +876,22 @@ class Runtime:
                                     isinstance(err, QuantaError) or is_permanent(err)), now)
 
     def _update_reasons(self, active: np.ndarray) -> None:
-        """Why each waiting job waits: Resources (not enough free devices of an allowed type) or
-        Priority (the policy preferred others)."""
+        """Why each waiting job waits: the policy's own reason (Decision.reasons: a queue layer's
+        QuotaExceeded(queue, type), WaitingForReclaim, FairShare, Priority, Resources), else
+        Resources (not enough free devices of an allowed type) or Priority (the policy preferred
+        others); and where it is in its queue with its estimated start (Decision.positions)."""
         t = self.table
         pending = active[t.state[active] == PENDING]
+        rec = self.recorded
+        said = {int(rec.rows[i]): r for i, r in rec.reasons.items() if i < len(rec.rows)}
+        self._set_positions(rec.rows, rec.positions)
         if not len(pending):
             return
         free = self.occ.up_capacity() - self.occ.busy
         fits = (t.allowed[pending] & (free[None, :] >= t.req[pending, None])).any(axis=1)
         updates = []
         for row, ok in zip(pending.tolist(), fits.tolist()):
-            reason = "Priority" if ok else "Resources"
+            reason = said.get(row) or ("Priority" if ok else "Resources")
             if self.reasons.get(row) != reason and row not in self.procs:
                 self.reasons[row] = reason
                 updates.append((self.ids[row], {"reason": reason}))

@@ -12,6 +12,10 @@ is on the command line, so a scheduler that died before recording the launch fin
 exit.json, so an exit.json is never taken for another launch's. A rank that cannot be started
 (missing program or folder, NUL byte, bad environment name) ends the launch at once: exit.json
 says why, whether trying again could help ("permanent"), and job.log says it too.
+
+`... JOB_DIR TOKEN --as UID:GID:GROUPS` (a service running as root): the ranks run as that account
+(uid, groups, HOME), enter their working directory as it, and create files 0600 (umask 077); the
+logs are opened without following links and given to the account.
 """
 
 from __future__ import annotations
@@ -53,7 +57,54 @@ def is_permanent(err: BaseException) -> bool:
                                                                           errno.ENAMETOOLONG)
 
 
+def as_account(acct, env: dict, cwd: str) -> dict:
+    """Popen arguments that start a rank as the account (a launcher started by a root service):
+    its uid, primary and supplementary groups (never root's), its HOME/USER/LOGNAME, and the
+    working directory entered once it is that account (so its permissions apply)."""
+    env.update({"HOME": acct.home, "USER": acct.name, "LOGNAME": acct.name})
+    return {"user": acct.uid, "group": acct.gid, "extra_groups": list(acct.groups),
+            "preexec_fn": lambda: os.chdir(cwd)}
+
+
+def enter_check(acct, cwd: str) -> None:
+    """Raise the OSError the account would meet entering cwd (tried in a child that becomes the
+    account), so that a folder it may not enter is a clear, permanent launch error."""
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            os.setgroups(list(acct.groups))
+            os.setgid(acct.gid)
+            os.setuid(acct.uid)
+            os.chdir(cwd)
+        except OSError as err:
+            code = err.errno or 1
+        except BaseException:   # noqa: BLE001 - the child only reports
+            code = 1
+        os._exit(code)
+    _pid, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code:
+        raise OSError(code, os.strerror(code), cwd)
+
+
+def private_log(path: Path, acct) -> "object":
+    """A log file opened for appending: created 0600, never through a symbolic link (the job may
+    plant one), owned by the job's account."""
+    from quanta.runtime.accounts import open_private
+    fd = open_private(path)
+    if acct is not None:
+        os.fchown(fd, acct.uid, acct.gid)
+    return open(fd, "ab", buffering=0)
+
+
 def main(argv: list[str]) -> int:
+    acct = None
+    if "--as" in argv:             # the account to run the ranks as (from a root service)
+        from quanta.runtime.accounts import Account
+        i = argv.index("--as")
+        acct = Account.parse(argv[i + 1])
+        argv = argv[:i] + argv[i + 2:]
     job_dir = Path(argv[0])
     token = argv[1] if len(argv) > 1 else ""
     spec = read_json(job_dir / "launch.json")
@@ -62,7 +113,7 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
         return 2
     grace = float(spec.get("grace_s", 30.0))
-    log = open(job_dir / "job.log", "ab", buffering=0)
+    log = private_log(job_dir / "job.log", acct)
     procs: list[subprocess.Popen] = []
     stopping = {"at": None}
 
@@ -75,12 +126,18 @@ def main(argv: list[str]) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     base = dict(os.environ)
+    cwd = str(spec.get("cwd") or job_dir)
     for rank in range(len(spec["ranks"])):
         try:
-            out = log if rank == 0 else open(job_dir / f"rank-{rank}.log", "ab", buffering=0)
-            procs.append(subprocess.Popen(spec["command"], cwd=spec.get("cwd") or job_dir,
-                                          env=rank_env(spec, rank, base), stdout=out,
-                                          stderr=subprocess.STDOUT))
+            out = log if rank == 0 else private_log(job_dir / f"rank-{rank}.log", acct)
+            env = rank_env(spec, rank, base)
+            extra: dict = {"cwd": cwd}
+            if acct is not None:
+                if rank == 0:
+                    enter_check(acct, cwd)
+                extra = as_account(acct, env, cwd)
+            procs.append(subprocess.Popen(spec["command"], env=env, stdout=out,
+                                          stderr=subprocess.STDOUT, umask=0o077, **extra))
         except Exception as err:   # noqa: BLE001 - any failure to start is the job's, said once
             message = " ".join(f"could not start rank {rank}: {err}".split())
             log.write(f"quanta: {message}\n".encode(errors="replace"))

@@ -7,6 +7,7 @@
     batch_size: 64           # global batch, kept whatever the allocation
     gpu_type: [v100, a100]   # optional: allowed types
     queue: default
+    priority: high           # optional: a number, or a class of the queues file
     model: resnet50          # optional: catalog job type, for the performance model's priors
 
 Validated by pydantic (unknown fields are errors); `quanta submit --schema` prints the JSON Schema.
@@ -24,7 +25,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from quanta.errors import QuantaError
-from quanta.model.job import JobSpec
+from quanta.model.job import CLASS_NAME, JobSpec
 from quanta.specfile import validated
 
 WORD = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"      # names shown in metrics labels and terminals
@@ -61,6 +62,8 @@ class JobSubmission(BaseModel):
     gpu_type: list[str] = Field(default_factory=list, max_length=64,
                                 description="allowed GPU types; empty = any")
     queue: str = Field("default", min_length=1, max_length=64, pattern=WORD)
+    priority: int | str = Field(0, description="a number (higher first), or a priority class "
+                                "name of the service's queues file (quanta serve --queues)")
     model: str = Field("", max_length=200, description="catalog job type (performance-model priors)")
     weight: float = Field(1.0, gt=0, le=1e6, allow_inf_nan=False)
     min_gpus: int = Field(0, ge=0, le=4096)
@@ -84,6 +87,16 @@ class JobSubmission(BaseModel):
         for t in v:
             if not re.fullmatch(WORD, t) or len(t) > 32:
                 raise ValueError(f"{t[:40]!r} is not a GPU type name (letters, digits, _ . -)")
+        return v
+
+    @field_validator("priority")
+    @classmethod
+    def _priority(cls, v: int | str) -> int | str:
+        if isinstance(v, str) and not re.fullmatch(CLASS_NAME, v) and \
+                not re.fullmatch(r"[+-]?\d{1,10}", v):
+            raise ValueError(f"{v[:40]!r} is neither a whole number nor a priority class name")
+        if isinstance(v, int) and abs(v) > 10**9:
+            raise ValueError("at most 10^9 in absolute value")
         return v
 
     @field_validator("command")
@@ -114,8 +127,10 @@ class JobSubmission(BaseModel):
                 raise ValueError(f"the value of {k} is longer than {MAX_TEXT} characters")
         return v
 
-    def to_spec(self, job_id: str, submit: float, user: str) -> JobSpec:
-        return JobSpec(job_id=job_id, submit_time=submit, num_gpus=self.gpus,
+    def to_spec(self, job_id: str, submit: float, user: str, priority: int = 0) -> JobSpec:
+        """The job for the policies; `priority` is the value of the job's priority (the runtime
+        resolves class names against its queues file)."""
+        return JobSpec(job_id=job_id, submit_time=submit, num_gpus=self.gpus, priority=priority,
                        job_type=self.model or self.name,
                        total_steps=float(self.steps or UNKNOWN_STEPS), user=user,
                        queue=self.queue, batch_size=self.batch_size, weight=self.weight,

@@ -1,5 +1,7 @@
-"""The scheduler service: REST API under /v1 (OpenAPI at /docs), Prometheus text at /metrics, a
-small read-only page at /. The runtime loop (quanta.runtime.controller) runs in a thread beside it.
+"""The scheduler service: REST API under /v1 (OpenAPI at /openapi.json, Swagger UI at /docs when
+its files are installed: add_docs), Prometheus text at /metrics, a small read-only page at / (signed
+in by a form that sets an HttpOnly cookie, never by a token in the URL). The runtime loop
+(quanta.runtime.controller) runs in a thread beside it.
 
 Every request but /metrics, /v1/health and the page's cluster view carries a bearer token; a user
 sees and changes only their own jobs, an admin token sees all. Bodies are validated by pydantic;
@@ -23,13 +25,14 @@ import numpy as np
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, Response
 from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from quanta.errors import QuantaError
 from quanta.model.cluster import Cluster
 from quanta.runtime import faults
+from quanta.runtime.accounts import RunAs, write_secret
 from quanta.runtime.controller import Runtime
 from quanta.runtime.spec import JobSubmission
 from quanta.service.store import ACTIVE, TERMINAL, IdempotencyConflict, JobRecord, Store
@@ -41,6 +44,7 @@ MAX_BODY = 1 << 20      # bytes of a request body
 PAGE_DEFAULT, PAGE_MAX = 1000, 10_000      # jobs per page of /v1/jobs and /v1/queue
 MAX_LOG_BYTES = 8 << 20  # the most of a log one request returns (from its end)
 MAX_ID = 2**62
+COOKIE = "quanta_token"  # the page's sign-in (HttpOnly, SameSite=Strict)
 IDEM_KEY = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
 JobId = PathParam(ge=1, le=MAX_ID)
 
@@ -90,12 +94,12 @@ class UserIn(BaseModel):
 
 
 def bootstrap_admin(store: Store, state_dir: Path) -> Path:
-    """Create the admin user on first start; its token goes to STATE/admin.token (mode 600)."""
+    """Create the admin user on first start; its token goes to STATE/admin.token (created 0600,
+    never readable by others for an instant)."""
     path = state_dir / "admin.token"
     if not any(admin for _name, admin in store.users()):
         token = store.add_user(ADMIN, admin=True, token=os.environ.get("QUANTA_ADMIN_TOKEN") or None)
-        path.write_text(token + "\n")
-        path.chmod(0o600)
+        write_secret(path, token + "\n")
     return path
 
 
@@ -117,13 +121,18 @@ def check_feasible(sub: JobSubmission, cluster: Cluster) -> None:
                           field="gpus")
 
 
-def check_launchable(sub: JobSubmission, backend: str) -> None:
-    """What the local backend can check before a launch: the working directory exists here."""
-    if backend == "local" and sub.cwd:
+def check_launchable(sub: JobSubmission, backend: str, run_as: RunAs | None = None,
+                     user: str = "") -> None:
+    """What the local backend can check before a launch: the user has an OS account to run as
+    (a service running as root), the working directory is one the job may use and exists here."""
+    if backend != "local":
+        return
+    acct = run_as.account(user) if run_as is not None else None
+    if sub.cwd:
+        if run_as is not None:
+            run_as.check_cwd(sub.cwd, acct)
         cwd = Path(sub.cwd)
-        if not cwd.is_absolute():
-            return            # taken from the job's own folder
-        if not cwd.is_dir():
+        if cwd.is_absolute() and not cwd.is_dir():     # (a relative one: in the job's folder)
             raise QuantaError(f"{sub.cwd} is not a directory on the scheduler's machine",
                               field="cwd")
 
@@ -132,7 +141,8 @@ def tail_lines(path: Path, n: int, max_bytes: int = MAX_LOG_BYTES) -> str:
     """The last n lines of a file, read backwards from its end in blocks (never the whole file);
     at most max_bytes."""
     block = 1 << 16
-    with open(path, "rb") as f:
+    # never through a symbolic link: a job may plant one (job.log -> the admin token)
+    with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as f:
         f.seek(0, os.SEEK_END)
         end = pos = f.tell()
         chunks: list[bytes] = []
@@ -152,14 +162,74 @@ def tail_lines(path: Path, n: int, max_bytes: int = MAX_LOG_BYTES) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def create_app(store: Store, runtime: Runtime, state_dir: Path) -> FastAPI:
+def json_error(e: dict, doc: object) -> str:
+    """'the request body is not valid JSON (Expecting value at line 2, column 5)' from pydantic's
+    json_invalid error (its loc ends with the character offset into the body)."""
+    why = (e.get("ctx") or {}).get("error", "") or "malformed"
+    pos = e["loc"][-1] if e.get("loc") else None
+    if isinstance(doc, bytes):
+        doc = doc.decode(errors="replace")
+    if isinstance(pos, int) and isinstance(doc, str) and 0 <= pos <= len(doc):
+        line = doc.count("\n", 0, pos) + 1
+        column = pos - (doc.rfind("\n", 0, pos) + 1) + 1
+        return f"the request body is not valid JSON ({why} at line {line}, column {column})"
+    return f"the request body is not valid JSON ({why})"
+
+
+def bearer(request: Request) -> str:
+    auth = request.headers.get("authorization", "")
+    return auth[7:].strip() if auth.lower().startswith("bearer ") else ""
+
+
+def swagger_assets() -> Path | None:
+    """The folder of Swagger UI's files if an installed package ships them (swagger-ui-bundle),
+    so that /docs needs nothing from the internet; else None."""
+    try:
+        import swagger_ui_bundle
+        folder = Path(swagger_ui_bundle.swagger_ui_path)
+    except (ImportError, AttributeError, TypeError):
+        return None
+    have = all((folder / f).is_file() for f in ("swagger-ui-bundle.js", "swagger-ui.css"))
+    return folder if have else None
+
+
+def add_docs(app: FastAPI) -> str:
+    """/docs (Swagger UI): from local files when an installed package ships them, from the CDN
+    when $QUANTA_DOCS=cdn, else off (a 404 saying so; the schema is always at /openapi.json).
+    Returns which: local, cdn or off."""
+    from fastapi.openapi.docs import get_swagger_ui_html
+    assets = swagger_assets()
+    if assets is not None:
+        from fastapi.staticfiles import StaticFiles
+        app.mount("/docs-assets", StaticFiles(directory=assets), name="docs-assets")
+        urls = {"swagger_js_url": "/docs-assets/swagger-ui-bundle.js",
+                "swagger_css_url": "/docs-assets/swagger-ui.css", "swagger_favicon_url": ""}
+        how = "local"
+    elif os.environ.get("QUANTA_DOCS", "").lower() == "cdn":
+        urls, how = {}, "cdn"
+    else:
+        urls, how = None, "off"
+
+    @app.get("/docs", include_in_schema=False)
+    def docs() -> Response:
+        if urls is None:
+            raise HTTPException(404, "the API page /docs is off: Swagger UI is not installed here "
+                                "(pip install swagger-ui-bundle) and loading it from a CDN is "
+                                "off (QUANTA_DOCS=cdn); the schema is at /openapi.json")
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="Quanta scheduler", **urls)
+    return how
+
+
+def create_app(store: Store, runtime: Runtime, state_dir: Path,
+               run_as: RunAs | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         runtime.start()
         yield
         runtime.close()
 
-    app = FastAPI(title="Quanta scheduler", version="0.1", lifespan=lifespan)
+    app = FastAPI(title="Quanta scheduler", version="0.1", lifespan=lifespan, docs_url=None,
+                  redoc_url=None)     # /docs: add_docs
     app.add_middleware(BodyLimit, limit=MAX_BODY)
     cluster = runtime.cluster
 
@@ -167,10 +237,8 @@ def create_app(store: Store, runtime: Runtime, state_dir: Path) -> FastAPI:
     async def _invalid(request: Request, exc: RequestValidationError):
         e = exc.errors()[0]
         if e.get("type") == "json_invalid":
-            pos = e["loc"][-1] if e.get("loc") else "?"
-            why = (e.get("ctx") or {}).get("error", "")
             return JSONResponse(status_code=422, content={"error": one_line(
-                f"the request body is not valid JSON ({why} at byte {pos})")})
+                json_error(e, exc.body))})
         loc = list(e["loc"])
         if loc and loc[0] in ("body", "query", "path", "header"):
             loc = loc[1:]
@@ -192,8 +260,7 @@ def create_app(store: Store, runtime: Runtime, state_dir: Path) -> FastAPI:
             f"internal error: {type(exc).__name__}: {exc}")})
 
     def caller(request: Request) -> Caller:
-        auth = request.headers.get("authorization", "")
-        token = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
+        token = bearer(request)
         who = store.user_for(token) if token else None
         if who is None:
             raise HTTPException(401, "a valid token is required (Authorization: Bearer TOKEN)")
@@ -215,7 +282,8 @@ def create_app(store: Store, runtime: Runtime, state_dir: Path) -> FastAPI:
             raise HTTPException(400, "field 'Idempotency-Key': 1 to 200 letters, digits or _.:-")
         try:
             check_feasible(sub, cluster)
-            check_launchable(sub, runtime.backend.name)
+            check_launchable(sub, runtime.backend.name, run_as, me.user)
+            runtime.check_submission(sub, me.user)       # its queue and priority class
         except QuantaError as err:
             raise HTTPException(400, str(err)) from None
         try:
@@ -291,6 +359,9 @@ def create_app(store: Store, runtime: Runtime, state_dir: Path) -> FastAPI:
             return tail_lines(path, tail)
         except FileNotFoundError:
             return ""
+        except OSError as err:         # ELOOP: a link the job put in place of its log
+            raise HTTPException(409, f"job {job_id}'s job.log is not a plain file "
+                                f"({err.strerror}); not read") from None
 
     # -- cluster, queue, users ----------------------------------------------------------------------
     def cluster_view() -> dict:
@@ -326,9 +397,7 @@ def create_app(store: Store, runtime: Runtime, state_dir: Path) -> FastAPI:
                                 "(make another admin first)")
         token = store.add_user(body.name, admin)
         if body.name == ADMIN:        # the CLI's admin token file follows a renewed token
-            path = state_dir / "admin.token"
-            path.write_text(token + "\n")
-            path.chmod(0o600)
+            write_secret(state_dir / "admin.token", token + "\n")
         return {"name": body.name, "token": token, "admin": admin}
 
     @app.get(f"{API}/schema/job")
@@ -345,13 +414,38 @@ def create_app(store: Store, runtime: Runtime, state_dir: Path) -> FastAPI:
         body, content_type = prometheus_text(store, runtime)
         return Response(body, media_type=content_type)
 
+    # the page: signed in by a form that sets an HttpOnly cookie (or an Authorization header),
+    # never by a token in the URL (it would stay in browser history and proxy logs)
     @app.get("/", response_class=HTMLResponse)
-    def page(token: str = Query("", max_length=200)) -> str:
+    def page(request: Request) -> str:
+        token = request.cookies.get(COOKIE, "")[:200] or bearer(request)
         who = store.user_for(token) if token else None
         recs = store.jobs(user=None if who[1] else who[0], limit=PAGE_JOBS, newest=True) \
             if who else []
-        return render_page(cluster_view(), recs, who is not None)
+        return render_page(cluster_view(), recs, who is not None,
+                           url_token="token" in request.query_params)
 
+    @app.post("/login", response_class=HTMLResponse)
+    async def login(request: Request) -> Response:
+        from urllib.parse import parse_qs
+        form = parse_qs((await request.body()).decode(errors="replace"))
+        token = (form.get("token") or [""])[0].strip()[:200]
+        if not token or store.user_for(token) is None:
+            return HTMLResponse(render_page(cluster_view(), [], False, bad_token=True), 401)
+        done = RedirectResponse("/", status_code=303)
+        done.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/")
+        return done
+
+    @app.post("/logout")
+    def logout() -> Response:
+        done = RedirectResponse("/", status_code=303)
+        done.delete_cookie(COOKIE, path="/")
+        return done
+
+    add_docs(app)
+
+    from quanta.service.queues_api import router as queues_router
+    app.include_router(queues_router(store, runtime, caller))   # /v1/queues, positions, sacct
     return app
 
 
@@ -431,7 +525,8 @@ def exposition(families: list[Family]) -> str:
     return "\n".join(out) + "\n"
 
 
-def render_page(cluster: dict, recs: list[JobRecord], authed: bool) -> str:
+def render_page(cluster: dict, recs: list[JobRecord], authed: bool, url_token: bool = False,
+                bad_token: bool = False) -> str:
     esc = html.escape
     rows = "".join(f"<tr><td>{esc(t['gpu_type'])}</td><td>{t['allocated']}/{t['total']}</td></tr>"
                    for t in cluster["types"])
@@ -441,9 +536,15 @@ def render_page(cluster: dict, recs: list[JobRecord], authed: bool) -> str:
                    for r in recs)
     queue = (f"<h2>Jobs</h2><table><tr><th>JOBID</th><th>NAME</th><th>USER</th><th>QUEUE</th>"
              f"<th>STATE</th><th>GPUS</th><th>STEPS</th><th>REASON</th></tr>{jobs}</table>"
-             if authed else "<p>Add <code>?token=TOKEN</code> to see your jobs.</p>")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><meta http-equiv='refresh' "
-            f"content='5'><title>Quanta</title><style>body{{font-family:sans-serif}}td,th"
+             "<form method='post' action='/logout'><button>Sign out</button></form>"
+             if authed else
+             ("<p>A token in the address is not accepted (it would stay in browser history and "
+              "logs).</p>" if url_token else "")
+             + ("<p>That token is not valid.</p>" if bad_token else "")
+             + "<form method='post' action='/login'>Token: <input type='password' name='token' "
+               "autocomplete='off'> <button>Sign in</button></form>")
+    refresh = "<meta http-equiv='refresh' content='5'>" if authed else ""   # (not while typing)
+    return (f"<!doctype html><html><head><meta charset='utf-8'>{refresh}<title>Quanta</title><style>body{{font-family:sans-serif}}td,th"
             f"{{padding:2px 10px;text-align:left}}</style></head><body><h1>Quanta</h1>"
             f"<p>policy <b>{esc(cluster['policy'])}</b>, backend <b>{esc(cluster['backend'])}</b>"
             f"</p><h2>Cluster</h2><table><tr><th>TYPE</th><th>ALLOCATED</th></tr>{rows}</table>"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from quanta.errors import QuantaError
 from quanta.model.presets import resolve_cluster
 from quanta.perf.catalog_model import CatalogModel
 from quanta.policies import make_policy
+from quanta.runtime.accounts import RunAs, open_private, secure_state
 from quanta.runtime.controller import Runtime
 from quanta.service.app import bootstrap_admin, create_app
 from quanta.service.store import Store
@@ -33,11 +35,18 @@ def build(cfg: ServiceConfig):
     """(store, runtime, app, admin token path) for a configuration."""
     policy = make_policy(cfg.policy)
     state = Path(cfg.state_dir)
-    state.mkdir(parents=True, exist_ok=True)
+    run_as = RunAs.load(state)
+    # 0700 (0711 when jobs run as other accounts: they reach their own folder, nothing else)
+    secure_state(state, shared=run_as.privileged and cfg.backend == "local")
     lock = lock_state(state)
+    if run_as.accounts and not (run_as.privileged and cfg.backend == "local"):
+        print(f"quanta serve: {run_as.source} maps users to OS accounts, but jobs run as this "
+              "service's own account (it runs unprivileged, or on Ray): every token is a shell "
+              "as that account (docs/runtime.md, Security model)", file=sys.stderr, flush=True)
+    store = Store(state / "quanta.db")
     if cfg.backend == "local":
         from quanta.runtime.backends.local import LocalBackend, detect_cluster
-        backend = LocalBackend()
+        backend = LocalBackend(run_as, lambda job_id: store.job(int(job_id)).user)
         cluster = resolve_cluster(detect_cluster() if cfg.cluster == "auto" else cfg.cluster)
     elif cfg.backend == "ray":
         from quanta.runtime.backends.ray import RayBackend
@@ -49,18 +58,18 @@ def build(cfg: ServiceConfig):
     else:
         raise QuantaError(f"unknown backend '{cfg.backend}' (known: {', '.join(BACKENDS)})",
                           field="backend")
-    store = Store(state / "quanta.db")
     runtime = Runtime(store, backend, cluster, policy, CatalogModel(), state / "jobs", cfg.poll_s)
     runtime.state_lock = lock          # held for the life of the process
     token_path = bootstrap_admin(store, state)
-    return store, runtime, create_app(store, runtime, state), token_path
+    checks = run_as if cfg.backend == "local" else None
+    return store, runtime, create_app(store, runtime, state, checks), token_path
 
 
 def lock_state(state: Path):
     """One service per state folder: an exclusive lock, released when the process ends (even by
     kill -9)."""
     import fcntl
-    f = open(state / "serve.lock", "a+")
+    f = open(open_private(state / "serve.lock", os.O_RDWR | os.O_APPEND), "a+")
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import secrets
 import sqlite3
 import threading
@@ -153,6 +154,11 @@ class Store:
     def __init__(self, path: Path | str):
         self.path = str(path)
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        # the database is 0600 from its creation; SQLite gives its -wal and -shm files its mode
+        os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.isfile(self.path + suffix) and not os.path.islink(self.path + suffix):
+                os.chmod(self.path + suffix, 0o600)
         self._local = threading.local()
         db = self.conn()
         db.executescript(SCHEMA)

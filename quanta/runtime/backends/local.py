@@ -63,9 +63,10 @@ def find_launcher(workdir: Path, token: str) -> int | None:
 
 
 def _last_line(path: Path, limit: int = 4096) -> str:
-    """The last non-empty line of a (possibly large) file, read from its end."""
+    """The last non-empty line of a (possibly large) file, read from its end (never through a
+    link: the file is in a job's folder)."""
     try:
-        with open(path, "rb") as f:
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as f:
             f.seek(0, os.SEEK_END)
             f.seek(max(0, f.tell() - limit))
             lines = [ln for ln in f.read().decode(errors="replace").splitlines() if ln.strip()]
@@ -86,12 +87,26 @@ class _Proc:
 class LocalBackend:
     name = "local"
 
-    def __init__(self) -> None:
+    def __init__(self, run_as=None, user_of=None) -> None:
         self.procs: dict[str, _Proc] = {}
+        self.run_as = run_as            # quanta.runtime.accounts.RunAs: whose account, where
+        self.user_of = user_of          # job id -> its Quanta user
 
     def launch(self, job: Launch) -> str:
+        from quanta.runtime.accounts import PRIVATE_DIR, open_private
         workdir = Path(job.workdir).resolve()
-        workdir.mkdir(parents=True, exist_ok=True)
+        workdir.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
+        for log in workdir.glob("*.log"):    # a link the job planted where a log goes is not a
+            if log.is_symlink():             # log (removed first: an error below is appended
+                log.unlink()                 # to job.log)
+        acct = None
+        if self.run_as is not None:    # the job's account and cwd, checked again now (QuantaError:
+            user = self.user_of(job.job_id) if self.user_of else ""   # a permanent launch error)
+            acct = self.run_as.account(user)
+            self.run_as.check_cwd(job.cwd, acct, workdir)
+        if acct is not None:
+            os.chown(workdir, acct.uid, acct.gid, follow_symlinks=False)
+        os.chmod(workdir, PRIVATE_DIR, follow_symlinks=False)
         (workdir / "exit.json").unlink(missing_ok=True)
         spec = job.as_json(free_port())
         for r in spec["ranks"]:     # the cluster's device indices -> this machine's CUDA devices
@@ -100,12 +115,17 @@ class LocalBackend:
         write_json(workdir / "launch.json", spec)
         env = dict(os.environ)
         env.setdefault("OMP_NUM_THREADS", "1")
-        env.pop("QUANTA_FAULT", None)       # the service's fault injection is not the job's
-        popen = subprocess.Popen([sys.executable, "-m", "quanta.runtime.launch", str(workdir)]
-                                 + ([job.token] if job.token else []),
-                                 cwd=workdir, env=env, stdin=subprocess.DEVNULL,
-                                 stdout=subprocess.DEVNULL, stderr=open(workdir / "launcher.log", "ab"),
-                                 start_new_session=True)
+        for name in ("QUANTA_FAULT", "QUANTA_TOKEN", "QUANTA_ADMIN_TOKEN"):
+            env.pop(name, None)     # the service's fault injection and tokens are not the job's
+        log = open_private(workdir / "launcher.log")
+        try:
+            popen = subprocess.Popen([sys.executable, "-m", "quanta.runtime.launch", str(workdir)]
+                                     + ([job.token] if job.token else [])
+                                     + (["--as", acct.arg()] if acct is not None else []),
+                                     cwd=workdir, env=env, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+        finally:
+            os.close(log)
         self.procs[job.job_id] = _Proc(popen.pid, workdir, popen, job.grace_s)
         return str(popen.pid)
 

@@ -130,7 +130,8 @@ class RayBackend:
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "exit.json").unlink(missing_ok=True)
         spec = job.as_json(free_port(), self.node_addr[job.ranks[0].node])
-        base = dict(os.environ)
+        base = {k: v for k, v in os.environ.items()      # the service's tokens are not the job's
+                if k not in ("QUANTA_TOKEN", "QUANTA_ADMIN_TOKEN")}
         actors, starts = [], []
         key = job.token or str(job.attempt)      # actor names: found again by the launch token
         for rank, r in enumerate(job.ranks):

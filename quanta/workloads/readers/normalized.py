@@ -4,15 +4,17 @@ Columns: `job_id, submit_time_s, num_gpus, duration_s` and, where the source has
 as the queue), `status`, `gpu_fraction` (share of one GPU; a value above 1 is the job's GPU
 amount, num_gpus x share, as the openb file writes it for multi-GPU pods), `qos` (LS and
 Guaranteed -> guaranteed), `censored` (1 = still running at trace end, so `duration_s` is a lower bound). Optional `job_type`
-and `user` columns are kept too; other columns are ignored.
+and `user` columns are kept too, and `priority` (a number, or a class name of the queues file given
+with --queues); other columns are ignored.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
-from quanta.model.job import Trace
+from quanta.model.job import CLASS_NAME, Trace
 from quanta.workloads.readers._base import GUARANTEED_QOS, Sample, build_trace, count_note, start
 
 FORMAT = "normalized"
@@ -44,6 +46,15 @@ def read(path: str | Path, *, max_jobs: int | None = None) -> Trace:
             "user": p.opt(row, "user"),
             "source_line": line,
         }
+        prio = p.opt(row, "priority")
+        if prio:        # a number, or a priority class name of the queues file (--queues)
+            if re.fullmatch(r"[+-]?\d+", prio):
+                r["priority"] = int(prio)
+            elif re.fullmatch(CLASS_NAME, prio):
+                r["priority"] = prio
+            else:
+                raise p.error(f"'{prio}' is neither a whole number nor a priority class name",
+                              field="priority")
         frac = p.opt(row, "gpu_fraction")
         if frac:
             # Share of one GPU; the openb file writes the GPU amount (num_gpus x share) instead,
