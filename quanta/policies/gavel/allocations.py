@@ -17,7 +17,6 @@ import numpy as np
 
 from quanta import highs as _lp
 
-IPM_FROM = _lp.IPM_FROM
 # The second stage solved from the first stage's basis is ~20% of the max-min LP time faster, but
 # where the most-throughput optimum is not unique HiGHS then stops at another optimal vertex (the
 # vertex agnostic max-min of Quanta's world moved by up to 12% average JCT on a multi-GPU trace):
