@@ -30,7 +30,8 @@ Where Rubick's artifact differs from its paper (quanta/policies/rubick.py, "Pape
   with the measured throughput of the request. Printed below the table: how many rate queries of
   the run were answered from a measured row, and measured / fitted over those.
 - `--artifact`: all of the artifact's behaviours at once: rubick with `ARTIFACT_PARAMS` (R1
-  shrink_running=false, R2 scale_cap=node, R3 normalize=model8, SLA sla_admit=1.5),
+  shrink_running=false, R2 scale_cap=node, R3 normalize=model8, SLA sla_admit=1.5, (a) fill_node=true:
+  a job starts on one node's free GPUs, (b) release_3d=32: 3D jobs on >= 32 GPUs placed again each round),
   --first-start-charge and --run-measured (the two world options apply to every policy listed).
 - `--ablation`: rubick with the paper's defaults, then each artifact behaviour alone, then all.
 
@@ -65,7 +66,8 @@ from quanta.workloads.builder import build_workload
 from quanta.workloads.formats import load_trace
 
 RESTART_S = 260.0
-ARTIFACT_PARAMS = "shrink_running=false,scale_cap=node,normalize=model8,sla_admit=1.5"
+ARTIFACT_PARAMS = ("shrink_running=false,scale_cap=node,normalize=model8,sla_admit=1.5,fill_node=true,"
+                   "release_3d=32")
 REFERENCE = (Path(__file__).resolve().parents[1] / "quanta" / "data" / "reference" / "rubick"
              / "rubick_workload-base__morphling.json")
 # --ablation: (label, rubick's parameters, first start charged, run at measured throughput)
@@ -78,6 +80,10 @@ ABLATION = (
     ("R4 --first-start-charge", "", True, False),
     ("SLA sla_admit=1.5", "sla_admit=1.5", False, False),
     ("--run-measured", "", False, True),
+    ("(a) fill_node=true", "fill_node=true", False, False),
+    ("(b) release_3d=32", "release_3d=32", False, False),
+    ("--artifact without (a), (b) (before)",
+     ("shrink_running=false,scale_cap=node,normalize=model8,sla_admit=1.5"), True, True),
     ("--artifact (all)", ARTIFACT_PARAMS, True, True),
 )
 

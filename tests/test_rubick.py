@@ -270,6 +270,52 @@ def test_sla_admit_guarantees_a_fraction_of_the_request_like_the_artifacts_1_5()
         make_policy("rubick:normalize=bogus")
 
 
+def test_fill_node_starts_and_grows_a_job_on_one_nodes_free_gpus():
+    c = cluster(nodes=2)
+    # node 0: a flat job on 3 GPUs; two pending 1-GPU flat jobs
+    specs = [job("r", "flat", 3), job("p1", "flat", 1, False, 1.0), job("p2", "flat", 1, False, 2.0)]
+    snap = snapshot(specs, c, running={0: (3, "base", 6.0)})
+    art = "rubick:shrink_running=false,scale_cap=node"
+    assert make_policy(art).decide(snap).gpus.tolist() == [3, 7, 0]     # steepest gain: 7 + 3
+    dec = make_policy(art + ",fill_node=true").decide(snap)
+    # the running job takes its node's 5 free GPUs; the first pending job the other whole node;
+    # the second waits (no free GPU left on any node)
+    assert dec.gpus.tolist() == [8, 8, 0]
+    # paper defaults plus fill_node: the same start rule
+    assert make_policy("rubick:fill_node=true").decide(snap).gpus.tolist() == [8, 8, 0]
+
+
+def _llama30_pair(restarts=0):
+    from quanta.model.presets import resolve_cluster
+    from quanta.perf.base import best_plan_rate
+    from quanta.perf.catalog_model import CatalogModel
+    perf = CatalogModel()
+    a = JobSpec("llama30-a", 1.0, 48, "llama30", total_steps=1e4)      # running on 48 GPUs
+    b = JobSpec("llama30-b", 0.0, 48, "llama30", total_steps=1e4)      # older, waiting
+    plan, _ = best_plan_rate(perf, a, "a800", 48, 6, True, 576.0)
+    assert plan.is_3d
+    snap = snapshot([a, b], resolve_cluster("rubick-64"), running={0: (48, plan, 576.0)}, perf=perf)
+    snap.jobs.restarts[0] = restarts
+    return snap
+
+
+def test_release_3d_empties_a_large_3d_job_each_round_and_it_can_lose_its_gpus():
+    art = "rubick:shrink_running=false,scale_cap=node,fill_node=true"
+    snap = _llama30_pair()
+    # the running job keeps its 48 GPUs; the older one waits (no llama30 count fits 16 free GPUs)
+    assert make_policy(art).decide(snap).gpus.tolist() == [48, 0]
+    # released, the running job is placed again in submission order (the artifact's 3D jobs all
+    # come first, by age): the older waiting job takes 48 of the 64 GPUs, none of its counts fits
+    # what is left and it waits
+    assert make_policy(art + ",release_3d=32").decide(snap).gpus.tolist() == [0, 48]
+    # not above the threshold, or after 7 restarts: left alone
+    assert make_policy(art + ",release_3d=56").decide(snap).gpus.tolist() == [48, 0]
+    assert make_policy(art + ",release_3d=32").decide(_llama30_pair(7)).gpus.tolist() == [48, 0]
+    from quanta.errors import QuantaError
+    with pytest.raises(QuantaError, match="release_3d"):
+        make_policy("rubick:release_3d=-1")
+
+
 def _bench():
     import importlib.util
     from pathlib import Path
@@ -291,8 +337,8 @@ def test_r4_bench_charges_the_first_start_and_builds_the_artifact_policy():
     assert np.nanmin(t1.end - t1.first_start) >= bench.RESTART_S
     assert np.nanmean(t1.end - t1.submit) > np.nanmean(t0.end - t0.submit) + 200
     pol = make_policy("rubick:" + bench.ARTIFACT_PARAMS)
-    assert (pol.shrink_running, pol.scale_cap, pol.normalize, pol.sla_admit) == \
-        (False, "node", "model8", 1.5)
+    assert (pol.shrink_running, pol.scale_cap, pol.normalize, pol.sla_admit, pol.fill_node,
+            pol.release_3d) == (False, "node", "model8", 1.5, True, 32)
 
 
 def test_measured_plan_perf_runs_jobs_at_the_artifacts_measured_rows_else_the_fitted_model():

@@ -89,6 +89,32 @@ the scale-out cap, whose default is the range the performance model was measured
   requested GPU count is reached); sla_perf is the batch over the measured iteration time of the
   request (simulator/job.py:122-125). So the artifact guarantees about 1/1.5 = 67% of the
   request's throughput; 1.0 guarantees all of it.
+- (a) `fill_node` (default false; artifact: true). schedule_job (morphling.py:127-160) tries a
+  job of any model but llama7, llama30 and t5_3B (lines 111, 130) on the node with the most free
+  GPUs first (lines 131-137); alloc_per_node sets its target to all the free GPUs of that node plus
+  what it holds there (lines 222-230) and, its take-from-victims loop never running (R1), gives it
+  the curve's entry at that count (line 314: `res_matrix[alter_job[job]][1][0][2]["gpu"]`); a
+  guaranteed job only if 1.5 x that entry's throughput reaches its SLA (lines 309-313). Jobs are
+  taken SLA first, then by the gain of one more GPU, lowest first (lines 51-63, job_res_slope
+  339-362), once per round (lines 75-89). A running data-parallel job so grows into its node's free
+  GPUs each round; nothing else moves it (the scale-up pass, lines 93-99 and 176-210, only gives
+  what is left on a node). The 3D models go to the largest of their profiled shapes that fits
+  (lines 100-123, 389-454; quanta/perf/plan_shapes.py). true: `Round.fill` before step 1; jobs on
+  the data-parallel path grow no further this round (step 2 leaves them out); 3D-model jobs keep
+  only their profiled GPU counts. Kept on top [U]: `min_gain` for a running job's growth and
+  `max_restarts`.
+- (b) `release_3d` (default 0 = never; artifact: 32). morphling.py:65-73: a llama7 / llama30 job
+  holding >= 32 GPUs is emptied at the start of every round (unless it restarted >= 7 times while
+  <= 12 guaranteed jobs are active) and placed again by schedule_job / the 3D pass in its turn,
+  its place in the order taken before the emptying (the gain of one more GPU, capped at 8, is
+  |res_matrix[8] - res_matrix[48]|: large, so late), so the jobs scheduled before it can take its
+  nodes; one that gets no shape waits (simulator/job.py:231-234). Here: a running job on a 3D plan
+  holding >= release_3d GPUs releases them before step 1 (`Round.release_large_3d`); getting its
+  option back is no change (the mechanism keeps its GPUs, as the artifact charges nothing for the
+  same per-node counts, simulator/job.py:220). Not reproduced: in the artifact's simulator an
+  emptied job that is not placed again keeps running on its old GPUs while they go to others
+  (simulator.py:109 then 124-129 compare alloc_result with itself, so is_changed is always False
+  and job.py:231-234 never clears the placement); here it loses them (docs/results.md, Rubick).
 - Measured throughput (not a policy parameter): in the artifact's simulator a job runs at the
   measured iteration time of its placement and plan (simulator/job.py:165-171 ->
   sched/applications.py:101-130: the exact row of simulator/traces/<model>/placements.csv, else
@@ -186,6 +212,8 @@ class Rubick(Policy):
     scale_cap: str = "evidence"     # R2: evidence | node (the artifact's) | none
     normalize: str = "request"      # R3: request | model8 (the artifact's per-model constant)
     sla_admit: float = 1.0          # SLA: admitted when sla_admit x rate >= SLA (artifact 1.5)
+    fill_node: bool = False         # (a): True = the artifact's: start / grow on one node's free GPUs
+    release_3d: int = 0             # (b): 3D jobs on >= this many GPUs re-placed each round (artifact 32)
     _memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -198,6 +226,8 @@ class Rubick(Policy):
                               f"got '{self.normalize}'")
         if not self.sla_admit > 0:
             raise QuantaError(f"rubick: sla_admit must be > 0, got {self.sla_admit}")
+        if self.release_3d < 0:
+            raise QuantaError(f"rubick: release_3d must be >= 0 (0: never), got {self.release_3d}")
 
     def decide(self, snap: Snapshot) -> Decision:
         j = snap.jobs
@@ -309,6 +339,8 @@ class Round:
             if o.floor >= 0:
                 self.floor_at[i] = o.floor
                 self.floor_v[i] = self.V[i, o.floor] * (1 - 1e-9)
+        if pol.fill_node:                   # (a): the artifact's two placement paths
+            self.one_node = self._artifact_paths(opts)
         self.unit = np.array([1.0, unit[0], unit[1]])
         # the current allocation of running jobs: an extra option (their plan and resources)
         run = np.flatnonzero(j.running)
@@ -335,6 +367,8 @@ class Round:
         self.shrunk = np.zeros(n, dtype=bool)
         self.R = np.stack([self.G, self.C, self.M], axis=2)   # (job, option, resource)
         self.finite = np.isfinite(self.V)
+        if pol.release_3d > 0:
+            self.release_large_3d(sum(s.guaranteed for s in j.specs))
         # never a victim: a running job restarted max_restarts times, or any running job when
         # running jobs are not shrunk for others (R1, the artifact)
         self.pinned = self.was_running & (self.frozen | (not pol.shrink_running))
@@ -441,11 +475,149 @@ class Round:
             self.shrunk[v] = True
         return True
 
+    # -- the artifact's node-by-node behaviours ((a) fill_node, (b) release_3d) ----------------------
+    def _artifact_paths(self, opts: list[Options]) -> np.ndarray:
+        """(a) [C: morphling.py:111, 130]: per job, whether the artifact places it data-parallel on
+        one node (every model but its 3D ones); a job of a 3D model keeps only the options on the
+        artifact's GPU counts for it (quanta/perf/plan_shapes.py), its SLA floor moved to the
+        cheapest of those that meets it."""
+        from quanta.perf.plan_shapes import artifact_3d_gpus
+        one = np.ones(self.n, dtype=bool)
+        for i, spec in enumerate(self.snap.jobs.specs):
+            counts = artifact_3d_gpus(spec.job_type)
+            if counts is None:
+                continue
+            one[i] = False
+            L = len(opts[i].g)
+            self.V[i, :L] = np.where(np.isin(self.G[i, :L], counts), self.V[i, :L], -np.inf)
+            if self.floor_at[i] >= 0:
+                meet = np.flatnonzero(np.isfinite(self.V[i, :L]) & (self.V[i, :L] >= self.floor_v[i]))
+                self.floor_at[i] = meet[0] if meet.size else -1
+        return one
+
+    def release_large_3d(self, n_guaranteed: int) -> None:
+        """(b) [C: morphling.py:65-73]: a running job on a 3D plan holding >= `release_3d` GPUs gives
+        them all back before anything is decided, unless it restarted 7 times or more while at most
+        12 guaranteed jobs are active; it is then placed again like a pending job (keeping its
+        option again is no change: it keeps its GPUs). Not left alone for `max_restarts`: the
+        artifact re-places it regardless."""
+        j = self.snap.jobs
+        for i in np.flatnonzero(self.was_running & (j.gpus >= self.pol.release_3d)).tolist():
+            if getattr(j.plan[i], "is_3d", False) and (j.restarts[i] < 7 or n_guaranteed > 12):
+                self.move(i, -1)
+                self.frozen[i] = False
+
+    def node_free(self) -> np.ndarray:
+        """(nodes, 3): free GPUs, CPU threads and host GB per node, given what jobs hold now (a
+        running job's CPUs and memory counted on its nodes in proportion to its GPUs there)."""
+        snap, j, cl = self.snap, self.snap.jobs, self.snap.cluster
+        up = np.asarray(snap.node_up, dtype=bool)
+        free = np.zeros((len(cl.nodes), 3))
+        free[:, 0] = np.where(up, cl.node_gpus, 0)
+        for r, u in ((1, "cpus"), (2, "mem_gb")):
+            free[:, r] = ([float(getattr(nd, u)) if up[x] else 0.0 for x, nd in enumerate(cl.nodes)]
+                          if np.isfinite(self.unit[r]) else np.inf)
+        for i in np.flatnonzero(self.at >= 0).tolist():
+            cnt = np.bincount(cl.gpu_node[j.placement[i]], minlength=len(cl.nodes)).astype(float)
+            free -= self.R[i, self.at[i]][None, :] * (cnt / max(cnt.sum(), 1.0))[:, None]
+        return free
+
+    def value_within(self, i: int, g: int) -> float:
+        """The best value of job i on at most g GPUs (0: none); the artifact's res_matrix[g]."""
+        ok = self.finite[i] & (self.G[i] <= g)
+        return float(self.V[i, ok].max()) if ok.any() else 0.0
+
+    def best_within(self, i: int, budget: np.ndarray) -> int:
+        """Job i's best option (cheapest of the best) within `budget` (GPUs, CPUs, GB) and at or
+        above its SLA floor; -1 if none."""
+        ok = self.finite[i] & np.all(self.R[i] <= budget[None, :] + EPS, axis=1) & \
+            (self.V[i] >= self.floor_v[i]) & (self.G[i] > 0)
+        if not ok.any():
+            return -1
+        v = np.where(ok, self.V[i], -np.inf)
+        return int(np.argmax(v >= v.max() * (1 - 1e-12)))
+
+    def fill(self, guaranteed: np.ndarray) -> None:
+        """(a) [C: morphling.py:75-89 schedule_job, 127-160, alloc_per_node 212-319]: jobs are taken
+        guaranteed first, then by the value one more GPU would add, lowest first (job_list, lines
+        51-63; one more GPU capped at a node, job_res_slope lines 339-362). A job on the one-node
+        path (`_artifact_paths`) holding nothing is offered all the free GPUs (CPUs, memory) of
+        the node with the most free GPUs (lines 131-136, 222-229) and takes the best option within
+        them (line 314); one running on one node is offered its own plus that node's free ones
+        (lines 224-226) and grows if that gains at least `min_gain` [U: the artifact has no such
+        bar]. A guaranteed job starts only where that option meets its SLA (sla_admit; lines
+        309-313). A job of a 3D model holding nothing gets the first of the artifact's GPU counts
+        for it that fits (`_fill_span`; lines 161-173, 389-454); it grows later in the
+        steepest-gain pass (the artifact's 3D scale-up, lines 100-123). Jobs on the one-node path
+        grow no further this round (`run`)."""
+        j, cl = self.snap.jobs, self.snap.cluster
+        free = self.node_free()
+        # the order is taken on what jobs held at the start of the round, before (b) [C: lines
+        # 46-63 before 65-73]; a 3D-model job's gain is 0 (its res_matrix is -1 at every count in
+        # the artifact: it comes first, by submission)
+        was = self.cur >= 0
+        more = np.array([0.0 if not self.one_node[i] else
+                         abs(self.value_within(i, min(int(self.G[i, self.cur[i]]) + 1 if was[i] else 1,
+                                                      int(cl.type_node_max[self.k_of[i]])))
+                             - (self.V[i, self.cur[i]] if was[i] else 0.0)) for i in range(self.n)])
+        held = self.at >= 0
+        order = np.lexsort((j.rows, j.submit, more, ~guaranteed))
+        for i in order.tolist():
+            if not self.may_change(i) or (held[i] and not self.one_node[i]):
+                continue
+            mine = np.flatnonzero(cl.node_type == self.k_of[i])
+            if held[i]:
+                where = np.unique(cl.gpu_node[j.placement[i]])
+                if self.at[i] != self.cur[i] or where.size != 1:
+                    continue
+                n = int(where[0])
+                o = self.best_within(i, free[n] + self.held(i))
+                if o < 0 or not self.V[i, o] > self.value(i) * (1 + self.pol.min_gain) + 1e-9:
+                    continue
+                take = {n: self.R[i, o] - self.held(i)}
+            else:
+                by_free = mine[np.argsort(-free[mine, 0], kind="stable")]
+                if self.one_node[i]:
+                    o = self.best_within(i, free[by_free[0]])
+                    take = {int(by_free[0]): self.R[i, o]} if o >= 0 else {}
+                else:
+                    o, take = self._fill_span(i, free, by_free)
+                if o < 0:
+                    continue
+            self.move(i, o)
+            self.raised[i] = True
+            for n, d in take.items():
+                free[n] -= d
+
+    def _fill_span(self, i: int, free: np.ndarray, by_free: np.ndarray) -> tuple[int, dict]:
+        """(a) for a job of a 3D model: the first of the artifact's GPU counts for it, in its order,
+        whose best option (at or above the SLA floor) fits the free GPUs of its fewest nodes, most
+        free first; (option, {node: (GPUs, CPUs, GB) taken}) or (-1, {})."""
+        from quanta.perf.plan_shapes import artifact_3d_gpus
+        cl = self.snap.cluster
+        ok = self.finite[i] & (self.V[i] >= self.floor_v[i])
+        for g in artifact_3d_gpus(self.snap.jobs.specs[i].job_type):
+            at = np.flatnonzero(ok & (self.G[i] == g))
+            if not at.size:
+                continue
+            o = int(at[np.argmax(self.V[i, at])])
+            nodes = by_free[:cl.min_nodes(int(self.k_of[i]), g)]
+            left, take = float(g), {}
+            for n in nodes.tolist():
+                k = min(left, free[n, 0])
+                take[n] = self.R[i, o] * (k / g)
+                left -= k
+            if left <= EPS and all(np.all(free[n] >= t - EPS) for n, t in take.items()):
+                return o, take
+        return -1, {}
+
     # -- the round ---------------------------------------------------------------------------------
     def run(self) -> Decision:
         j = self.snap.jobs
         guaranteed = np.array([s.guaranteed for s in j.specs], dtype=bool)
         order = np.lexsort((j.rows, j.submit, ~guaranteed))
+        if self.pol.fill_node:                  # (a) the artifact's node-by-node start first
+            self.fill(guaranteed)
         # 1. SLAs of guaranteed jobs, oldest first
         for i in order.tolist():
             f = int(self.floor_at[i])
@@ -458,8 +630,9 @@ class Round:
         # 2. steepest marginal gain (a job's best move depends on its own state only: cached)
         slope = np.zeros(self.n)
         best_o = np.full(self.n, -1, dtype=np.int64)
+        grows = ~self.one_node if self.pol.fill_node else np.ones(self.n, dtype=bool)  # (a)
         for i in range(self.n):
-            if self.may_change(i) and not self.shrunk[i]:
+            if self.may_change(i) and not self.shrunk[i] and grows[i]:
                 slope[i], best_o[i] = self._best_move(i)
         for _ in range(8 * self.n + 16):
             bi = int(np.argmax(slope))
