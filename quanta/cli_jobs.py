@@ -155,8 +155,13 @@ def register(app: typer.Typer, console) -> None:
                                               "(docs/queues.md): the policy under its quotas, "
                                               "fair share and priorities; submissions checked "
                                               "against it"),
+        users: Optional[Path] = typer.Option(None, "--users", metavar="FILE", help="users file: "
+                                             "the OS account each user's jobs run as when the "
+                                             "service runs as root (default: $QUANTA_USERS, else "
+                                             "STATE/users.yaml; docs/runtime.md)"),
     ) -> None:
-        """Run the scheduler service (REST API at /v1, docs at /docs, metrics at /metrics)."""
+        """Run the scheduler service (REST API at /v1, OpenAPI at /openapi.json, metrics at
+        /metrics)."""
         import uvicorn
 
         from quanta.service.server import ServiceConfig, build, check_port
@@ -168,8 +173,11 @@ def register(app: typer.Typer, console) -> None:
             from urllib.parse import urlparse
             port = urlparse(os.environ.get("QUANTA_URL", "")).port or 8472
         check_port(host, port)
+        if users is not None and not users.is_file():
+            from quanta.errors import QuantaError
+            raise QuantaError("no such file", source=str(users), field="--users")
         _store, runtime, api, token_path = build(ServiceConfig(state, policy, cluster, backend,
-                                                               poll_s, ray_address))
+                                                               poll_s, ray_address, users))
         if tree is not None:
             runtime.use_queues(tree)
         console.print(f"quanta serve: {runtime.cluster.describe()} under {runtime.policy.label()} "

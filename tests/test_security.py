@@ -262,3 +262,26 @@ def test_users_map_defaults_refusals_and_its_file(tmp_path, monkeypatch):
     users.write_text("acounts: {alice: root}\n")
     with pytest.raises(QuantaError, match="users.yaml: unknown field 'acounts'"):
         RunAs.load(tmp_path)
+
+
+def test_serve_takes_its_users_file_from_the_command_line(tmp_path):
+    # `quanta serve --users FILE`: the file is read (a file others may write is refused, one
+    # line, exit 2, naming it) and a missing one is named too; nothing starts either way
+    import socket
+    import sys
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    users = tmp_path / "users.yaml"
+    users.write_text("allow_root: false\n")
+    users.chmod(0o666)
+    base = [sys.executable, "-m", "quanta.cli", "serve", "--state", str(tmp_path / "st"),
+            "--port", str(port), "--cluster", "cpu:1x1"]
+    run = subprocess.run(base + ["--users", str(users)], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 2, run.stderr
+    assert str(users) in run.stderr and "others may write it" in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1
+    run = subprocess.run(base + ["--users", str(tmp_path / "none.yaml")], capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 2 and "none.yaml" in run.stderr and "no such file" in run.stderr

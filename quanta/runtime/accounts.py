@@ -95,11 +95,13 @@ class RunAs:
         self.source = source or str(Path(state_dir) / USERS_FILE)
 
     @classmethod
-    def load(cls, state_dir: Path, privileged: bool | None = None) -> "RunAs":
-        """The rule of `$QUANTA_USERS` or STATE/users.yaml (none: the defaults). A file others may
-        write is refused (it decides who runs as whom)."""
+    def load(cls, state_dir: Path, privileged: bool | None = None,
+             users_file: Path | None = None) -> "RunAs":
+        """The rule of `users_file` (`quanta serve --users`), else `$QUANTA_USERS`, else
+        STATE/users.yaml (none: the defaults). A file others may write is refused (it decides
+        who runs as whom)."""
         privileged = os.geteuid() == ROOT_UID if privileged is None else privileged
-        path = Path(os.environ.get("QUANTA_USERS") or Path(state_dir) / USERS_FILE)
+        path = Path(users_file or os.environ.get("QUANTA_USERS") or Path(state_dir) / USERS_FILE)
         if not path.exists():
             return cls(state_dir, privileged, source=str(path))
         st = path.stat()

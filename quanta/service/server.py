@@ -29,13 +29,14 @@ class ServiceConfig:
     backend: str = "local"
     poll_s: float = 0.25
     ray_address: str = ""
+    users_file: Path | None = None      # the users file (None: $QUANTA_USERS, else STATE/users.yaml)
 
 
 def build(cfg: ServiceConfig):
     """(store, runtime, app, admin token path) for a configuration."""
     policy = make_policy(cfg.policy)
     state = Path(cfg.state_dir)
-    run_as = RunAs.load(state)
+    run_as = RunAs.load(state, users_file=cfg.users_file)
     # 0700 (0711 when jobs run as other accounts: they reach their own folder, nothing else)
     secure_state(state, shared=run_as.privileged and cfg.backend == "local")
     lock = lock_state(state)
