@@ -540,34 +540,28 @@ def _place_copies(snap: Snapshot, dec: Decision, occ: Occupancy, r: int, drow: i
         occ.release(drow)
         gpus = np.concatenate([own] + taken)
         occ.assign(drow, gpus)
-    parts = [Part(cl.types[k], c, nd, nd <= cl.min_nodes(k, c)) for k, c, nd in got]
-    parts += [Part(cl.types[cl.node_type[h]], int(placed[h]), 1, True)
-              for h in np.flatnonzero(placed).tolist()]
-    fork = None
-    if len(parts) > 1:
-        agg = aggregation_seconds(snap.perf, snap.jobs.specs[r], len(parts),
-                                  link_gbps(cl, np.unique(cl.gpu_node[gpus])))
-        fork = (float(dec.fork[r]), agg)
-    g = len(gpus)
-    kind = Kind.START if was == 0 else Kind.RESIZE if g != was else Kind.MIGRATE
-    return Transition(drow, kind, t, gpus, sum(p.nodes for p in parts),
-                      all(p.consolidated for p in parts), parts=tuple(parts), fork=fork,
-                      copies=placed if placed.any() else None)
+    got = got + [(int(cl.node_type[h]), int(placed[h]), 1) for h in np.flatnonzero(placed).tolist()]
+    return _mixed_transition(snap, dec, r, drow, t, gpus, got, was,
+                             copies=placed if placed.any() else None)
 
 
 def _mixed_transition(snap: Snapshot, dec: Decision, r: int, drow: int, t: int, gpus: np.ndarray,
-                      got: list[tuple[int, int, int]], was: int) -> Transition:
+                      got: list[tuple[int, int, int]], was: int,
+                      copies: np.ndarray | None = None) -> Transition:
+    """A job on parts (type index, GPUs, nodes) of several types, or a forked job's own gang and
+    copies (`copies`: GPUs per node of the copies); forked copies average models when it has
+    more than one part."""
     cl = snap.cluster
     parts = tuple(Part(cl.types[k], c, nd, nd <= cl.min_nodes(k, c)) for k, c, nd in got)
     fork = None
-    if r in dec.fork:
+    if r in dec.fork and len(parts) > 1:
         agg = aggregation_seconds(snap.perf, snap.jobs.specs[r], len(parts),
                                   link_gbps(cl, np.unique(cl.gpu_node[gpus])))
         fork = (float(dec.fork[r]), agg)
     g = len(gpus)
     kind = Kind.START if was == 0 else Kind.RESIZE if g != was else Kind.MIGRATE
     return Transition(drow, kind, t, gpus, sum(p.nodes for p in parts),
-                      all(p.consolidated for p in parts), parts=parts, fork=fork)
+                      all(p.consolidated for p in parts), parts=parts, fork=fork, copies=copies)
 
 
 def _validate(snap: Snapshot, tgt_g: np.ndarray, tgt_t: np.ndarray, on: np.ndarray,

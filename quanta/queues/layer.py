@@ -225,7 +225,6 @@ class QueueLayer(Policy):
         tree, jobs, now = self.tree, snap.jobs, snap.now
         cfg = tree.config
         n, K, L = len(jobs), len(comp.types), tree.num_leaves
-        N = len(tree.names)
         running = jobs.running
         guest = jobs.is_guest if running.any() else np.zeros(n, dtype=bool)
         mapped = leaf >= 0
@@ -290,43 +289,12 @@ class QueueLayer(Policy):
         U = np.zeros((L, K))
         ok_run = mapped & running & ~guest
         np.add.at(U, leaf[ok_run], held[ok_run])
-        Snp = np.zeros((N, K))
-        Snp[tree.leaves] = U
-        for q in tree.bottom_up:
-            p = int(tree.parent[q])
-            if p >= 0:
-                Snp[p] += np.maximum(Snp[q], comp.reserved[q])
-        S_ = Snp.tolist()
-        cap = comp.cap.tolist()
-        G = comp.reserved.tolist()
+        ts = _TreeState(tree, comp, snap.capacity, U, held.sum(axis=0))
+        S_, phys, cap, G, phys_cap = ts.S, ts.phys, ts.cap, ts.G, ts.phys_cap
+        room, add = ts.room, ts.add
         nomt = comp.nominal_total.tolist()
-        phys_cap = snap.capacity.astype(float).tolist()
-        phys = held.sum(axis=0).astype(float).tolist()
         paths = tree.paths
         tops = tree.leaf_top
-
-        def room(li: int, k: int) -> float:
-            R = INF
-            for nd in reversed(paths[li]):
-                s = S_[nd][k]
-                c = cap[nd][k] - s
-                g = G[nd][k] - s
-                R = c if c < (g if g > 0 else 0.0) + R else (g if g > 0 else 0.0) + R
-            p = phys_cap[k] - phys[k]
-            return R if R < p else p
-
-        def add(li: int, k: int, a: float) -> None:
-            phys[k] += a
-            d = a
-            for nd in paths[li]:
-                s = S_[nd][k]
-                g = G[nd][k]
-                e_old = s if s > g else g
-                s += d
-                S_[nd][k] = s
-                d = (s if s > g else g) - e_old
-                if d == 0:
-                    break
 
         flv = comp.flavor_order
         cand = np.zeros(n, dtype=bool)
@@ -1126,25 +1094,23 @@ class _TreeState:
     """Usage of the quota tree per type (a leaf's GPUs, a cohort's sum of its children's effective
     usage max(S, reserved)) and of the cluster: what may still be added where."""
 
-    def __init__(self, tree: QueueTree, comp: Compiled, capacity: np.ndarray):
+    def __init__(self, tree: QueueTree, comp: Compiled, capacity: np.ndarray,
+                 usage: np.ndarray | None = None, phys: np.ndarray | None = None):
+        """`usage`: GPUs per (leaf, type) held now (default none); `phys`: GPUs per type taken
+        on the cluster (default none)."""
         N, K = len(tree.names), len(comp.types)
         self.tree, self.comp = tree, comp
-        self.S = [[0.0] * K for _ in range(N)]
-        for q in range(N):              # reserved GPUs count in their parents from the start
+        S = np.zeros((N, K))
+        if usage is not None:
+            S[tree.leaves] = usage
+        for q in tree.bottom_up:        # a parent holds its children's max(S, reserved)
             p = int(tree.parent[q])
             if p >= 0:
-                for k in range(K):
-                    self.S[p][k] += float(comp.reserved[q, k])
-        # (cohorts' own reservations propagate up as their S grows past them)
-        for q in tree.bottom_up:
-            p = int(tree.parent[q])
-            if p >= 0 and tree.children[q]:
-                for k in range(K):
-                    extra = max(self.S[q][k], float(comp.reserved[q, k])) - float(comp.reserved[q, k])
-                    self.S[p][k] += extra
+                S[p] += np.maximum(S[q], comp.reserved[q])
+        self.S = S.tolist()
         self.cap = comp.cap.tolist()
         self.G = comp.reserved.tolist()
-        self.phys = [0.0] * K
+        self.phys = [0.0] * K if phys is None else np.asarray(phys, dtype=float).tolist()
         self.phys_cap = capacity.astype(float).tolist()
         self.paths = tree.paths
 
