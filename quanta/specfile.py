@@ -13,21 +13,47 @@ from quanta.errors import QuantaError
 M = TypeVar("M", bound=BaseModel)
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, but a key given twice in one mapping is an error (not the last wins)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                dup = key in seen
+                seen.add(key)
+            except TypeError:          # an unhashable key: yaml's own error follows
+                continue
+            if dup:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key '{key}'", key_node.start_mark)
+        return super().construct_mapping(node, deep)
+
+
 def read_yaml(path: Path) -> object:
-    """The YAML document of a file; an unreadable file or bad YAML is a QuantaError naming the
-    file (and line)."""
+    """The YAML document of a file (job specs, clusters, sweeps, users): an unreadable file, text that is not UTF-8, bad YAML
+    or a key given twice is a QuantaError naming the file (and line)."""
     path = Path(path)
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except OSError as err:
         raise QuantaError(f"cannot read it ({err.strerror})", source=str(path)) from None
     try:
-        return yaml.safe_load(text)
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[:err.start].count(b"\n") + 1
+        raise QuantaError(f"not UTF-8 text (byte 0x{data[err.start]:02x})", source=str(path),
+                          line=line) from None
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         problem = getattr(err, "problem", None)
         raise QuantaError("not valid YAML" + (f" ({problem})" if problem else ""),
                           source=str(path), line=mark.line + 1 if mark else None) from None
+    except (ValueError, TypeError, OverflowError, RecursionError) as err:   # e.g. a bad date
+        raise QuantaError(f"not valid YAML ({err})", source=str(path)) from None
 
 
 def validated(model: type[M], data: object, source: str = "") -> M:

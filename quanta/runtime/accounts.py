@@ -108,8 +108,8 @@ class RunAs:
         if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or st.st_uid not in (ROOT_UID, os.geteuid()):
             raise QuantaError("others may write it (it decides whose account runs each job): "
                               "chmod 600 and own it by the service's account", source=str(path))
-        from quanta.runtime.spec import read_spec_yaml
-        data = read_spec_yaml(path) or {}
+        from quanta.specfile import read_yaml
+        data = read_yaml(path) or {}
         known = {"accounts", "default_account", "allow_root", "cwd_roots"}
         if not isinstance(data, dict) or set(data) - known:
             extra = sorted(set(data) - known) if isinstance(data, dict) else []

@@ -21,12 +21,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from quanta.errors import QuantaError
 from quanta.model.job import CLASS_NAME, JobSpec
-from quanta.specfile import validated
+from quanta.specfile import read_yaml, validated
 
 WORD = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"      # names shown in metrics labels and terminals
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -145,52 +144,9 @@ def parse_submission(data: object, source: str = "") -> JobSubmission:
     return validated(JobSubmission, data, source)
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """YAML's safe loader, but a key given twice in one mapping is an error (not the last wins)."""
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            try:
-                dup = key in seen
-                seen.add(key)
-            except TypeError:          # an unhashable key: yaml's own error follows
-                continue
-            if dup:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key '{key}'", key_node.start_mark)
-        return super().construct_mapping(node, deep)
-
-
-def read_spec_yaml(path: Path) -> object:
-    """The YAML document of a job spec file: an unreadable file, text that is not UTF-8, bad YAML
-    or a key given twice is a QuantaError naming the file (and line)."""
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise QuantaError(f"cannot read it ({err.strerror})", source=str(path)) from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data[:err.start].count(b"\n") + 1
-        raise QuantaError(f"not UTF-8 text (byte 0x{data[err.start]:02x})", source=str(path),
-                          line=line) from None
-    try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        problem = getattr(err, "problem", None)
-        raise QuantaError("not valid YAML" + (f" ({problem})" if problem else ""),
-                          source=str(path), line=mark.line + 1 if mark else None) from None
-    except (ValueError, TypeError, OverflowError, RecursionError) as err:   # e.g. a bad date
-        raise QuantaError(f"not valid YAML ({err})", source=str(path)) from None
-
-
 def load_submission(path: Path) -> JobSubmission:
     """A job spec from a YAML file; relative `cwd` is taken from the file's folder."""
     path = Path(path)
-    sub = parse_submission(read_spec_yaml(path), str(path))
+    sub = parse_submission(read_yaml(path), str(path))
     cwd = path.parent / sub.cwd if sub.cwd else path.parent   # (an absolute cwd stays itself)
     return sub.model_copy(update={"cwd": str(cwd.resolve())})
