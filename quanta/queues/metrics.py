@@ -24,7 +24,7 @@ QUEUE_COLUMNS = ["policy", "queue", "parent", "jobs", "finished", "avg_jct_s", "
 def queue_metrics(res, queues, state: dict | None = None) -> list[dict[str, Any]]:
     """One row per queue (leaves, then cohorts summing their subtree) of a SimResult run under a
     QueueLayer. `queues`: the layer or its QueueTree; `state`: the layer's final state (the
-    simulator's `sim.loop.state`), for per-type, borrowed and reclaim columns (else NaN / 0)."""
+    SimResult's `policy_state`), for per-type, borrowed and reclaim columns (else NaN / 0)."""
     from quanta.report.metrics import job_metrics
     tree: QueueTree = getattr(queues, "tree", queues)
     t = res.table
@@ -101,16 +101,21 @@ def queue_metrics(res, queues, state: dict | None = None) -> list[dict[str, Any]
     return rows_out
 
 
+def queue_columns(rows: list[dict[str, Any]]) -> list[str]:
+    """QUEUE_COLUMNS, then the per-type GPU-hours columns of `rows` by name."""
+    return QUEUE_COLUMNS + sorted({k for r in rows for k in r if k not in QUEUE_COLUMNS})
+
+
 def write_queue_metrics(path, rows: list[dict[str, Any]]) -> None:
-    """queues.csv: QUEUE_COLUMNS then the per-type GPU-hours."""
+    """queues.csv: queue_columns(rows)."""
     import csv
     from pathlib import Path
-    extra = sorted({k for r in rows for k in r if k not in QUEUE_COLUMNS})
+    cols = queue_columns(rows)
     with open(Path(path), "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(QUEUE_COLUMNS + extra)
+        w.writerow(cols)
         for r in rows:
-            w.writerow([_fmt(r.get(c, "")) for c in QUEUE_COLUMNS + extra])
+            w.writerow([_fmt(r.get(c, "")) for c in cols])
 
 
 def _fmt(v) -> str:

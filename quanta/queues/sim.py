@@ -4,8 +4,8 @@ check the trace against the queues, write the per-queue results.
 The runner calls, for a run with `--queues FILE`:
 
     layers, notes = apply_queues(policies, req.queues, wl.specs, cluster, trace.source)
-    ...                       # run each layer as its policy; keep each Simulator's loop.state
-    rows = write_queue_report(req.out, results, layers, states)   # OUT/queues.csv
+    ...                       # run each layer as its policy (its SimResult keeps its state)
+    rows = write_queue_report(req.out, results, layers)   # OUT/queues.csv
 """
 
 from __future__ import annotations
@@ -36,12 +36,13 @@ def apply_queues(policies: Sequence[Policy], queues: str | Path | QueueTree,
     return layers, notes
 
 
-def write_queue_report(out: str | Path | None, results: Sequence, layers: Sequence[QueueLayer],
-                       states: Sequence[dict | None]) -> list[dict]:
-    """Per-queue rows of every run (queue_metrics); written to OUT/queues.csv when `out` is set."""
+def write_queue_report(out: str | Path | None, results: Sequence,
+                       layers: Sequence[QueueLayer | QueueTree]) -> list[dict]:
+    """Per-queue rows of every run (queue_metrics: each run's layer, or its tree, and the layer's
+    final state from the SimResult); written to OUT/queues.csv when `out` is set."""
     rows: list[dict] = []
-    for res, layer, st in zip(results, layers, states):
-        rows += queue_metrics(res, layer, st)
+    for res, layer in zip(results, layers):
+        rows += queue_metrics(res, layer, res.policy_state)
     if out is not None:
         Path(out).mkdir(parents=True, exist_ok=True)
         write_queue_metrics(Path(out) / "queues.csv", rows)
