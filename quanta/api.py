@@ -34,6 +34,7 @@ class Simulation:
     summary: Any                 # pandas DataFrame, a row per policy
     jobs: Any                    # pandas DataFrame, a row per job per policy
     notes: list[str]             # the run's header: trace, cluster, seed, world, notes
+    queues: Any = None           # with `queues`: pandas DataFrame, a row per queue per policy
     results: list = field(repr=False, default_factory=list)   # the simulator's SimResults
 
 
@@ -67,10 +68,13 @@ def simulate(trace: str = "philly", cluster: str = "gavel-108",
              load_scale: float = 1.0, restart_delay: float = 30.0, drop_impossible: bool = False,
              node_mtbf_h: float = 0.0, repair_h: float = 1.0, until_h: float | None = None,
              world: str = "quanta", out: str | Path | None = None, plots: bool = False,
-             events: bool = False, force: bool = False, fig_format: str = "png") -> Simulation:
+             events: bool = False, force: bool = False, fig_format: str = "png",
+             queues: str | Path | None = None) -> Simulation:
     """Replay `trace` on `cluster` under each policy (as `quanta simulate`); with `out`, the same
     files as the CLI are written there too (a folder holding an earlier run's files is refused
-    unless `force`, which replaces them)."""
+    unless `force`, which replaces them). `queues`: a queues file (docs/queues.md): every policy
+    under its quotas, fair share and priorities; each result's per-queue figures are in
+    `Simulation.queues`."""
     import numpy as np
 
     from quanta.report.metrics import JOB_COLUMNS, SUMMARY_COLUMNS, job_rows
@@ -85,6 +89,7 @@ def simulate(trace: str = "philly", cluster: str = "gavel-108",
                             drop_impossible=drop_impossible, node_mtbf_h=node_mtbf_h,
                             repair_h=repair_h, until_h=until_h, plots=plots, events=events,
                             world=world, window=win, force=force, fig_format=fig_format,
+                            queues=str(queues) if queues is not None else None,
                             command="quanta.simulate(...) from Python: every input below")
     rows, header, results = run_simulations(req, keep_results=True)
     stat_cols = {"events": "int", "decisions": "int", "transitions": "int", "stalled": "bool"}
@@ -104,7 +109,18 @@ def simulate(trace: str = "philly", cluster: str = "gavel-108",
         for i, row in enumerate(job_rows(res)):
             jrows.append({"policy": res.policy, "arrival": int(rank[i]),
                           "in_window": bool(inside[i]), **dict(zip(JOB_COLUMNS, row))})
-    return Simulation(frame(srows, sum_cols), frame(jrows, job_cols), list(header), results)
+    queue_frame = None
+    if queues is not None:
+        import pandas as pd
+
+        from quanta.queues.metrics import queue_columns
+        from quanta.queues.sim import write_queue_report
+        from quanta.queues.spec import load_queues
+        tree = load_queues(queues)
+        qrows = write_queue_report(None, results, [tree] * len(results))
+        queue_frame = pd.DataFrame(qrows, columns=queue_columns(qrows))
+    return Simulation(frame(srows, sum_cols), frame(jrows, job_cols), list(header), queue_frame,
+                      results)
 
 
 def sweep(traces: str | Sequence[str] | None = None, clusters: str | Sequence[str] | None = None,

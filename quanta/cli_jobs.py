@@ -165,10 +165,6 @@ def register(app: typer.Typer, console) -> None:
         import uvicorn
 
         from quanta.service.server import ServiceConfig, build, check_port
-        tree = None
-        if queues is not None:
-            from quanta.queues.spec import load_queues
-            tree = load_queues(queues)         # a bad file: one line, exit 2, before anything
         if port is None:
             from urllib.parse import urlparse
             port = urlparse(os.environ.get("QUANTA_URL", "")).port or 8472
@@ -177,9 +173,8 @@ def register(app: typer.Typer, console) -> None:
             from quanta.errors import QuantaError
             raise QuantaError("no such file", source=str(users), field="--users")
         _store, runtime, api, token_path = build(ServiceConfig(state, policy, cluster, backend,
-                                                               poll_s, ray_address, users))
-        if tree is not None:
-            runtime.use_queues(tree)
+                                                               poll_s, ray_address, users, queues))
+        tree = runtime.tree
         console.print(f"quanta serve: {runtime.cluster.describe()} under {runtime.policy.label()} "
                       f"({backend} backend); http://{host}:{port}/  admin token: {token_path}",
                       highlight=False, markup=False)

@@ -147,7 +147,6 @@ def run_simulations(req: SimulationRequest, console=None, keep_results: bool = F
         from quanta.report.outdir import check_out_folder
         check_out_folder(Path(req.out), req.force)
     results: list[SimResult] = []
-    states: list[dict] = []
     for i, pol in enumerate(policies):
         named = getattr(pol, "inner", pol)          # a queue layer: the policy inside it
         specs = world.jobs_for(named.label().partition(":")[0].strip(), wl.specs)
@@ -167,7 +166,6 @@ def run_simulations(req: SimulationRequest, console=None, keep_results: bool = F
                 results.append(sim.run())
         else:
             results.append(sim.run())
-        states.append(sim.loop.state)
     from quanta.report.notes import run_notes
     notes = run_notes(wl.specs, cluster, perf, results, until_h=req.until_h,
                       node_mtbf_h=req.node_mtbf_h, repair_h=req.repair_h, seed=req.seed)
@@ -183,7 +181,7 @@ def run_simulations(req: SimulationRequest, console=None, keep_results: bool = F
                          title=f"{trace.name} on {cluster.name}")
         if req.queues:
             from quanta.queues.sim import write_queue_report
-            write_queue_report(out, results, policies, states)     # OUT/queues.csv
+            write_queue_report(out, results, policies)     # OUT/queues.csv
             written.append(out / "queues.csv")
         write_config(out, config, written)
     else:

@@ -236,7 +236,7 @@ def _policy(item: Any, err, err_key) -> str:
     if isinstance(item, dict):
         extra = set(item) - {"name", "params"}
         if extra:
-            raise err_key(f"unknown key (a policy is {{name: ..., params: {{...}}}})",
+            raise err_key("unknown key (a policy is {{name: ..., params: {{...}}}})",
                           sorted(extra)[0])
         name = item.get("name")
         if not isinstance(name, str) or not name.strip():

@@ -50,6 +50,28 @@ def test_simulate_api_matches_the_cli(tmp_path):
     assert any("window" in n for n in run.notes)
 
 
+def test_simulate_api_under_queues_matches_the_cli(tmp_path):
+    """`quanta.simulate(queues=FILE)`: per-queue results (`Simulation.queues`) as the CLI's
+    queues.csv, and the summary as the CLI's under the same file."""
+    teams = "quanta/examples/queues/teams.yaml"
+    run = quanta.simulate(trace="philly", cluster="gavel-108", policies=["las"], seed=0,
+                          max_jobs=120, queues=teams)
+    r = cli("simulate", "--trace", "philly", "--cluster", "gavel-108", "--policy", "las",
+            "--max-jobs", "120", "--queues", teams, "--quiet", "--no-plots",
+            "--out", str(tmp_path / "o"))
+    assert r.returncode == 0, r.stderr
+    rows = list(csv.DictReader(open(tmp_path / "o" / "queues.csv")))
+    assert list(run.queues.columns) == list(rows[0])
+    assert list(run.queues["queue"]) == [x["queue"] for x in rows]
+    for col in ("jobs", "gpu_hours", "borrowed_gpu_hours", "reclaim_preemptions"):
+        assert [_fmt(v.item() if hasattr(v, "item") else v) for v in run.queues[col]] == \
+            [x[col] for x in rows], col
+    assert run.queues["borrowed_gpu_hours"].sum() > 0        # the layer's state reached it
+    summary = list(csv.DictReader(open(tmp_path / "o" / "summary.csv")))
+    assert _fmt(run.summary["avg_jct_s"][0].item()) == summary[0]["avg_jct_s"]
+    assert quanta.simulate(trace="synthetic:4:20", policies="fifo").queues is None
+
+
 def test_sweep_api_matches_the_cli_exactly(tmp_path):
     """(Run again in a fresh folder if Quanta's own files change mid-test: an edit in the
     checkout rightly changes the code version, a column and part of every cell's key.)"""

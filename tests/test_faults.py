@@ -7,7 +7,6 @@ should with all its steps; the database passes PRAGMA integrity_check."""
 import os
 import sqlite3
 import subprocess
-import sys
 import time
 
 import httpx

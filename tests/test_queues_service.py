@@ -290,6 +290,28 @@ def test_serve_refuses_a_bad_queues_file(tmp_path):
     assert not (tmp_path / "st").exists()
 
 
+def test_service_config_carries_the_queues(tmp_path):
+    """`ServiceConfig.queues`: build() puts the runtime under the layer (as `serve --queues`), and a
+    bad file is refused before the state folder is created."""
+    from quanta.queues.layer import QueueLayer
+    from quanta.service.server import ServiceConfig, build
+    q, _trace = write_inputs(tmp_path)
+    _store, runtime, _app, _tok = build(ServiceConfig(tmp_path / "st", "fifo", "cpu:1x2",
+                                                      queues=q))
+    runtime.state_lock.close()
+    assert isinstance(runtime.policy, QueueLayer) and runtime.tree.names[1] == "team-a"
+    from quanta.runtime.spec import JobSubmission
+    sub = JobSubmission(name="x", command=[PY, "-c", "pass"], queue="team-b")
+    with pytest.raises(QuantaError, match="queue"):
+        runtime.check_submission(sub, "alice")          # team-b admits bob only
+    runtime.check_submission(sub, "bob")
+    p = tmp_path / "q.yaml"
+    p.write_text("queues:\n  - name: a\n    quota: {v100: -1}\n")
+    with pytest.raises(QuantaError, match="q.yaml:3"):
+        build(ServiceConfig(tmp_path / "st2", queues=p))
+    assert not (tmp_path / "st2").exists()
+
+
 # -- priority classes and sweeps in the simulator -------------------------------------------------
 def test_trace_priority_names_need_the_queues_classes(tmp_path):
     q, trace = write_inputs(tmp_path)

@@ -173,12 +173,12 @@ def test_apply_queues_and_report(perf, tmp_path):
                                  "trace.csv")
     assert [p.label() for p in layers] == ["fifo+queues", "las+queues"]
     assert notes[0].startswith("queues: two-cohorts")
-    results, states = [], []
+    results = []
     for p in layers:
         sim = Simulator(specs, cl(), p, perf)
         results.append(sim.run())
-        states.append(sim.loop.state)
-    rows = write_queue_report(tmp_path, results, layers, states)
+        assert results[-1].policy_state is sim.loop.state      # the layer's state, with its books
+    rows = write_queue_report(tmp_path, results, layers)
     with open(tmp_path / "queues.csv") as f:
         got = list(csv.DictReader(f))
     assert len(got) == len(rows) == 2 * 7

@@ -162,6 +162,14 @@ def os_users():
 
 
 def test_a_job_of_alice_cannot_read_or_write_bobs_folder_or_the_admin_token(os_users):
+    alice_cannot_reach_bob(os_users)
+
+
+def alice_cannot_reach_bob(os_users, args=(), cluster="cpu:1x2", more_tries=None, env=None):
+    """A root service (local backend, or `args` for another) runs alice's and bob's jobs as their
+    accounts: alice's job cannot read the admin token or the database, list the state folder, or
+    read, list or write bob's folder (nor do any of `more_tries`: {mark: shell command}); each
+    job's folder and log are its account's."""
     alice_os, bob_os = os_users
     # the state folder must be reachable by the jobs' accounts (pytest's tmp folders are 0700)
     top = Path(tempfile.mkdtemp(prefix="quanta-sec-"))
@@ -169,7 +177,8 @@ def test_a_job_of_alice_cannot_read_or_write_bobs_folder_or_the_admin_token(os_u
     users = top / "users.yaml"
     users.write_text(f"accounts:\n  alice: {alice_os}\n  bob: {bob_os}\n")
     users.chmod(0o600)
-    s = Service(top / "state", env={"QUANTA_USERS": str(users)})
+    s = Service(top / "state", cluster=cluster, args=args,
+                env={"QUANTA_USERS": str(users), **(env or {})})
     try:
         s.start()
         state = s.state
@@ -194,13 +203,13 @@ def test_a_job_of_alice_cannot_read_or_write_bobs_folder_or_the_admin_token(os_u
                  "READ-BOB": f"cat {bob_dir}/secret.txt",
                  "READ-BOB-LOG": f"cat {bob_dir}/job.log",
                  "WROTE-BOB": f"echo x > {bob_dir}/pwn.txt",
-                 "LIST-STATE": f"ls {state}"}
+                 "LIST-STATE": f"ls {state}", **(more_tries or {})}
         script = "id -u > uid.txt\n" + "".join(
             f"if {cmd} >/dev/null 2>&1; then echo {mark}; else echo denied; fi >> result.txt\n"
             for mark, cmd in tries.items())
         alice = s.submit(token=tokens["alice"], name="alice", steps=None,
                          command=["/bin/sh", "-c", script])
-        s.wait(alice, lambda j: j["state"] == "finished")
+        s.wait(alice, lambda j: j["state"] == "finished", timeout=120)
         alice_dir = state / "jobs" / str(alice)
         assert (alice_dir / "result.txt").read_text().split() == ["denied"] * len(tries)
         import pwd
@@ -220,7 +229,7 @@ def test_a_job_of_alice_cannot_read_or_write_bobs_folder_or_the_admin_token(os_u
         # users see only their own jobs through the API too
         assert s.req("GET", f"/v1/jobs/{bob}/logs", token=tokens["alice"]).status_code == 403
         s.req("POST", f"/v1/jobs/{bob}/cancel", token=tokens["bob"])
-        s.wait(bob, lambda j: j["state"] == "cancelled")
+        s.wait(bob, lambda j: j["state"] == "cancelled", timeout=120)
     finally:
         s.stop()
         subprocess.run(["pkill", "-f", f"quanta.runtime.launch {top}"], check=False)

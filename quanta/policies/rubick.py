@@ -667,7 +667,7 @@ class Round:
         return float(slope[o]), o
 
     def _decision(self, order: np.ndarray) -> Decision:
-        snap, j = self.snap, self.snap.jobs
+        snap = self.snap
         from quanta.core.mechanism import dry_run
         n = self.n
         for _ in range(4):

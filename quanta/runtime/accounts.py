@@ -34,6 +34,10 @@ PRIVATE_FILE, PRIVATE_DIR = 0o600, 0o700
 SHARED_DIR = 0o711          # the state and jobs folders when jobs run as other accounts: they
                             # can reach their own folder, not list or read anything else
 ROOT_UID = 0
+# the service's secrets in its environment, never passed on to a job: its API tokens, its fault
+# injection, the Ray cluster's authentication token
+NOT_FOR_JOBS = ("QUANTA_TOKEN", "QUANTA_ADMIN_TOKEN", "QUANTA_FAULT", "RAY_AUTH_TOKEN",
+                "RAY_AUTH_TOKEN_PATH")
 
 
 @dataclass(frozen=True)
@@ -80,8 +84,13 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
+def job_environment() -> dict:
+    """The service's environment as a job's base environment: its secrets left out."""
+    return {k: v for k, v in os.environ.items() if k not in NOT_FOR_JOBS}
+
+
 class RunAs:
-    """The service's rule for who runs a job and where (local backend)."""
+    """The service's rule for who runs a job and where (both backends)."""
 
     def __init__(self, state_dir: Path, privileged: bool, accounts: dict | None = None,
                  default_account: str = "", allow_root: bool = False,

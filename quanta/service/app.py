@@ -123,16 +123,15 @@ def check_feasible(sub: JobSubmission, cluster: Cluster) -> None:
 
 def check_launchable(sub: JobSubmission, backend: str, run_as: RunAs | None = None,
                      user: str = "") -> None:
-    """What the local backend can check before a launch: the user has an OS account to run as
-    (a service running as root), the working directory is one the job may use and exists here."""
-    if backend != "local":
-        return
+    """What can be checked before a launch: the user has an OS account to run as (a service
+    running as root), the working directory is one the job may use, and (local backend) it exists
+    here."""
     acct = run_as.account(user) if run_as is not None else None
     if sub.cwd:
         if run_as is not None:
             run_as.check_cwd(sub.cwd, acct)
-        cwd = Path(sub.cwd)
-        if cwd.is_absolute() and not cwd.is_dir():     # (a relative one: in the job's folder)
+        cwd = Path(sub.cwd)     # a relative one is in the job's folder; on Ray, an absolute one
+        if backend == "local" and cwd.is_absolute() and not cwd.is_dir():   # is on the nodes
             raise QuantaError(f"{sub.cwd} is not a directory on the scheduler's machine",
                               field="cwd")
 

@@ -30,28 +30,39 @@ class ServiceConfig:
     poll_s: float = 0.25
     ray_address: str = ""
     users_file: Path | None = None      # the users file (None: $QUANTA_USERS, else STATE/users.yaml)
+    queues: Path | None = None          # a queues file (docs/queues.md): the policy under its quotas
 
 
 def build(cfg: ServiceConfig):
     """(store, runtime, app, admin token path) for a configuration."""
     policy = make_policy(cfg.policy)
+    tree = None
+    if cfg.queues is not None:
+        from quanta.queues.spec import load_queues
+        tree = load_queues(cfg.queues)         # a bad file: one line, before anything is written
     state = Path(cfg.state_dir)
     run_as = RunAs.load(state, users_file=cfg.users_file)
     # 0700 (0711 when jobs run as other accounts: they reach their own folder, nothing else)
-    secure_state(state, shared=run_as.privileged and cfg.backend == "local")
+    secure_state(state, shared=run_as.privileged)
     lock = lock_state(state)
-    if run_as.accounts and not (run_as.privileged and cfg.backend == "local"):
+    if run_as.accounts and not run_as.privileged:
         print(f"quanta serve: {run_as.source} maps users to OS accounts, but jobs run as this "
-              "service's own account (it runs unprivileged, or on Ray): every token is a shell "
-              "as that account (docs/runtime.md, Security model)", file=sys.stderr, flush=True)
+              "service's own account (it runs unprivileged): every token is a shell as that "
+              "account (docs/runtime.md, Security model)", file=sys.stderr, flush=True)
     store = Store(state / "quanta.db")
+    user_of = lambda job_id: store.job(int(job_id)).user      # noqa: E731
     if cfg.backend == "local":
         from quanta.runtime.backends.local import LocalBackend, detect_cluster
-        backend = LocalBackend(run_as, lambda job_id: store.job(int(job_id)).user)
+        backend = LocalBackend(run_as, user_of)
         cluster = resolve_cluster(detect_cluster() if cfg.cluster == "auto" else cfg.cluster)
     elif cfg.backend == "ray":
-        from quanta.runtime.backends.ray import RayBackend
-        backend = RayBackend(cfg.ray_address or None)
+        from quanta.runtime.backends.ray import RayBackend, token_auth
+        backend = RayBackend(cfg.ray_address or None, run_as, user_of)
+        if run_as.privileged and not token_auth():
+            print("quanta serve: the Ray cluster runs without token authentication: a job can "
+                  "reach it and run code as the Ray nodes' account, whatever account it runs as "
+                  "(start Ray with RAY_AUTH_MODE=token; docs/runtime.md, Security model)",
+                  file=sys.stderr, flush=True)
         if cfg.cluster != "auto":
             raise QuantaError("with the Ray backend the cluster is what the Ray nodes offer "
                               "(leave --cluster auto)", field="cluster")
@@ -61,9 +72,10 @@ def build(cfg: ServiceConfig):
                           field="backend")
     runtime = Runtime(store, backend, cluster, policy, CatalogModel(), state / "jobs", cfg.poll_s)
     runtime.state_lock = lock          # held for the life of the process
+    if tree is not None:
+        runtime.use_queues(tree)
     token_path = bootstrap_admin(store, state)
-    checks = run_as if cfg.backend == "local" else None
-    return store, runtime, create_app(store, runtime, state, checks), token_path
+    return store, runtime, create_app(store, runtime, state, run_as), token_path
 
 
 def lock_state(state: Path):

@@ -62,6 +62,7 @@ class SimResult:
     stalled: bool = False
     horizon: float | None = None
     event_log: list | None = None
+    policy_state: dict | None = None    # the policy's state after its last decision (Decision.state)
 
 
 def _live(event: tuple, version: np.ndarray, state: np.ndarray, wake_ver: int) -> bool:
@@ -449,4 +450,4 @@ class Simulator:
             transitions=transitions,
             decisions=loop.decisions, wall_s=time.perf_counter() - wall0,
             decide_s=loop.decide_seconds, stalled=stalled, horizon=self.until,
-            event_log=self.event_log)
+            event_log=self.event_log, policy_state=loop.state)

@@ -286,7 +286,7 @@ class Gavel(Policy):
 
     def decide(self, snap: Snapshot) -> Decision:
         j = snap.jobs
-        n, K = len(j), len(snap.cluster.types)
+        K = len(snap.cluster.types)
         width = 2 * K if self.packed else K        # packed: time alone, then time packed, per type
         st = self._state(snap, K, width)
         rows = j.rows

@@ -93,7 +93,7 @@ class LocalBackend:
         self.user_of = user_of          # job id -> its Quanta user
 
     def launch(self, job: Launch) -> str:
-        from quanta.runtime.accounts import PRIVATE_DIR, open_private
+        from quanta.runtime.accounts import PRIVATE_DIR, job_environment, open_private
         workdir = Path(job.workdir).resolve()
         workdir.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
         for log in workdir.glob("*.log"):    # a link the job planted where a log goes is not a
@@ -113,10 +113,8 @@ class LocalBackend:
             r["cuda_visible_devices"] = physical_devices(r["cuda_visible_devices"],
                                                          os.environ.get("CUDA_VISIBLE_DEVICES"))
         write_json(workdir / "launch.json", spec)
-        env = dict(os.environ)
+        env = job_environment()     # the service's tokens and fault injection are not the job's
         env.setdefault("OMP_NUM_THREADS", "1")
-        for name in ("QUANTA_FAULT", "QUANTA_TOKEN", "QUANTA_ADMIN_TOKEN"):
-            env.pop(name, None)     # the service's fault injection and tokens are not the job's
         log = open_private(workdir / "launcher.log")
         try:
             popen = subprocess.Popen([sys.executable, "-m", "quanta.runtime.launch", str(workdir)]

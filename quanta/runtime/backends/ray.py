@@ -13,6 +13,14 @@ node offering the same type and count takes a lost node's place.
 
 Job folders (checkpoints, progress, logs) must be on a filesystem every node sees (on one machine,
 as in the tests, they are).
+
+Accounts: when the service runs as root, the ranks of user U's jobs run as U's OS account (the
+same users file and rule as the local backend, quanta.runtime.accounts): the actor starts the rank
+with that uid, its groups and HOME, umask 077, its logs owned by it. The service resolves the
+account; each node checks that it runs as root and that the account has the same uid there (the
+nodes share their accounts, as a Slurm cluster's do), else the launch fails for good, saying so.
+A job must not reach the Ray cluster itself (it would run code as the nodes' account): Ray's token
+authentication (RAY_AUTH_MODE=token) keeps it out; the token never enters a job's environment.
 """
 
 from __future__ import annotations
@@ -51,6 +59,15 @@ def connect(address: str | None):
     return ray
 
 
+def token_auth() -> bool:
+    """Whether this process talks to Ray with token authentication on (RAY_AUTH_MODE=token)."""
+    try:
+        from ray._private.authentication.authentication_utils import is_token_auth_enabled
+    except ImportError:          # a Ray without token authentication (before 2.52)
+        return False
+    return bool(is_token_auth_enabled())
+
+
 def offered(node: dict) -> tuple[str, int] | None:
     """(GPU type, count) a Ray node offers to Quanta, or None."""
     for key, value in node.get("Resources", {}).items():
@@ -69,10 +86,18 @@ def _rank_actor_class():
         def __init__(self) -> None:
             self.proc: subprocess.Popen | None = None
 
-        def start(self, command: list[str], env: dict, cwd: str, log: str) -> int:
-            out = open(log, "ab", buffering=0)
-            self.proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=out,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
+        def start(self, command: list[str], env: dict, cwd: str, log: str,
+                  account: tuple | None = None, check_cwd: bool = False) -> int:
+            from quanta.runtime.launch import as_account, enter_check, private_log
+            acct = node_account(account) if account is not None else None
+            out = private_log(Path(log), acct)
+            extra: dict = {"cwd": cwd}
+            if acct is not None:
+                if check_cwd:
+                    enter_check(acct, cwd)
+                extra = as_account(acct, env, cwd)
+            self.proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                         start_new_session=True, umask=0o077, **extra)
             return self.proc.pid
 
         def wait(self) -> int:
@@ -88,6 +113,28 @@ def _rank_actor_class():
     return RankActor
 
 
+def node_account(account: tuple):
+    """The job's Account (name, uid, gid, groups, home) on this node: PermissionError unless this
+    node runs as root and knows the account by the same uid."""
+    import pwd
+    import socket
+
+    from quanta.runtime.accounts import ROOT_UID, Account
+    acct = Account(*account[:3], tuple(account[3]), account[4])
+    here = socket.gethostname()
+    if os.geteuid() != ROOT_UID:
+        raise PermissionError(f"Ray node {here} runs as uid {os.geteuid()}, not root: it cannot "
+                              f"start a job as account '{acct.name}'")
+    try:
+        uid = pwd.getpwnam(acct.name).pw_uid
+    except KeyError:
+        uid = None
+    if uid != acct.uid:
+        raise PermissionError(f"account '{acct.name}' is uid {acct.uid} on the service's machine "
+                              f"but {'unknown' if uid is None else f'uid {uid}'} on Ray node {here}")
+    return acct
+
+
 @dataclass
 class _Job:
     actors: list
@@ -101,7 +148,9 @@ class _Job:
 class RayBackend:
     name = "ray"
 
-    def __init__(self, address: str | None = None):
+    def __init__(self, address: str | None = None, run_as=None, user_of=None):
+        self.run_as = run_as            # quanta.runtime.accounts.RunAs: whose account, where
+        self.user_of = user_of          # job id -> its Quanta user
         self.ray = connect(address)
         self.Actor = _rank_actor_class()
         nodes = [n for n in self.ray.nodes() if n["Alive"] and offered(n)]
@@ -126,21 +175,48 @@ class RayBackend:
             resources={PREFIX + gpu_type: 1}).remote()
 
     def launch(self, job: Launch) -> str:
+        from quanta.runtime.accounts import PRIVATE_DIR, job_environment
         workdir = Path(job.workdir).resolve()
-        workdir.mkdir(parents=True, exist_ok=True)
+        workdir.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
+        for log in workdir.glob("*.log"):    # a link the job planted where a log goes
+            if log.is_symlink():
+                log.unlink()
+        acct = None
+        if self.run_as is not None:    # the job's account and cwd (QuantaError: for good)
+            acct = self.run_as.account(self.user_of(job.job_id) if self.user_of else "")
+            self.run_as.check_cwd(job.cwd, acct, workdir)
+        if acct is not None:
+            os.chown(workdir, acct.uid, acct.gid, follow_symlinks=False)
+        os.chmod(workdir, PRIVATE_DIR, follow_symlinks=False)
         (workdir / "exit.json").unlink(missing_ok=True)
         spec = job.as_json(free_port(), self.node_addr[job.ranks[0].node])
-        base = {k: v for k, v in os.environ.items()      # the service's tokens are not the job's
-                if k not in ("QUANTA_TOKEN", "QUANTA_ADMIN_TOKEN")}
+        base = job_environment()        # the service's and Ray's tokens are not the job's
+        account = None if acct is None else (acct.name, acct.uid, acct.gid, list(acct.groups),
+                                             acct.home)
         actors, starts = [], []
         key = job.token or str(job.attempt)      # actor names: found again by the launch token
-        for rank, r in enumerate(job.ranks):
-            a = self._actor(f"quanta-{job.job_id}-{key}-{rank}", r.node, job.gpu_type)
-            log = workdir / ("job.log" if rank == 0 else f"rank-{rank}.log")
-            starts.append(a.start.remote(spec["command"], rank_env(spec, rank, base),
-                                         job.cwd or str(workdir), str(log)))
-            actors.append(a)
-        self.ray.get(starts)
+        try:
+            for rank, r in enumerate(job.ranks):
+                a = self._actor(f"quanta-{job.job_id}-{key}-{rank}", r.node, job.gpu_type)
+                actors.append(a)
+                log = workdir / ("job.log" if rank == 0 else f"rank-{rank}.log")
+                starts.append(a.start.remote(spec["command"], rank_env(spec, rank, base),
+                                             job.cwd or str(workdir), str(log), account,
+                                             rank == 0))
+            self.ray.get(starts)
+        except Exception as err:
+            try:                         # detached: the started ranks and their actors would
+                self.ray.get([a.signal.remote(int(signal.SIGKILL)) for a in actors],  # outlive it
+                             timeout=30)
+            except Exception:   # noqa: BLE001 - an actor already gone
+                pass
+            for a in actors:
+                try:
+                    self.ray.kill(a)
+                except Exception:   # noqa: BLE001 - already gone
+                    pass
+            cause = getattr(err, "cause", None)      # the rank's own error (PermissionError, ...)
+            raise cause if isinstance(cause, Exception) else err from None
         self.jobs[job.job_id] = _Job(actors, [a.wait.remote() for a in actors], job.grace_s,
                                      [None] * len(actors))
         return f"{key}:{len(actors)}"
