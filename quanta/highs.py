@@ -136,13 +136,15 @@ class LP:
                 bounds: tuple[int, float, float] | None = None,
                 warm: bool | None = None) -> Result:
         """The last programme again with new costs and/or one column's bounds (col, lo, hi),
-        started from the last basis (`warm`, default WARM), else solved afresh."""
+        started from the last basis by dual simplex (`warm`, default WARM), else solved afresh."""
         if not (WARM if warm is None else warm):
             cost0, A, ru, cl, cu, rl, ipm = self.model
             cl, cu = np.array(cl, dtype=float), np.array(cu, dtype=float)
             if bounds is not None:
                 cl[bounds[0]], cu[bounds[0]] = bounds[1], bounds[2]
             return self.solve(cost0 if cost is None else cost, A, ru, cl, cu, rl, ipm, self.owner)
+        if self.ipm:              # interior point cannot start from a basis: dual simplex can
+            self._options(False)  # (from the crossover's), in a few iterations, not a fresh IPM
         if cost is not None:
             idx = np.arange(self.ncol, dtype=np.int32)
             self.h.changeColsCost(self.ncol, idx, np.asarray(cost, dtype=float))

@@ -55,13 +55,20 @@ class Prices:
         self.cum = np.zeros((used.shape[0], used.shape[1] + 1))
         np.cumsum(self.P, axis=1, out=self.cum[:, 1:])
         self.idle = float(fn(np.zeros(1), np.ones(1), low, high, eta)[0])
+        self.floor = min(self.idle, float(self.P.min())) if self.P.size else self.idle
         self._groups: dict = {}
 
-    def nodes_of(self, node_type: np.ndarray, types: tuple[int, ...]) -> np.ndarray:
-        """Node indices of the given types (memoised for the round)."""
+    def nodes_of(self, node_type: np.ndarray, types: tuple[int, ...]) -> np.ndarray | slice:
+        """Node indices of the given types, ascending (memoised for the round); a slice where
+        they are contiguous, so that reading their rows copies nothing."""
         got = self._groups.get(types)
         if got is None:
-            got = self._groups[types] = np.flatnonzero(np.isin(node_type, types))
+            idx = np.flatnonzero(np.isin(node_type, types))
+            if idx.size and idx[-1] - idx[0] + 1 == idx.size:
+                got = slice(int(idx[0]), int(idx[-1]) + 1)
+            else:
+                got = idx
+            self._groups[types] = got
         return got
 
     def table(self) -> np.ndarray:
@@ -82,6 +89,7 @@ class Prices:
                                self.eta), dtype=float)
         self.P[rows] = P
         self.cum[rows, 1:] = np.cumsum(P, axis=1)
+        self.floor = min(self.floor, float(P.min()))
 
     def commit(self, s: Schedule) -> None:
         self.add(s.nodes, s.start, s.start + s.rounds)
@@ -95,6 +103,7 @@ class Prices:
             self.fn, self.idle
         N, H = self.used.shape
         view.P = np.full((N, H), self.idle)
+        view.floor = self.idle
         view.cum = np.repeat(np.arange(H + 1, dtype=float)[None, :] * self.idle, N, axis=0)
         view._groups = self._groups
         return view
@@ -159,18 +168,23 @@ def best_schedule(j: int, z: int, remaining: float, rates: np.ndarray, weight: f
             win = win - (1.0 - part) * P[nodes, end - 1]
         else:
             win = win + ((t0 + d - end) - (1.0 - part)) * last[nodes]
-        take = np.zeros(len(nodes), dtype=np.int64)
-        left = z
-        for i in np.lexsort((nodes, win)).tolist():      # cheapest first
-            if left == 0:
-                break
-            x = int(min(room[i], left))
-            take[i], left = x, left - x
+        # cheapest first (ties: lower node index; `nodes` ascend, so a stable sort keeps them)
+        order = np.argsort(win, kind="stable")
+        got = room[order]
+        before = np.cumsum(got) - got                     # GPUs taken from cheaper nodes
+        take = np.zeros(len(win), dtype=np.int64)
+        take[order] = np.clip(z - before, 0, got)
         cost = float(take @ win)
         utility = value(age + t0 * round_s + secs)
         alloc = np.zeros(len(node_type), dtype=np.int64)
         alloc[nodes] = take
         return Schedule(j, k, t0, d, alloc, utility, cost, mixed)
+
+    def bound(rate: float, t0: int, same: bool) -> float:
+        """An upper bound on the payoff of a schedule at `rate` (or slower) from round t0: its
+        utility less the cost of its GPU-rounds at the lowest price of the table."""
+        secs = remaining / rate + (0.0 if same else restart_s)
+        return value(age + t0 * round_s + secs) - z * prices.floor * secs / round_s * (1 - 1e-9)
 
     def better(s: Schedule | None) -> None:
         nonlocal best
@@ -186,7 +200,10 @@ def best_schedule(j: int, z: int, remaining: float, rates: np.ndarray, weight: f
             fits.append(free_t0[nodes].sum() >= z)
             if not fits[-1] or k in now:
                 continue
-            s = candidate(k, nodes, rates[k], t0, current[k] == z, False)
+            same = current[k] == z
+            if best is not None and bound(rates[k], t0, same) <= best.payoff + 1e-12:
+                continue           # cannot beat the best: not searched (nor later, it only drops)
+            s = candidate(k, nodes, rates[k], t0, same, False)
             if s is not None and t0 == 0:
                 now.add(k)
             better(s)

@@ -342,6 +342,7 @@ class Round:
         if pol.fill_node:                   # (a): the artifact's two placement paths
             self.one_node = self._artifact_paths(opts)
         self.unit = np.array([1.0, unit[0], unit[1]])
+        self.modelled = np.flatnonzero(np.isfinite(self.unit)).tolist()   # resources costed
         # the current allocation of running jobs: an extra option (their plan and resources)
         run = np.flatnonzero(j.running)
         cl = snap.cluster
@@ -383,12 +384,12 @@ class Round:
         return 0.0 if self.at[i] < 0 else float(self.V[i, self.at[i]])
 
     def cost(self, delta: np.ndarray) -> np.ndarray:
-        """Dominant normalised cost of a resource change (rows: GPUs, CPUs, memory; resources the
-        cluster does not model cost nothing)."""
-        u = self.unit.reshape((3,) + (1,) * (delta.ndim - 1))
-        finite = np.isfinite(u)
-        parts = np.where(finite, np.maximum(delta, 0.0) / np.where(finite, u, 1.0), 0.0)
-        return np.maximum(parts.max(axis=0), EPS)
+        """Dominant normalised cost of a resource change (last axis: GPUs, CPUs, memory; resources
+        the cluster does not model cost nothing)."""
+        out = np.full(delta.shape[:-1], EPS)
+        for r in self.modelled:
+            np.maximum(out, np.maximum(delta[..., r], 0.0) / self.unit[r], out=out)
+        return out
 
     def short(self, i: int, need: np.ndarray) -> np.ndarray:
         free = np.array([self.free_g[self.k_of[i]], self.free_c, self.free_m])
@@ -441,7 +442,7 @@ class Round:
         cand &= (has & ~self.raised[rows] & ~self.pinned[rows])[:, None]
         freed = held[:, None, :] - res
         cand &= ((freed > EPS) & short).any(axis=2) & ~(res > held[:, None, :] + EPS).any(axis=2)
-        size = self.cost(np.moveaxis(freed, 2, 0))
+        size = self.cost(freed)
         v0 = np.where(has, self.V[rows, np.maximum(a, 0)], 0.0)
         ratio = (v0[:, None] - v) / size
         key = np.where(cand, np.round(ratio, 9), np.inf)
@@ -631,9 +632,8 @@ class Round:
         slope = np.zeros(self.n)
         best_o = np.full(self.n, -1, dtype=np.int64)
         grows = ~self.one_node if self.pol.fill_node else np.ones(self.n, dtype=bool)  # (a)
-        for i in range(self.n):
-            if self.may_change(i) and not self.shrunk[i] and grows[i]:
-                slope[i], best_o[i] = self._best_move(i)
+        rows = np.flatnonzero(~(self.frozen & self.was_running) & ~self.shrunk & grows)
+        slope[rows], best_o[rows] = self._best_moves(rows)
         for _ in range(8 * self.n + 16):
             bi = int(np.argmax(slope))
             best, bo = float(slope[bi]), int(best_o[bi])
@@ -644,27 +644,32 @@ class Round:
             if self.fund(bi, need, best):
                 self.move(bi, bo)
                 self.raised[bi] = True
-                slope[bi], best_o[bi] = self._best_move(bi)
+                (slope[bi],), (best_o[bi],) = self._best_moves(np.array([bi]))
                 slope[(self.at != before) & self.shrunk] = 0.0
             else:
                 slope[bi] = 0.0
         return self._decision(order)
 
-    def _best_move(self, i: int) -> tuple[float, int]:
-        a = self.at[i]
-        v0 = self.value(i)
-        V = self.V[i]
-        ok = np.isfinite(V) & (np.arange(len(V)) != a)
-        changed = a != self.cur[i]
-        need_gain = self.pol.min_gain * v0 if (self.was_running[i] and not changed) else 0.0
-        ok &= (V > v0 + max(need_gain, 1e-9)) & (V >= self.floor_v[i])
-        if not ok.any():
-            return 0.0, -1
-        held = self.held(i)
-        delta = np.vstack([self.G[i], self.C[i], self.M[i]]) - held[:, None]
-        slope = np.where(ok, (V - v0) / self.cost(delta), -np.inf)
-        o = int(np.argmax(slope))
-        return float(slope[o]), o
+    def _best_moves(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each row's steepest move: (value gained per unit of dominant cost, option); (0, -1)
+        where no option gains (a running job kept as it is must gain `min_gain`)."""
+        a = self.at[rows]
+        has = a >= 0
+        a0 = np.maximum(a, 0)
+        V = self.V[rows]
+        v0 = np.where(has, V[np.arange(rows.size), a0], 0.0)
+        ok = self.finite[rows].copy()
+        ok[np.flatnonzero(has), a[has]] = False
+        kept = self.was_running[rows] & (a == self.cur[rows])
+        need_gain = np.where(kept, self.pol.min_gain * v0, 0.0)
+        ok &= (V > (v0 + np.maximum(need_gain, 1e-9))[:, None]) & (V >= self.floor_v[rows, None])
+        held = np.where(has[:, None], self.R[rows, a0], 0.0)                          # (m, 3)
+        delta = self.R[rows] - held[:, None, :]                                       # (m, O, 3)
+        slope = np.where(ok, (V - v0[:, None]) / self.cost(delta), -np.inf)
+        o = np.argmax(slope, axis=1)
+        found = ok.any(axis=1)
+        return (np.where(found, slope[np.arange(rows.size), o], 0.0),
+                np.where(found, o, -1))
 
     def _decision(self, order: np.ndarray) -> Decision:
         snap = self.snap
