@@ -73,12 +73,20 @@ def test_round_based_policy_decides_on_its_rounds(tmp_path):
     store, rt = make(tmp_path, "gavel-las:interval=5")
     a, b = add(store, "a", 100_000, 0.01), add(store, "b", 100_000, 0.01)
     start = rt.now()
+
+    def kinds():
+        return {j: [e["kind"] for e in store.events(j)] for j in (a, b)}
+
+    def took_turns():       # ~24 s on an idle machine; a loaded one starts workers slower
+        k = kinds()
+        return rt.now() - start >= 24 and all("training" in v for v in k.values()) and \
+            sum(v.count("preempted") for v in k.values()) >= 2
     try:
-        run_for(rt, 24)
+        run_for(rt, 120, took_turns)
         elapsed = rt.now() - start
         rounds = int(np.floor(rt.now() / 5)) - int(np.floor(start / 5)) + 1
         assert 3 <= rt.stats.decisions <= rounds, (rt.stats.decisions, elapsed)
-        kinds = {j: [e["kind"] for e in store.events(j)] for j in (a, b)}
+        kinds = kinds()
         assert all("training" in k for k in kinds.values())    # both got the slot
         assert sum(k.count("preempted") for k in kinds.values()) >= 2   # and took turns
     finally:
