@@ -165,7 +165,7 @@ def test_copy_search_takes_what_a_plain_greedy_over_every_copy_takes():
     from quanta.policies.hadare import HadarE
 
     class Plain(HadarE):
-        def _fork(self, snap, s, own, idle, held, per_node):
+        def _fork(self, snap, s, own, idle, held, per_node, rem):
             j, cl, perf = snap.jobs, snap.cluster, snap.perf
             r, k = s.job, s.gtype
             spec, z = spec_of(snap, r), int(j.req[r])
@@ -174,7 +174,6 @@ def test_copy_search_takes_what_a_plain_greedy_over_every_copy_takes():
                 return held.copy()
             nd = int(np.count_nonzero(own))
             parts0 = [Part(cl.types[k], z, nd, nd <= cl.min_nodes(k, z))]
-            rem = float(j.remaining[r])
             best_t = rem / max(float(j.rates[r, k]), 1e-12)
             chosen = []
             for _rate, idx, cnt in self._copy_options(snap, r, own, idle, j.allowed[r], z,

@@ -54,6 +54,8 @@ class Prices:
         self.P = np.asarray(fn(used, cap[:, None], low, high, eta), dtype=float)
         self.cum = np.zeros((used.shape[0], used.shape[1] + 1))
         np.cumsum(self.P, axis=1, out=self.cum[:, 1:])
+        self.peak = np.zeros((used.shape[0], used.shape[1] + 1), dtype=used.dtype)
+        np.maximum.accumulate(used, axis=1, out=self.peak[:, 1:])   # most planned in [0, e)
         self.idle = float(fn(np.zeros(1), np.ones(1), low, high, eta)[0])
         self.floor = min(self.idle, float(self.P.min())) if self.P.size else self.idle
         self._groups: dict = {}
@@ -85,11 +87,20 @@ class Prices:
         if end <= t0 or rows.size == 0:
             return
         self.used[rows, t0:end] += sign * nodes[rows, None]
+        self.peak[rows, 1:] = np.maximum.accumulate(self.used[rows], axis=1)
         P = np.asarray(self.fn(self.used[rows], self.cap[rows, None], self.low, self.high,
                                self.eta), dtype=float)
         self.P[rows] = P
         self.cum[rows, 1:] = np.cumsum(P, axis=1)
         self.floor = min(self.floor, float(P.min()))
+
+    def planned(self, nodes: np.ndarray | slice, t0: int, end: int) -> np.ndarray:
+        """The most GPUs planned on each of `nodes` over rounds [t0, end)."""
+        if t0 == 0:
+            return self.peak[nodes, end]
+        if end == t0 + 1:
+            return self.used[nodes, t0]
+        return self.used[nodes, t0:end].max(axis=1)
 
     def commit(self, s: Schedule) -> None:
         self.add(s.nodes, s.start, s.start + s.rounds)
@@ -98,7 +109,7 @@ class Prices:
         """The same plan (shared: commits through either show in both) with every GPU-round at
         the idle price: idle capacity offered at the floor."""
         view = Prices.__new__(Prices)
-        view.used, view.cap = self.used, self.cap
+        view.used, view.cap, view.peak = self.used, self.cap, self.peak
         view.low, view.high, view.eta, view.fn, view.idle = self.low, self.high, self.eta, \
             self.fn, self.idle
         N, H = self.used.shape
@@ -135,9 +146,10 @@ def best_schedule(j: int, z: int, remaining: float, rates: np.ndarray, weight: f
         return worth / max(jct, 1e-9)
 
     best: Schedule | None = None
-    allowed = np.flatnonzero(rates > 0)
-    by_speed = allowed[np.argsort(-rates[allowed], kind="stable")]
     K = len(rates)
+    speed = rates.tolist()
+    by_speed = np.array(sorted((k for k in range(K) if speed[k] > 0), key=lambda k: -speed[k]),
+                        dtype=np.int64)      # fastest first, ties: lower type
     last = P[:, H - 1]
 
     def candidate(k: int, nodes: np.ndarray, rate: float, t0: int, same: bool,
@@ -145,7 +157,7 @@ def best_schedule(j: int, z: int, remaining: float, rates: np.ndarray, weight: f
         secs = remaining / rate + (0.0 if same else restart_s)
         d = max(int(np.ceil(secs / round_s - 1e-9)), 1)
         end = min(t0 + d, H)
-        room = cap[nodes] - used[nodes, t0:end].max(axis=1)
+        room = cap[nodes] - prices.planned(nodes, t0, end)
         if room.sum() < z:
             return None
         if rate_at is not None and not mixed and not same:
@@ -157,7 +169,7 @@ def best_schedule(j: int, z: int, remaining: float, rates: np.ndarray, weight: f
                 secs = remaining / rate + restart_s
                 d = max(int(np.ceil(secs / round_s - 1e-9)), 1)
                 end = min(t0 + d, H)
-                room = cap[nodes] - used[nodes, t0:end].max(axis=1)
+                room = cap[nodes] - prices.planned(nodes, t0, end)
                 if room.sum() < z:
                     return None
         # GPU-rounds charged: whole rounds, the last one in part (what the job uses of it);
@@ -168,12 +180,16 @@ def best_schedule(j: int, z: int, remaining: float, rates: np.ndarray, weight: f
             win = win - (1.0 - part) * P[nodes, end - 1]
         else:
             win = win + ((t0 + d - end) - (1.0 - part)) * last[nodes]
-        # cheapest first (ties: lower node index; `nodes` ascend, so a stable sort keeps them)
-        order = np.argsort(win, kind="stable")
-        got = room[order]
-        before = np.cumsum(got) - got                     # GPUs taken from cheaper nodes
+        # cheapest first (ties: lower node index; `nodes` ascend, so a stable sort keeps them),
+        # among the nodes with room: at most the z cheapest of them (and their ties) are needed
+        pos = np.flatnonzero(room > 0)
+        if len(pos) > z:
+            w = win[pos]
+            pos = pos[w <= np.partition(w, z - 1)[z - 1]]
+        sel = pos[np.argsort(win[pos], kind="stable")]
+        got = room[sel]
         take = np.zeros(len(win), dtype=np.int64)
-        take[order] = np.clip(z - before, 0, got)
+        take[sel] = np.clip(z - (np.cumsum(got) - got), 0, got)   # less what cheaper nodes gave
         cost = float(take @ win)
         utility = value(age + t0 * round_s + secs)
         alloc = np.zeros(len(node_type), dtype=np.int64)

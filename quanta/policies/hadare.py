@@ -158,7 +158,8 @@ class HadarE(Hadar):
                                    int(j.rows[s.job])))
         for s in single:
             own = self._own_nodes(snap, s)
-            copies = self._fork(snap, s, own, idle, held.get(s.job), per_node)
+            copies = self._fork(snap, s, own, idle, held.get(s.job), per_node,
+                                float(remaining[s.job]))
             if copies is None:
                 continue
             idle -= copies
@@ -178,7 +179,7 @@ class HadarE(Hadar):
         return s.nodes
 
     def _fork(self, snap: Snapshot, s: Schedule, own: np.ndarray, idle: np.ndarray,
-              held: np.ndarray | None, per_node: bool) -> np.ndarray | None:
+              held: np.ndarray | None, per_node: bool, rem: float) -> np.ndarray | None:
         """GPUs per node of job s.job's copies beside its own gang, or None if one gang is
         best. Greedy over the copies it could add, fastest first: a copy is taken when the job
         then finishes sooner by more than a restart. The job's rate with the copies is
@@ -192,7 +193,6 @@ class HadarE(Hadar):
         if held is not None and s.kept and held.any() and (held <= idle).all() \
                 and allowed[cl.node_type[held > 0]].all():
             return held.copy()                                  # its copies still fit: kept
-        rem = float(j.remaining[r])
         best_t = rem / max(float(j.rates[r, k]), 1e-12)
         options = self._copy_options(snap, r, own, idle, allowed, z, per_node)
         own_nodes = int(np.count_nonzero(own))

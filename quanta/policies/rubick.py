@@ -421,8 +421,13 @@ class Round:
         ratio, opt, at_c, raised_c = t
         rows = np.flatnonzero((self.at != at_c) | (self.raised != raised_c))
         if rows.size:
-            ratio[rows], opt[rows] = self._shrink_rows(rows, np.array(pattern))
             at_c[rows], raised_c[rows] = self.at[rows], self.raised[rows]
+            # never a victim (holds nothing, was raised this round, or pinned): no shrink
+            none = (self.at[rows] < 0) | self.raised[rows] | self.pinned[rows]
+            ratio[rows[none]], opt[rows[none]] = np.inf, -2
+            rows = rows[~none]
+            if rows.size:
+                ratio[rows], opt[rows] = self._shrink_rows(rows, np.array(pattern))
         return ratio, opt
 
     def _shrink_rows(self, rows: np.ndarray, short: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
