@@ -35,7 +35,9 @@ one this Python imports. --baseline CHECKOUT also times the Quanta at CHECKOUT (
 run with PYTHONPATH=CHECKOUT, alternating with the current code in every repeat (the order flips
 from one repeat to the next), so that both see the same machine load. Results of the two are
 compared file by file (jobs.csv of every policy): "same" means byte-identical outputs.
-Times are the median over --repeat (min in brackets). OMP_NUM_THREADS=1 for every process.
+Times are the median over --repeat (min in brackets). OMP_NUM_THREADS=1 for every process;
+Python bytecode cached as in a normal install (PYTHONDONTWRITEBYTECODE removed), after one
+untimed warm-up process per side that writes the caches.
 """
 
 from __future__ import annotations
@@ -76,6 +78,10 @@ def env_for(pythonpath: str | None) -> dict:
     env = dict(os.environ)
     env["OMP_NUM_THREADS"] = "1"
     env.pop("PYTHONPATH", None)
+    # bytecode cached as a normal install does (some machines set PYTHONDONTWRITEBYTECODE: then
+    # every process compiles every module again, ~0.2 s of Quanta's start-up and Gavel's alike);
+    # the untimed warm-up runs in main() write the caches of both
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
     return env
@@ -208,6 +214,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"trace {trace} ({sum(1 for ln in trace.read_text().splitlines() if ln.strip())} jobs), "
           f"seed {a.seed}; load average at start {load0[0]:.2f} / {load0[1]:.2f} / {load0[2]:.2f} "
           f"on {os.cpu_count()} cores", flush=True)
+    # warm-up, untimed: each side's first process compiles its modules (bytecode caches)
+    if not a.no_gavel:
+        run_gavel(trace, policies[0], a.seed, work, a.gavel)
+    for w in worlds:
+        for name, pp in variants:
+            run_quanta(trace, list(spec.values()), a.seed, w, work / f"warmup_{name}" / w, pp)
     gav: dict[str, list[dict]] = {p: [] for p in policies}
     qu: dict[tuple, list[dict]] = {}
     same: dict[tuple, list[bool]] = {}
