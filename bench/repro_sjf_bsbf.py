@@ -7,8 +7,9 @@ Philly: the bundled sample (2,000 consecutive jobs of a busy 29.5 h window) on 6
 openb: the bundled sample (805 GPU pods over 120 days, 284 of them asking for a fraction of one
 GPU). On the `openb` cluster preset (6,212 GPUs) no pod ever waits, so every policy gives the same
 JCT; that row is printed as the check. The comparison proper runs the same pods on small clusters
-of openb's most common GPU type (G2, 16 GB): 16 GPUs (about the sample's mean demand, heavy
-load) and 24.
+of openb's most common GPU type (G2, 16 GB): 16 GPUs (heavy load: the sample offers ~26.5 GPUs
+on average over its 120 days, most of it in the last 284 h; nearly every pod asks for one GPU)
+and 24.
 Job types are drawn from Gavel's catalog (seeded); its measured co-location pairs give the sharing
 slowdowns and the memory fit; 30 s restore per resumption for the preemptive Tiresias.
 
