@@ -5,10 +5,9 @@ from __future__ import annotations
 import csv
 import re
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Callable
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from quanta.errors import QuantaError
 from quanta.specfile import read_yaml, validated
@@ -83,26 +82,31 @@ def parse_inline(spec: str) -> Cluster:
     return Cluster(tuple(nodes), name=spec)
 
 
-class _NodeGroup(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    gpu_type: str
-    count: int = Field(1, gt=0)
-    gpus: int = Field(gt=0)
-    cpus: int = Field(0, ge=0)
-    mem_gb: float = Field(0.0, ge=0)
-    intra_bw_gbps: float = Field(0.0, ge=0)
-    inter_bw_gbps: float = Field(0.0, ge=0)
-    name: str | None = None
+@cache
+def _cluster_file_model() -> type:
+    """The schema of a cluster file (pydantic imported only when a file is read)."""
+    from pydantic import BaseModel, ConfigDict, Field
 
+    class _NodeGroup(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        gpu_type: str
+        count: int = Field(1, gt=0)
+        gpus: int = Field(gt=0)
+        cpus: int = Field(0, ge=0)
+        mem_gb: float = Field(0.0, ge=0)
+        intra_bw_gbps: float = Field(0.0, ge=0)
+        inter_bw_gbps: float = Field(0.0, ge=0)
+        name: str | None = None
 
-class _ClusterFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    name: str | None = None
-    nodes: list[_NodeGroup] = Field(min_length=1)
+    class _ClusterFile(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        name: str | None = None
+        nodes: list[_NodeGroup] = Field(min_length=1)
+    return _ClusterFile
 
 
 def load_cluster_file(path: Path) -> Cluster:
-    spec = validated(_ClusterFile, read_yaml(path), str(path))
+    spec = validated(_cluster_file_model(), read_yaml(path), str(path))
     nodes: list[NodeSpec] = []
     for gi, g in enumerate(spec.nodes):
         try:
