@@ -483,7 +483,7 @@ class Hadar(Policy):
                              float(rd.weight[r]), float(rd.age[r]), float(rd.ideal[r]), rd.held[r],
                              float(rd.restart[r]), float(self.interval), starts, prices,
                              snap.cluster.node_type, self.mix_rate(snap, r), size=float(rd.size[r]),
-                             rate_at=self.spread_rate(snap, r))
+                             rate_at=self.spread_rate(snap, r), prune=self.prune)
 
     def spread_rate(self, snap: Snapshot, r: int) -> Callable[[int, int], float]:
         """Steps/s of job r on its requested GPUs of type k over m nodes (the consolidated rate

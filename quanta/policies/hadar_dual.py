@@ -125,7 +125,8 @@ def best_schedule(j: int, z: int, remaining: float, rates: np.ndarray, weight: f
                   prices: Prices, node_type: np.ndarray,
                   mix_rate: Callable[[np.ndarray], float] | None = None,
                   size: float | None = None,
-                  rate_at: Callable[[int, int], float] | None = None) -> Schedule | None:
+                  rate_at: Callable[[int, int], float] | None = None,
+                  prune: bool = True) -> Schedule | None:
     """The dual subroutine: the schedule of job j with the highest payoff (None: none fits).
 
     Utility of finishing `jct` seconds after submission: weight x z x size x (age + ideal) / jct
@@ -133,7 +134,8 @@ def best_schedule(j: int, z: int, remaining: float, rates: np.ndarray, weight: f
     `restart_s`: seconds a schedule on a type the job does not hold costs it (0 for a first
     start). `rate_at(k, nodes)` = its steps/s on z GPUs of type k over that many nodes (None:
     the consolidated rate everywhere): a schedule whose type has room only spread over more nodes
-    than the gang needs runs at that rate. `current` = GPUs per type the job holds now; `mix_rate(GPUs per node)` = its steps/s on a
+    than the gang needs runs at that rate. `prune`: a type is not searched when its payoff cannot
+    beat the best found (an upper bound: its utility less its GPU-rounds at the floor price). `current` = GPUs per type the job holds now; `mix_rate(GPUs per node)` = its steps/s on a
     gang over several types (None: single-type schedules only). Task-level heterogeneity [U: the
     search is ours]: in a start round where the job's fastest types have too few GPUs, the
     m fastest types together (m = 2, 3, ...; the first m whose types each lack room but together
@@ -200,7 +202,8 @@ def best_schedule(j: int, z: int, remaining: float, rates: np.ndarray, weight: f
         """An upper bound on the payoff of a schedule at `rate` (or slower) from round t0: its
         utility less the cost of its GPU-rounds at the lowest price of the table."""
         secs = remaining / rate + (0.0 if same else restart_s)
-        return value(age + t0 * round_s + secs) - z * prices.floor * secs / round_s * (1 - 1e-9)
+        least = z * prices.floor * secs / round_s     # every GPU-round costs at least the floor
+        return value(age + t0 * round_s + secs) - least + 1e-9 * abs(least)   # (rounding slack)
 
     def better(s: Schedule | None) -> None:
         nonlocal best
@@ -217,7 +220,7 @@ def best_schedule(j: int, z: int, remaining: float, rates: np.ndarray, weight: f
             if not fits[-1] or k in now:
                 continue
             same = current[k] == z
-            if best is not None and bound(rates[k], t0, same) <= best.payoff + 1e-12:
+            if prune and best is not None and bound(rates[k], t0, same) <= best.payoff + 1e-12:
                 continue           # cannot beat the best: not searched (nor later, it only drops)
             s = candidate(k, nodes, rates[k], t0, same, False)
             if s is not None and t0 == 0:
