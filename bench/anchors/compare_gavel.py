@@ -66,7 +66,7 @@ def policy_spec(gavel_policy: str, mode: str, seed: int, revert: str = "") -> st
     name, agnostic = GAVEL_POLICY[gavel_policy]
     if mode == "quanta":
         return name
-    params = gavel_sim_params(agnostic, seed)
+    params = gavel_sim_params(agnostic, seed, name == "gavel-las-packed")
     if SOLUTION:
         params["solution"] = SOLUTION
     if revert:

@@ -65,12 +65,16 @@ class WholeSteps(PlacementFree):
     def shared_rate(self, *args, **kw):
         return float(self._floor(super().shared_rate(*args, **kw)))
 
+    def unrounded_shared_rate(self, *args, **kw):
+        """A pair's rate before whole steps: what Gavel's programme reads from its table."""
+        return super().shared_rate(*args, **kw)
+
 
 def _params(seed: int) -> dict[str, str]:
     from quanta.policies.gavel import gavel_sim_params
     out = {}
     for name, agnostic in GAVEL_POLICIES.values():
-        p = {"interval": ROUND_S, **gavel_sim_params(agnostic, seed)}
+        p = {"interval": ROUND_S, **gavel_sim_params(agnostic, seed, name == "gavel-las-packed")}
         out[name] = ",".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}"
                              for k, v in p.items())
     return out

@@ -128,3 +128,52 @@ def packed_round(single: np.ndarray, pair_tot: np.ndarray, pair_pref: dict[tuple
             host, guest = (mate, j) if current_host[j] == mate else (j, mate)
             guest_of[guest] = host
     return gpus, gtype, guest_of
+
+
+def pair_round(a: np.ndarray, b: np.ndarray, k: np.ndarray, prio: np.ndarray,
+               deficit: np.ndarray, x: np.ndarray, rank: np.ndarray, allocated: np.ndarray,
+               z: np.ndarray, N: np.ndarray, type_order: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]:
+    """One round of Gavel's mechanism over entries that are single jobs (b = -1) or pairs of
+    jobs (a, b), each on one type k (stanford-futuredata/gavel @ c4fa400,
+    scheduler/scheduler.py:766-855):
+
+    - one list per type, taken in `type_order` (lines 783-808; v100, p100, k80 for the packing
+      policy, never shuffled: lines 871-881), each sorted by (priority, deficit, X) descending,
+      ties in `rank` order (Python's stable sort over the priority dict's insertion order);
+    - going down the lists, an entry is skipped if its type has no GPU left (line 811), if it or
+      either job of the pair is already placed (lines 814-819), or if it does not fit (lines
+      835-849); the caller leaves out entries with a zero throughput (lines 821-827);
+    - a pair takes z GPUs of its type for both jobs at once (line 849: both jobs are placed);
+    - an entry outside the allocation (`allocated` False: a job or pair created after X was
+      computed) still takes its GPUs, which then idle for the round (lines 936-938).
+    Returns (gpus, type) per job and the pairs (a, b) that run together."""
+    n = len(z)
+    K = len(N)
+    pos_of = np.empty(K, dtype=np.int64)
+    pos_of[np.asarray(type_order, dtype=np.int64)] = np.arange(K)
+    order = np.lexsort((rank, -x, -deficit, -prio, pos_of[k]))
+    zl = np.asarray(z).tolist()
+    free = np.asarray(N).astype(np.int64).tolist()
+    zmin = min(zl) if n else 0
+    gpus = [0] * n
+    gtype = [-1] * n
+    placed = [False] * n
+    together: list[tuple[int, int]] = []
+    al, bl, kl, runs = a.tolist(), b.tolist(), k.tolist(), np.asarray(allocated).tolist()
+    for e in order.tolist():
+        ja, jb, kk = al[e], bl[e], kl[e]
+        if free[kk] == 0 or placed[ja] or (jb >= 0 and placed[jb]) or zl[ja] > free[kk]:
+            continue
+        free[kk] -= zl[ja]
+        placed[ja] = True
+        if jb >= 0:
+            placed[jb] = True
+        if runs[e]:
+            gpus[ja], gtype[ja] = zl[ja], kk
+            if jb >= 0:
+                gpus[jb], gtype[jb] = zl[jb], kk
+                together.append((ja, jb))
+        if max(free) < zmin:
+            break
+    return np.array(gpus, dtype=np.int64), np.array(gtype, dtype=np.int64), together
