@@ -83,15 +83,20 @@ def test_gavel_mechanism_pinned_per_policy_with_the_runs_seed():
 def test_reproduce_gavel_slices_within_the_issue_targets(workload):
     """Recorded 40-job slices of Gavel's own simulator (quanta/data/reference/gavel/). Targets:
     average JCT within 2%, per-job median error under 5%, for every policy but the two whose
-    differences are documented in bench/anchors/gavel.md (packed: Quanta's class-level pair
-    programme, row 23; FTF: Gavel's ECOS point, row 13, exact with solution=ecos)."""
+    differences are documented in bench/anchors/gavel.md (FTF: Gavel's ECOS point, row 13, exact
+    with solution=ecos; packed: HiGHS's interior point for ECOS's, row 23: -2.04% on the single-GPU
+    slice, per job 0.0%, held here to 3% so that a regression shows)."""
     from quanta.reproduce import reproduce
     rows = {r["policy"]: r for r in reproduce("gavel", workload=workload)}
     assert len(rows) >= 6
     for policy, r in rows.items():
         rep = r["replay"]
         assert rep["matched"] == r["jobs"]
-        if policy in ("max_min_fairness_packed", "finish_time_fairness_perf"):
+        if policy == "max_min_fairness_packed":
+            assert abs(rep["avg_jct_matched_s"] / r["ref_avg_jct_s"] - 1) < 0.03, policy
+            assert rep["median_abs_err"] < 0.05, policy
+            continue
+        if policy == "finish_time_fairness_perf":
             continue
         assert abs(rep["avg_jct_matched_s"] / r["ref_avg_jct_s"] - 1) < 0.02, policy
         assert rep["median_abs_err"] < 0.05, policy

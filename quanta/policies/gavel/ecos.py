@@ -1,6 +1,6 @@
 """Gavel's programmes solved the way Gavel's simulator solves them: written in cvxpy as Gavel
 writes them and handed to ECOS (`solution="ecos"`). Optional: needs `cvxpy` and `ecos`
-(pip install cvxpy-base ecos); nothing else in Quanta imports them.
+(pip install "quanta[replay]": cvxpy-base and ecos); nothing else in Quanta imports them.
 
 Why: many allocations reach the optimal level, and the one an interior-point solver stops at is
 not the analytic centre that `central.py` computes; finish-time fairness is sensitive to which
@@ -28,7 +28,7 @@ def _cvxpy():
         import cvxpy as cp
     except ImportError:
         raise QuantaError("gavel solution=ecos needs cvxpy and ECOS "
-                          "(pip install cvxpy-base ecos)") from None
+                          "(pip install \"quanta[replay]\")") from None
     return cp
 
 
