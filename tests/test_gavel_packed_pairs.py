@@ -93,8 +93,8 @@ def test_a_pair_runs_together_end_to_end_under_gavel_sim():
 
 
 def test_programme_pairs_refuses_a_trace_too_big_for_its_dense_pair_state(monkeypatch):
-    import quanta.policies.gavel as gavel
-    monkeypatch.setattr(gavel, "PAIR_ROWS_MAX", 1)
+    import quanta.policies.gavel.pairs as pairs
+    monkeypatch.setattr(pairs, "PAIR_ROWS_MAX", 1)
     w = get_world("gavel-sim")
     jobs = [JobSpec(f"p{i}", 0.0, 1, kind, total_steps=1000.0) for i, kind in enumerate(PACK)]
     c = Cluster((NodeSpec("v1000", "v100", 1),))
