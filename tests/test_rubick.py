@@ -145,7 +145,7 @@ def test_rubick_asks_only_for_cpus_a_node_can_give_and_its_decision_places():
 def test_victim_tables_stay_equal_to_a_fresh_search_as_jobs_move(monkeypatch):
     """Round.fund reads each job's cheapest shrink from tables kept per shortage pattern and
     refreshed only for jobs that moved; after every fund they must, once refreshed, equal a search from scratch."""
-    from quanta.policies.rubick import Round
+    from quanta.policies.rubick_round import Round
     c = cluster(nodes=4, cpus=32)
     specs = trace(24, seed=3)
     running = {i: (s.num_gpus, "base", 4.0 * s.num_gpus) for i, s in enumerate(specs[:12])
