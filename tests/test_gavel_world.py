@@ -3,7 +3,6 @@
 
 import math
 
-import numpy as np
 import pytest
 
 from quanta.model import Cluster, JobSpec, NodeSpec
