@@ -148,10 +148,11 @@ class MeasuredPerf:
         gp = self.base.goodput
         return gp._app(job) if self.base.model_for(job) is gp else None
 
-    def _measured_rate(self, job, app, gpu_type, num_gpus, num_nodes, plan):
+    def _measured(self, job, app, gpu_type, num_gpus, num_nodes, plan
+                  ) -> tuple[float, float] | None:
+        """(progress per iteration, seconds per iteration) of the job on the allocation, or None
+        where the profiles give no answer."""
         from quanta.perf.goodput import canonical_type, efficiency, is_adaptive
-        if num_gpus <= 0:
-            return 0.0
         model = self.base.goodput.catalog[app]
         t = canonical_type(gpu_type)
         if CLUSTER_OF_TYPE.get(t) is None or not self.base.goodput._profiled(app, t):
@@ -172,7 +173,25 @@ class MeasuredPerf:
         batch = num_gpus * m * (s + 1)
         sqr, var = model.noise.at_epoch(epoch, batch)
         gain = float(efficiency(sqr, var, model.init_batch, batch)) * batch / model.init_batch
-        return gain / t_iter
+        return gain, t_iter
+
+    def _measured_rate(self, job, app, gpu_type, num_gpus, num_nodes, plan):
+        if num_gpus <= 0:
+            return 0.0
+        got = self._measured(job, app, gpu_type, num_gpus, num_nodes, plan)
+        return None if got is None else got[0] / got[1]
+
+    def per_iteration(self, job: JobSpec, gpu_type: str, num_gpus: int) -> float | None:
+        """Progress per iteration at the job's own batch on `num_gpus` GPUs of the type (whole
+        nodes): a rate over it is iterations per second, the throughput Sia's simulator gives
+        its Gavel baseline (gavel.py:515-544). None where the profiles give no answer."""
+        app = self._goodput_app(job)
+        if app is None or num_gpus <= 0:
+            return None
+        from quanta.perf.goodput import canonical_type
+        nodes = -(-num_gpus // GPUS_PER_NODE.get(canonical_type(gpu_type), 8))
+        got = self._measured(job, app, gpu_type, num_gpus, nodes, None)
+        return None if got is None else got[0]
 
     def rate_with(self, job, gpu_type, num_gpus, num_nodes=1, consolidated=None, plan=None,
                   cpus=0.0, mem_gb=0.0, net_gbps=0.0):
@@ -285,7 +304,7 @@ def _policy_params(seed: int) -> dict[str, str]:
                     "pin_restoring=true,penalty_by_app=true,learn=true,project_order=t4/a100/rtx"),
             "pollux": ("interval=60,p=-1,aware=false,learn=true,fair_share=true,type_cap=true,"
                        f"first_start_counted=true,population=100,generations=100,seed={seed}"),
-            "gavel-throughput": "interval=360"}
+            "gavel-throughput": "interval=360,rate_units=iterations"}
 
 
 @world("sia-sim")

@@ -75,6 +75,7 @@ QUEUES = ("global", "per_type")
 TYPE_ORDERS = ("fastest", "shuffle")
 SOLUTIONS = ("vertex", "central", "ecos")
 CREDITS = ("held", "progress")
+RATE_UNITS = ("progress", "iterations")
 PROGRAMMES = ("classes", "pairs")
 
 # The parameters that make these policies behave as Gavel's simulator does (stanford-futuredata/
@@ -125,6 +126,9 @@ class Gavel(PairEntries, Policy):
     normalised: bool = False         # throughput/cost: each job's T relative to its best type
                                      # (Gavel: raw steps/s, max_sum_throughput.py:60-63)
     pack_multi_gpu: bool = False     # packed: pair multi-GPU jobs too (Gavel measured no such pair)
+    # throughput objective: the jobs' rates as "progress" per second (Quanta) or "iterations" per
+    # second (the perf model's `per_iteration`; Sia's simulator's Gavel baseline, gavel.py:515-544)
+    rate_units: str = "progress"
     # packed: "classes" (Quanta: a programme over classes of jobs, its own pair round) or "pairs"
     # (Gavel's max_min_fairness_packed: one variable per job and per pair of jobs, pairs as their
     # own entries in Gavel's per-type lists; `_pairs_decide`)
@@ -149,6 +153,7 @@ class Gavel(PairEntries, Policy):
                                    ("type_order", self.type_order, TYPE_ORDERS),
                                    ("solution", self.solution, SOLUTIONS),
                                    ("credit", self.credit, CREDITS),
+                                   ("rate_units", self.rate_units, RATE_UNITS),
                                    ("programme", self.programme, PROGRAMMES)):
             if value not in known:
                 raise QuantaError(f"gavel {name} '{value}' unknown (known: {', '.join(known)})")
@@ -194,6 +199,8 @@ class Gavel(PairEntries, Policy):
                                                      stale_type=self.fifo_stale_type)
                 return X
             return alloc.fastest_first(T, z, N, np.lexsort((j.rows, j.submit)))
+        if self.rate_units == "iterations":
+            T = self._iteration_rates(snap, T, z)
         # Gavel sums raw steps/s (max_sum_throughput.py:60-63); normalised: relative to best type
         value = T / np.maximum(T.max(axis=1, keepdims=True), 1e-12) if self.normalised else T
         if obj == "throughput":
@@ -209,6 +216,22 @@ class Gavel(PairEntries, Policy):
         slo = np.where((deadline > 0) & (left > 0), remaining / np.maximum(left, 1e-9), np.nan)
         X = alloc.max_sum(T, z, N, value, slo) if np.any(~np.isnan(slo)) else None
         return X if X is not None else alloc.max_sum(T, z, N, value)
+
+    @staticmethod
+    def _iteration_rates(snap: Snapshot, T: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """T in iterations per second: each rate over the progress one iteration makes there
+        (`per_iteration` of the performance model; unchanged where it has no answer)."""
+        per = getattr(snap.perf, "per_iteration", None)
+        if per is None:
+            return T
+        out = T.copy()
+        types = snap.cluster.types
+        for i, spec in enumerate(snap.jobs.specs):
+            for k in np.flatnonzero(T[i] > 0).tolist():
+                g = per(spec, types[k], int(z[i]))
+                if g:
+                    out[i, k] = T[i, k] / g
+        return out
 
     def _ftf_allocation(self, snap: Snapshot, T: np.ndarray, z: np.ndarray, N: np.ndarray,
                         remaining: np.ndarray, st: dict) -> np.ndarray:
