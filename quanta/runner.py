@@ -119,7 +119,8 @@ def run_simulations(req: SimulationRequest, console=None, keep_results: bool = F
     if not trace.jobs:
         raise QuantaError("the trace has no jobs", source=trace.source or req.trace)
     perf = world.perf(CatalogModel())
-    wl = build_workload(trace, perf, seed=req.seed, max_jobs=req.max_jobs, load_scale=req.load_scale)
+    wl = build_workload(trace, perf, seed=req.seed, max_jobs=req.max_jobs, load_scale=req.load_scale,
+                        keep_clock=world.keep_clock)
     restart = world.restart(req.restart_delay)
     failures = None
     if req.node_mtbf_h > 0:

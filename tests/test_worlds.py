@@ -13,6 +13,7 @@ from quanta.perf.catalog_model import CatalogModel
 from quanta.policies import make_policy
 from quanta.runner import SimulationRequest, run_simulations
 from quanta.sim import Simulator
+from quanta.sim.engine import RestartCost
 from quanta.worlds import get_world, world_names
 from quanta.worlds.sia_sim import RESCALE_S, SLOWDOWNS
 
@@ -76,6 +77,27 @@ def test_world_from_the_python_api_and_labels_kept():
     assert rows[0]["policy"] == "fifo" and any("world sia-sim" in h for h in header)
 
 
+def test_sia_sim_keeps_the_traces_clock(tmp_path):
+    """Sia's simulator runs its rounds at multiples of the interval from the workload's time 0
+    and shows a job to the policy from the first round at or after its submission (cluster.py
+    340-354; bench/anchors/sia.md section 3). A first job submitted at 498 s under the Gavel
+    baseline's 360 s rounds starts at 720 s, not one round after its own arrival (858 s), as it
+    does when the first arrival is taken as time 0 (Quanta's own world); JCTs count from the
+    submission either way."""
+    f = tmp_path / "w.csv"
+    f.write_text("name,time,application,num_replicas,batch_size\n"
+                 "cifar10-0,498,cifar10,4,2048\ncifar10-1,1427,cifar10,4,2048\n")
+    starts = {}
+    for world in ("sia-sim", "quanta"):
+        _rows, _h, res = run_simulations(SimulationRequest(
+            trace=str(f), cluster="sia-64", policies=["gavel-throughput"], out=None, plots=False,
+            world=world), keep_results=True)
+        t = res[0].table
+        starts[world] = (t.submit.tolist(), t.first_start.tolist())
+    assert starts["sia-sim"] == ([498.0, 1427.0], [720.0, 1440.0])
+    assert starts["quanta"] == ([0.0, 929.0], [360.0, 1080.0])
+
+
 def test_world_on_the_command_line(tmp_path):
     run = subprocess.run([sys.executable, "-m", "quanta.cli", "simulate", "--world", "sia-sim",
                           "--trace", "sia-philly-1", "--cluster", "sia-64", "--policy", "sia",
@@ -105,11 +127,55 @@ def test_reproduce_sia_slice_stays_within_its_recorded_tolerance():
         assert abs(r["replay"]["avg_jct_s"] - r["ref_avg_jct_s"]) < abs(r["quanta"]["avg_jct_s"] - r["ref_avg_jct_s"])
 
 
+def test_sia_sims_gavel_baseline_rounds_follow_sias_simulator():
+    """Sia's simulator's Gavel baseline (sia-simulator gavel.py): the interior-point X (ECOS)
+    rounded to 5 decimals; priority X / (the job's time on the type / every job's time on it),
+    a job starting at half a round on every type (which adds as much to each type's total) and
+    each round crediting a whole round to the job and its type; one list over all types, ties
+    taken type by type in the reference's order. Three identical 1-GPU jobs on one v100 and one
+    k80, every X = 1/3 (values worked by hand from those rules):
+    round 1: all priorities 1, type-major ties -> j0 on v100, j1 on k80;
+    round 2: job times j0 (540, 180), j1 (180, 540), type totals (900, 900): j1 and j2 on v100
+    and j0 and j2 on k80 come first (1.67), v100's first -> j1 on v100, j0 on k80 (they swap);
+    round 3: j2 (2.33) first -> v100, then j0 keeps k80, j1 waits."""
+    w = get_world("sia-sim")
+    pol = make_policy(w.policy_spec("gavel-throughput"))
+    assert (pol.solution, pol.priority, pol.decimals) == ("central", "cluster", 5)
+    assert pol.tie_types == "t4/a100/rtx"          # simulator_config.py:11: aws, dgx-ext, rtx
+    c = Cluster((NodeSpec("a", "v100", 1), NodeSpec("b", "k80", 1)))
+    jobs = [JobSpec(f"j{i}", 0.0, 1, "x", total_steps=3000.0) for i in range(3)]
+    from conftest import ToyPerf
+    for spec, want in (("gavel-throughput:solution=central,priority=cluster,decimals=5,"
+                        "tie_types=v100/k80", [[0, 1, -1], [1, 0, -1], [1, -1, 0]]),
+                       ("gavel-throughput:solution=central,priority=cluster,decimals=5,"
+                        "tie_types=k80/v100", [[1, 0, -1], [0, 1, -1], [0, -1, 1]])):
+        pol = make_policy(spec)
+        seen = []
+        decide = pol.decide
+
+        def spy(snap, decide=decide, seen=seen):
+            d = decide(snap)
+            seen.append((d.gpu_type.tolist(), d.state["job_time"][:3].tolist(),
+                         d.state["type_time"].tolist(), d.state["X"][:3].tolist()))
+            return d
+        pol.decide = spy
+        Simulator(jobs, c, pol, ToyPerf(), restart=RestartCost(0.0)).run()
+        assert [g for g, *_ in seen[:3]] == want, spec
+        assert seen[0][3] == [[0.33333, 0.33333]] * 3          # rounded to 5 decimals
+        first = want[0].index(0)                                # the job put on v100 in round 1
+        jt = [[180.0, 180.0]] * 3
+        jt[first], jt[1 - first] = [540.0, 180.0], [180.0, 540.0]
+        assert seen[0][1] == jt and seen[0][2] == [900.0, 900.0]
+
+
 def test_sia_sims_gavel_baseline_sums_iterations_per_second():
     """Sia's simulator gives its Gavel baseline each job's iterations per second at its own batch
-    (gavel.py:515-544), not its progress (goodput) rate: under sia-sim gavel-throughput divides
-    each rate by the progress one iteration makes there (`per_iteration`), a per-job factor
-    that changes which jobs the programme favours (Quanta's own world keeps progress rates)."""
+    (gavel.py:515-546), not its progress (goodput) rate: under sia-sim gavel-throughput takes
+    the perf model's `iteration_rate` (Quanta's own world keeps progress rates). The values are
+    the reference's own (PREDICT_XPUT lines of its run on sia_newtrace_workload-3_first160,
+    ~/.cache/anchors/sia/runs/.../stdout.txt.gz), before its 1.2 calibration slowdown: the
+    batch split per placement, with the largest atomic batch profiled for that placement
+    (deepspeech2 on 8+4 GPUs: 26 x 2 steps, where the type's largest, 80, would give 54 x 1)."""
     from quanta.policies.gavel import Gavel
     w = get_world("sia-sim")
     assert make_policy(w.policy_spec("gavel-throughput")).rate_units == "iterations"
@@ -117,18 +183,18 @@ def test_sia_sims_gavel_baseline_sums_iterations_per_second():
     with pytest.raises(QuantaError):
         make_policy("gavel-throughput:rate_units=samples")
     perf = w.perf(CatalogModel())
-    bert = JobSpec("b", 0.0, 4, "bert", batch_size=384)
-    cifar = JobSpec("c", 0.0, 4, "cifar10", batch_size=2048)
-    for job in (bert, cifar):
-        g = perf.per_iteration(job, "a100", 4)
-        assert g is not None and g > 0
-        # a rate over it is iterations per second: the reference's 1 / (step + (step - sync) s)
-        # times the calibration factor, whatever the batch's statistical efficiency
-        assert perf.rate(job, "a100", 4) / g > 0
-    assert perf.per_iteration(JobSpec("x", 0.0, 1, "ResNet-18 (batch size 16)"), "v100", 1) is None
+    ref = {("deepspeech2", 12, 640): (0.5631624772133299, 0.6186565647006209, 0.6392915915130101),
+           ("bert", 6, 384): (0.16393655890001596, 1.9385754665336932, 0.37221158228169005),
+           ("imagenet", 10, 1600): (1.2638000292895464, 3.7471345465745274, 1.8219811881364272)}
+    for (app, z, batch), want in ref.items():
+        job = JobSpec("j", 0.0, z, app, batch_size=batch)
+        got = [perf.iteration_rate(job, t, z) for t in ("t4", "a100", "rtx")]
+        assert got == pytest.approx([x / 1.2 for x in want], rel=1e-9), app
+    assert perf.base.split("deepspeech2", "rtx", (8, 4), 640, predicted=True) == (26, 1)
+    assert perf.iteration_rate(JobSpec("x", 0.0, 1, "ResNet-18 (batch size 16)"), "v100", 1) is None
 
-    class Stub:                     # per_iteration 2 for one job, no answer for the other
-        def per_iteration(self, job, gpu_type, num_gpus):
+    class Stub:                     # 2 iterations/s for one job, no answer for the other
+        def iteration_rate(self, job, gpu_type, num_gpus):
             return 2.0 if job.job_id == "a" else None
 
     class Snap:

@@ -69,6 +69,7 @@ class Trace:
     source: str = ""
     format: str = ""
     notes: list[str] = field(default_factory=list)
+    origin: float = 0.0      # the file's submit time of the first job (subtracted from every job)
 
     def __post_init__(self) -> None:
         self.jobs.sort(key=lambda j: (j.submit_time, j.job_id))

@@ -230,18 +230,20 @@ class GoodputModel:
         return (self.throughput(gpu_type, num_nodes, num_replicas, local_bsz, accum)
                 * self.efficiency(m, progress, epoch))
 
-    def candidates(self, gpu_type: str, num_replicas: int, max_batch: int | None = None):
+    def candidates(self, gpu_type: str, num_replicas: int, max_batch: int | None = None,
+                   max_local: int | None = None):
         """The Pollux grid for K replicas: (atomic m, s, global batch) arrays. `max_batch` (a
         scheduler's own cap, below the application's largest batch): the grid runs from
         max(M0, K * min_local) to that cap, either way round, as Pollux's `optimize` does
-        (goodput.py np.geomspace(min_batch_size, max_batch_size))."""
+        (goodput.py np.geomspace(min_batch_size, max_batch_size)). `max_local`: the largest
+        atomic batch, if not the type's (Sia's simulator: the placement's)."""
         p = self.profile(gpu_type)
         k = int(num_replicas)
         lo = max(p.init_batch, k * p.min_local)
         hi = max(p.max_batch, lo) if max_batch is None else min(max_batch, p.max_batch)
         batch = np.geomspace(lo, hi, GRID_POINTS)
         local = batch / k
-        s = np.ceil(local / p.max_local - _EPS) - 1
+        s = np.ceil(local / (max_local or p.max_local) - _EPS) - 1
         if k == 1:
             s = np.where(local > p.init_batch + _EPS, np.maximum(s, 1), s)
         s = s.astype(int)
@@ -250,16 +252,18 @@ class GoodputModel:
 
     def best_config(self, gpu_type: str, num_nodes: int, num_replicas: int,
                     progress: float = 0.0, noise: tuple[float, float] | None = None,
-                    epoch: int | None = None, max_batch: int | None = None) -> BestConfig:
+                    epoch: int | None = None, max_batch: int | None = None,
+                    max_local: int | None = None) -> BestConfig:
         """Goodput-maximising (m, s) on K = num_replicas GPUs over num_nodes nodes, at `progress`
         (or during `epoch`), each candidate batch at its own gradient statistics. `noise`
         overrides the (sqr, var) statistics for every candidate. `max_batch`: tune only up to
         that global batch (see `candidates`); an atomic batch outside the type's
-        [min_local, max_local] is then worth 0, as in Pollux's `optimize`."""
+        [min_local, max_local] is then worth 0, as in Pollux's `optimize`. `max_local`: the
+        largest atomic batch, if not the type's (see `candidates`)."""
         if num_replicas < 1:
             raise ValueError("best_config needs at least one replica")
         p = self.profile(gpu_type)
-        m, s, batch = self.candidates(gpu_type, num_replicas, max_batch)
+        m, s, batch = self.candidates(gpu_type, num_replicas, max_batch, max_local)
         if noise is not None:
             sqr, var = noise
         else:
@@ -268,7 +272,7 @@ class GoodputModel:
         good = (p.throughput(num_nodes, num_replicas, m, s)
                 * efficiency(sqr, var, p.init_batch, batch))
         if max_batch is not None:
-            good = np.where((m >= p.min_local) & (m <= p.max_local), good, 0.0)
+            good = np.where((m >= p.min_local) & (m <= (max_local or p.max_local)), good, 0.0)
         i = int(np.argmax(good))
         return BestConfig(int(m[i]), int(s[i]), float(good[i]))
 

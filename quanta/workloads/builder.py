@@ -29,14 +29,17 @@ class Workload:
 
 
 def build_workload(trace: Trace, perf: PerfModel, *, seed: int = 0, max_jobs: int | None = None,
-                   load_scale: float = 1.0) -> Workload:
+                   load_scale: float = 1.0, keep_clock: bool = False) -> Workload:
+    """The trace's jobs ready to simulate. Time 0 is the first arrival, unless `keep_clock`
+    (a replay profile whose reference counts rounds from the trace file's own time 0: the
+    reader's re-basing, `trace.origin`, is undone)."""
     if load_scale <= 0:
         raise QuantaError(f"--load-scale must be positive, got {load_scale}", field="--load-scale")
     jobs = trace.jobs[:max_jobs] if max_jobs else list(trace.jobs)
     notes = list(trace.notes)
     rng = np.random.default_rng([seed, 0xC47A])
     types = drawable_types()
-    t0 = jobs[0].submit_time if jobs else 0.0
+    t0 = (jobs[0].submit_time if jobs else 0.0) if not keep_clock else -trace.origin
     drawn = durations_drawn = from_catalog = 0
     catalog_work = getattr(perf, "work_steps", None)
     out = []

@@ -45,6 +45,9 @@ class World:
     rounds_from_first_arrival: bool = False
     # the arrival of a job that can never run triggers a decision as any arrival does
     impossible_arrivals_decide: bool = False
+    # arrivals keep the trace's own clock (the reference's rounds fall at multiples of the
+    # interval from the trace's time 0) instead of the first arrival becoming time 0
+    keep_clock: bool = False
 
     def policy_spec(self, spec: str, seed: int = 0) -> str:
         """`spec` with the world's parameters for that policy put before the user's own."""

@@ -43,6 +43,8 @@ Everything here is read from that code; paths are relative to sia-simulator/.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from math import ceil
 from typing import Sequence
 
 import numpy as np
@@ -58,6 +60,7 @@ DEFAULT_RESCALE_S = 30.0
 SLOWDOWNS = {"cifar10": 1.8, "imagenet": 1.2, "yolov3": 1.2, "bert": 1.2, "deepspeech2": 1.2,
              "ncf": 1.5}
 NCF_BATCH = 32768
+_EPS = 1e-8      # Sia's simulator's ceil(x - 1e-8) (job.py:368-373)
 
 
 class SlowedPerf:
@@ -89,6 +92,11 @@ class SlowedPerf:
                     mode="pack", **kw):
         return self._f(job) * self.base.shared_rate(job, other, gpu_type, num_gpus, num_nodes,
                                                     consolidated, mode, **kw)
+
+    def iteration_rate(self, job, gpu_type, num_gpus):
+        got = getattr(self.base, "iteration_rate", None)
+        r = None if got is None else got(job, gpu_type, num_gpus)
+        return None if r is None else self._f(job) * r
 
     def __getattr__(self, name):          # provenance, phase_fractions, work_steps, ...
         return getattr(self.base, name)
@@ -129,24 +137,100 @@ class MeasuredPerf:
         tab = self._table(app, gpu_type)
         if tab is None:
             return None
-        exact, nd = tab
-        pl = tuple(x for x in placement if x)
-        pl = min(pl[i:] + pl[:i] for i in range(len(pl)))
-        pid = int("".join(map(str, pl)))
+        exact, nd = tab.exact, tab.nd
+        pid = _placement_id(placement)
         if pid in exact:
             xs, st, sy = exact[pid]
             if not xs[0] <= local_bsz <= xs[-1]:
                 return None
             return float(np.interp(local_bsz, xs, st)), float(np.interp(local_bsz, xs, sy))
+        pl = [x for x in placement if x]
         v = nd([min(len(pl), 16), sum(pl), local_bsz])[0]
         if not np.all(np.isfinite(v)):
             return None
         return float(v[0]), float(v[1])
 
+    def split(self, app: str, gpu_type: str, placement: tuple[int, ...], batch: int,
+              predicted: bool = False) -> tuple[int, int] | None:
+        """(atomic batch, accumulation steps) of a job that keeps its own global batch on this
+        placement, as Sia's simulator splits it: the per-GPU batch over at most the largest
+        atomic batch profiled for the placement (applications.py:310-324 get_max_local_bsz:
+        that placement's rows, else the scalability rows with at least as many nodes and
+        replicas), one accumulation step at least on 1 GPU beyond the initial batch, the atomic
+        batch then capped by the largest one profiled at that many replicas (memory) and by the
+        application's largest batch (job.py:366-385 update_local_bsz). `predicted`: the split
+        the Gavel baseline's throughput estimate assumes instead (gavel.py:527-535: at least one
+        accumulation step on 1 GPU whatever the batch, no memory cap)."""
+        tab = self._table(app, gpu_type)
+        if tab is None:
+            return None
+        p = self.base.goodput.catalog[app].profile(gpu_type)
+        k = sum(placement)
+        most = tab.max_local(placement)
+        if most is None:
+            return None
+        local = ceil(batch / k - _EPS)
+        s = ceil(local / most - _EPS) - 1
+        if k == 1 and (predicted or batch > p.init_batch):
+            s = max(1, s)
+        m = ceil(local / (s + 1) - _EPS)
+        if not predicted and k in tab.max_by_replicas:
+            m = min(m, tab.max_by_replicas[k])
+        return min(m, int(p.max_batch / (k * (s + 1)))), s
+
+    def iteration_rate(self, job: JobSpec, gpu_type: str, num_gpus: int) -> float | None:
+        """Iterations per second that Sia's simulator's Gavel baseline predicts for the job on
+        `num_gpus` GPUs of the type, whole nodes first, at its own batch (gavel.py:515-546;
+        calibration slowdowns are SlowedPerf's). None where the profiles give no answer."""
+        app = self._goodput_app(job)
+        if app is None or num_gpus <= 0:
+            return None
+        from quanta.perf.goodput import canonical_type
+        t = canonical_type(gpu_type)
+        if CLUSTER_OF_TYPE.get(t) is None or not self.base.goodput._profiled(app, t):
+            return None
+        shape = _shape(num_gpus, 2, GPUS_PER_NODE.get(t, 8))
+        got = self.split(app, t, shape, job.batch_size or self.base.goodput.catalog[app].init_batch,
+                         predicted=True)
+        ss = None if got is None else self.step_sync(app, t, shape, got[0])
+        if ss is None:
+            return None
+        step, sync = ss
+        return 1.0 / (step + (step - sync) * got[1])
+
     # -- PerfModel ----------------------------------------------------------------------------
     def _goodput_app(self, job: JobSpec):
         gp = self.base.goodput
         return gp._app(job) if self.base.model_for(job) is gp else None
+
+    def _config(self, job, app: str, t: str, num_gpus: int, num_nodes: int, adaptive: bool
+                ) -> tuple[tuple[int, ...], int, int, tuple[float, float]] | None:
+        """(placement, atomic batch, accumulation steps, (step, sync) times) of the job on
+        `num_gpus` GPUs of type t over `num_nodes` nodes, as Sia's simulator runs it
+        (job.py:317-385 update_local_bsz): its own batch split (`split`), or with `adaptive`
+        the goodput-best batch within the placement's atomic batches, then capped by the
+        largest one profiled at that many replicas and by the application's largest batch.
+        None where the profiles give no answer."""
+        model = self.base.goodput.catalog[app]
+        if CLUSTER_OF_TYPE.get(t) is None or not self.base.goodput._profiled(app, t):
+            return None
+        tab = self._table(app, t)
+        if tab is None:
+            return None
+        shape = _shape(num_gpus, num_nodes, GPUS_PER_NODE.get(t, 8))
+        if adaptive:
+            nodes = 2 if num_nodes > 1 and num_gpus > 1 else 1
+            m, s = model.best_config(t, nodes, num_gpus, epoch=min(job.phase, model.noise.epochs - 1),
+                                     max_local=tab.max_local(shape))[:2]
+            m = min(m, tab.max_by_replicas.get(num_gpus, m),
+                    int(model.profile(t).max_batch / (num_gpus * (s + 1))))
+        else:
+            got = self.split(app, t, shape, job.batch_size or model.init_batch)
+            if got is None:
+                return None
+            m, s = got
+        ss = self.step_sync(app, t, shape, m)
+        return None if ss is None else (shape, m, s, ss)
 
     def _measured(self, job, app, gpu_type, num_gpus, num_nodes, plan
                   ) -> tuple[float, float] | None:
@@ -154,24 +238,14 @@ class MeasuredPerf:
         where the profiles give no answer."""
         from quanta.perf.goodput import canonical_type, efficiency, is_adaptive
         model = self.base.goodput.catalog[app]
-        t = canonical_type(gpu_type)
-        if CLUSTER_OF_TYPE.get(t) is None or not self.base.goodput._profiled(app, t):
+        got = self._config(job, app, canonical_type(gpu_type), num_gpus, num_nodes,
+                           is_adaptive(plan))
+        if got is None:
             return None
-        epoch = min(job.phase, model.noise.epochs - 1)
-        nodes = 2 if num_nodes > 1 and num_gpus > 1 else 1
-        if is_adaptive(plan):
-            m, s = model.best_config(t, nodes, num_gpus, epoch=epoch)[:2]
-        else:
-            batch = job.batch_size or model.init_batch
-            m, s = model.fixed_config(t, nodes, num_gpus, batch, epoch=epoch)[:2]
-        per_node = GPUS_PER_NODE.get(t, 8)
-        ss = self.step_sync(app, t, _shape(num_gpus, num_nodes, per_node), m)
-        if ss is None:
-            return None
-        step, sync = ss
+        _, m, s, (step, sync) = got
         t_iter = step + (step - sync) * s
         batch = num_gpus * m * (s + 1)
-        sqr, var = model.noise.at_epoch(epoch, batch)
+        sqr, var = model.noise.at_epoch(min(job.phase, model.noise.epochs - 1), batch)
         gain = float(efficiency(sqr, var, model.init_batch, batch)) * batch / model.init_batch
         return gain, t_iter
 
@@ -180,18 +254,6 @@ class MeasuredPerf:
             return 0.0
         got = self._measured(job, app, gpu_type, num_gpus, num_nodes, plan)
         return None if got is None else got[0] / got[1]
-
-    def per_iteration(self, job: JobSpec, gpu_type: str, num_gpus: int) -> float | None:
-        """Progress per iteration at the job's own batch on `num_gpus` GPUs of the type (whole
-        nodes): a rate over it is iterations per second, the throughput Sia's simulator gives
-        its Gavel baseline (gavel.py:515-544). None where the profiles give no answer."""
-        app = self._goodput_app(job)
-        if app is None or num_gpus <= 0:
-            return None
-        from quanta.perf.goodput import canonical_type
-        nodes = -(-num_gpus // GPUS_PER_NODE.get(canonical_type(gpu_type), 8))
-        got = self._measured(job, app, gpu_type, num_gpus, nodes, None)
-        return None if got is None else got[0]
 
     def rate_with(self, job, gpu_type, num_gpus, num_nodes=1, consolidated=None, plan=None,
                   cpus=0.0, mem_gb=0.0, net_gbps=0.0):
@@ -227,17 +289,20 @@ class MeasuredPerf:
         return out
 
     def observe(self, job, gpu_type, num_gpus, num_nodes=1):
-        """What the job measures there: the base model's choice of batch, the measured times."""
+        """What the job measures there (its agent re-tunes the batch): the batch it runs at and
+        the measured times (`_config`), its gradient statistics at that batch."""
         from quanta.perf.goodput import Observation, canonical_type
         o = self.base.observe(job, gpu_type, num_gpus, num_nodes)
         app = self._goodput_app(job)
         if o is None or app is None:
             return o
-        t = canonical_type(gpu_type)
-        ss = self.step_sync(app, t, _shape(num_gpus, num_nodes, GPUS_PER_NODE.get(t, 8)),
-                            o.local_bsz)
-        return o if ss is None else Observation(o.local_bsz, o.accum_steps, ss[0], ss[1],
-                                                o.grad_sqr, o.grad_var)
+        got = self._config(job, app, canonical_type(gpu_type), num_gpus, num_nodes, True)
+        if got is None:
+            return o
+        _, m, s, (step, sync) = got
+        model = self.base.goodput.catalog[app]
+        sqr, var = model.noise.at_epoch(min(job.phase, model.noise.epochs - 1), num_gpus * m * (s + 1))
+        return Observation(m, s, step, sync, float(sqr), float(var))
 
 
 def _shape(num_gpus: int, num_nodes: int, per_node: int) -> tuple[int, ...]:
@@ -252,9 +317,36 @@ def _shape(num_gpus: int, num_nodes: int, per_node: int) -> tuple[int, ...]:
     return (per_node,) * full + ((rest,) if rest else ())
 
 
-def _load_measured(app: str, gpu_type: str):
-    """({placement id: (atomic batches, step times, sync times)}, interpolator over (nodes,
-    replicas, atomic batch)) from the bundled profiles of Sia's artifact, or None."""
+def _placement_id(placement: tuple[int, ...]) -> int:
+    """Sia's key of a placement: GPUs per node, rotated to the lexicographically smallest."""
+    pl = tuple(x for x in placement if x)
+    pl = min(pl[i:] + pl[:i] for i in range(len(pl)))
+    return int("".join(map(str, pl)))
+
+
+@dataclass
+class _Tables:
+    """One application's measured profiles on one GPU type."""
+    exact: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]  # placement id -> batches, times
+    nd: object                                 # interpolator over (nodes, replicas, atomic batch)
+    max_by_placement: dict[int, int]           # largest atomic batch profiled per placement
+    max_by_replicas: dict[int, int]            # ... per replica count (placement rows)
+    scalability: np.ndarray                    # (nodes, replicas, atomic batch) rows
+
+    def max_local(self, placement: tuple[int, ...]) -> int | None:
+        """Sia's get_max_local_bsz (applications.py:310-324)."""
+        got = self.max_by_placement.get(_placement_id(placement))
+        if got is not None:
+            return got
+        sc = self.scalability
+        if not len(sc):
+            return None
+        rows = sc[(sc[:, 0] >= len([x for x in placement if x])) & (sc[:, 1] >= sum(placement))]
+        return int(rows[:, 2].max()) if len(rows) else None
+
+
+def _load_measured(app: str, gpu_type: str) -> _Tables | None:
+    """The bundled profiles of Sia's artifact for the application on the type, or None."""
     import csv
 
     from scipy.interpolate import LinearNDInterpolator
@@ -265,6 +357,7 @@ def _load_measured(app: str, gpu_type: str):
         return None
     groups: dict[int, dict[float, list[tuple[float, float]]]] = {}
     keyed: dict[tuple[float, float, float], list[tuple[float, float]]] = {}
+    by_replicas: dict[int, int] = {}
     with open(pl, newline="") as f:
         for r in csv.DictReader(f):
             pid = int(float(r["placement"]))
@@ -272,6 +365,8 @@ def _load_measured(app: str, gpu_type: str):
             b, st, sy = float(r["local_bsz"]), float(r["step_time"]), float(r["sync_time"])
             groups.setdefault(pid, {}).setdefault(b, []).append((st, sy))
             keyed.setdefault((len(digits), sum(map(int, digits)), b), []).append((st, sy))
+            k = sum(map(int, digits))             # applications.py:40-43
+            by_replicas[k] = max(by_replicas.get(k, 0), int(b))
     exact = {}
     for pid, by_b in groups.items():
         xs = np.array(sorted(by_b))
@@ -279,13 +374,17 @@ def _load_measured(app: str, gpu_type: str):
         exact[pid] = (xs, vals[:, 0], vals[:, 1])
     pts = [k for k in keyed]
     ys = [np.mean(keyed[k], axis=0) for k in pts]
+    scal = []
     if sc.exists():
         with open(sc, newline="") as f:
             for r in csv.DictReader(f):
-                pts.append((float(r["num_nodes"]), float(r["num_replicas"]), float(r["local_bsz"])))
+                row = (float(r["num_nodes"]), float(r["num_replicas"]), float(r["local_bsz"]))
+                pts.append(row)
+                scal.append(row)
                 ys.append(np.array([float(r["step_time"]), float(r["sync_time"])]))
     nd = LinearNDInterpolator(np.array(pts), np.array(ys))
-    return exact, nd
+    return _Tables(exact, nd, {pid: int(xs[-1]) for pid, (xs, _s, _y) in exact.items()}, by_replicas,
+                   np.array(scal).reshape(-1, 3))
 
 
 def _prepare(policy: str, specs: Sequence[JobSpec]) -> list[JobSpec]:
@@ -304,7 +403,8 @@ def _policy_params(seed: int) -> dict[str, str]:
                     "pin_restoring=true,penalty_by_app=true,learn=true,project_order=t4/a100/rtx"),
             "pollux": ("interval=60,p=-1,aware=false,learn=true,fair_share=true,type_cap=true,"
                        f"first_start_counted=true,population=100,generations=100,seed={seed}"),
-            "gavel-throughput": "interval=360,rate_units=iterations"}
+            "gavel-throughput": ("interval=360,rate_units=iterations,solution=central,"
+                                 "priority=cluster,decimals=5,tie_types=t4/a100/rtx")}
 
 
 @world("sia-sim")
@@ -317,6 +417,7 @@ def sia_sim() -> World:
         policy_params=_policy_params,
         prepare=_prepare,
         restart_fixed=True,
+        keep_clock=True,
         notes=("world sia-sim: restart delay per application (cifar10 50 s, deepspeech2 25 s, "
                "bert 120 s, yolov3 80 s, imagenet 250 s, ncf 15 s), charged at the first start "
                "too; throughput divided by Sia's calibration slowdowns (1.2-1.8)",))

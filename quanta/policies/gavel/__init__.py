@@ -20,7 +20,11 @@ mechanism; GAVEL_SIM lists the values that make the policy behave as Gavel's sim
   (Gavel: scheduler.py:2265-2311). Quanta (False): time received since the job arrived.
 - priority: "share" (X / (time received / time active), X * 1e9 before a first run; Quanta) or
   "smoothed" (X / (half a round + time received): Gavel's fraction, scheduler.py:2420-2463, whose
-  half-round start value is set at 501-502 and 2303-2304).
+  half-round start value is set at 501-502 and 2303-2304) or "cluster" (Sia's simulator's Gavel
+  baseline, sia-simulator gavel.py:111-125, 249-274, 505-510: X / (the job's time on the type /
+  every job's time on the type), a job's time starting at half a round on every type when it
+  arrives, which adds as much to each type's total; each round credits a whole round to the job
+  and to its type's total, whatever the job's size; never reset; no deficits).
 - queues: "global" (one list over all types; Quanta) or "per_type" (one list per type, taken in
   `type_order`; Gavel: scheduler.py:783-808, enable_global_queue=False).
 - type_order: "fastest" (by GPU speed: V100, P100, K80, Gavel's fixed order at scheduler.py:871)
@@ -45,6 +49,13 @@ mechanism; GAVEL_SIM lists the values that make the policy behave as Gavel's sim
   pair of jobs of equal GPU count, max_min_fairness.py:274-358, and pairs as entries of their own
   in the per-type lists, scheduler.py:766-855, 2197-2251: `Gavel._pairs_decide`). With "pairs",
   solution "central"/"ecos" takes HiGHS's interior point (no crossover), "vertex" the vertex.
+- decimals: X rounded to this many decimals before the round, or -1: not rounded (Sia's
+  simulator's Gavel baseline rounds to 5: policies/max_sum_throughput.py:90; an entry below 5e-6
+  then has no share and is only backfilled).
+- tie_types: type names separated by "/" (one list over all types): entries equal in priority,
+  deficit and X go type by type in this order (types not named follow in cluster order), then by
+  arrival, as Sia's simulator's stable sort of a list built type by type leaves them (gavel.py:
+  293-305, its types in simulator_config's order); "" (Quanta): by arrival, then type.
 - credit: the time a round credits to a job that ran: "held" (the round's length; Quanta) or
   "progress" (the steps it made divided by its rate on that type: the time its steps took, which
   is Gavel's micro-task time when a round is a whole number of steps, scheduler.py:1308-1310 and
@@ -70,7 +81,7 @@ from quanta.policies.gavel.space_sharing import PackedAllocation, packed_max_min
 from quanta.policies.registry import register
 
 OBJECTIVES = ("max_min", "ftf", "makespan", "throughput", "cost", "fifo", "hierarchical")
-PRIORITIES = ("share", "smoothed")
+PRIORITIES = ("share", "smoothed", "cluster")
 QUEUES = ("global", "per_type")
 TYPE_ORDERS = ("fastest", "shuffle")
 SOLUTIONS = ("vertex", "central", "ecos")
@@ -127,7 +138,7 @@ class Gavel(PairEntries, Policy):
                                      # (Gavel: raw steps/s, max_sum_throughput.py:60-63)
     pack_multi_gpu: bool = False     # packed: pair multi-GPU jobs too (Gavel measured no such pair)
     # throughput objective: the jobs' rates as "progress" per second (Quanta) or "iterations" per
-    # second (the perf model's `per_iteration`; Sia's simulator's Gavel baseline, gavel.py:515-544)
+    # second (the perf model's `iteration_rate`; Sia's simulator's Gavel baseline, gavel.py:515-546)
     rate_units: str = "progress"
     # packed: "classes" (Quanta: a programme over classes of jobs, its own pair round) or "pairs"
     # (Gavel's max_min_fairness_packed: one variable per job and per pair of jobs, pairs as their
@@ -144,6 +155,8 @@ class Gavel(PairEntries, Policy):
     fifo_stale_type: bool = False
     seed: int = 0
     solution: str = "vertex"
+    decimals: int = -1
+    tie_types: str = ""
     credit: str = "held"
 
     def __post_init__(self) -> None:
@@ -219,18 +232,18 @@ class Gavel(PairEntries, Policy):
 
     @staticmethod
     def _iteration_rates(snap: Snapshot, T: np.ndarray, z: np.ndarray) -> np.ndarray:
-        """T in iterations per second: each rate over the progress one iteration makes there
-        (`per_iteration` of the performance model; unchanged where it has no answer)."""
-        per = getattr(snap.perf, "per_iteration", None)
-        if per is None:
+        """T in iterations per second at each job's own batch (`iteration_rate` of the
+        performance model; T itself where it has no answer)."""
+        rate = getattr(snap.perf, "iteration_rate", None)
+        if rate is None:
             return T
         out = T.copy()
         types = snap.cluster.types
         for i, spec in enumerate(snap.jobs.specs):
             for k in np.flatnonzero(T[i] > 0).tolist():
-                g = per(spec, types[k], int(z[i]))
-                if g:
-                    out[i, k] = T[i, k] / g
+                r = rate(spec, types[k], int(z[i]))
+                if r:
+                    out[i, k] = r
         return out
 
     def _ftf_allocation(self, snap: Snapshot, T: np.ndarray, z: np.ndarray, N: np.ndarray,
@@ -321,6 +334,11 @@ class Gavel(PairEntries, Policy):
                 np.zeros(size, dtype=bool)
             st["progress"] = grown(st.get("progress"), size)
             st["rate"] = grown(st.get("rate"), (size, K), np.nan)
+            st["job_time"] = grown(st.get("job_time"), (size, K))
+            st["seen"] = grown(st.get("seen"), size, False) if "seen" in st else \
+                np.zeros(size, dtype=bool)
+        if "type_time" not in st:
+            st["type_time"] = np.zeros(K)
         return st
 
     def decide(self, snap: Snapshot) -> Decision:
@@ -368,6 +386,8 @@ class Gavel(PairEntries, Policy):
                 recv[:] = 0.0
                 el[:] = 0.0
             A = self.allocation(snap, st)
+            if self.decimals >= 0 and not self.packed:
+                A = np.clip(np.round(A, self.decimals), 0.0, 1.0)
             st["key"], st["reset_t"] = key, snap.now
             Xs[:] = 0.0
             st["in_X"][:] = False
@@ -390,13 +410,17 @@ class Gavel(PairEntries, Policy):
         if self.packed:
             return self._packed_round(snap, st["A"], received, elapsed, st)
         X = Xs[rows]
-        if self.priority == "smoothed":      # Gavel: X / (half a round + time received)
+        if self.priority == "cluster":       # Sia's simulator: X / (job's time / type's time)
+            prio = self._cluster_priority(st, rows, X)
+        elif self.priority == "smoothed":      # Gavel: X / (half a round + time received)
             prio = X / (0.5 * self.interval + received)
         else:
             with np.errstate(divide="ignore", invalid="ignore"):
                 share = np.where(elapsed[:, None] > 0, received / elapsed[:, None], 0.0)
                 prio = np.where(share > 0, X / share, X * BIG)
-        if self.reset_received:
+        if self.priority == "cluster":       # (its deficits are commented out: gavel.py:470-477)
+            deficit = np.zeros_like(X)
+        elif self.reset_received:
             deficit = st["deficit"][rows]
         else:
             deficit = X * elapsed[:, None] - received
@@ -406,8 +430,28 @@ class Gavel(PairEntries, Policy):
             type_order=self._type_order(snap, st) if self.queues == "per_type" else None,
             backfill=self.backfill and not fifo,
             eps=1e-6 if self.solution == "vertex" else 0.0,
-            allocated=st["in_X"][rows] if self.hold_unallocated else None)
+            allocated=st["in_X"][rows] if self.hold_unallocated else None,
+            tie_types=self._tie_types(snap) if self.tie_types else None)
+        if self.priority == "cluster":      # the round is credited as it is decided
+            on = gpus > 0
+            st["job_time"][rows[on], gtype[on]] += self.interval
+            np.add.at(st["type_time"], gtype[on], self.interval)
         return Decision(gpus, gtype, state=st)
+
+    def _cluster_priority(self, st: dict, rows: np.ndarray, X: np.ndarray) -> np.ndarray:
+        """Sia's simulator's priorities (gavel.py:111-125, 249-274): a job seen for the first
+        time starts at half a round on every type, and adds as much to each type's total."""
+        new = rows[~st["seen"][rows]]
+        if len(new):
+            st["seen"][new] = True
+            st["job_time"][new] = 0.5 * self.interval
+            st["type_time"] += 0.5 * self.interval * len(new)
+        return X * st["type_time"][None, :] / st["job_time"][rows]
+
+    def _tie_types(self, snap: Snapshot) -> np.ndarray:
+        types = list(snap.cluster.types)
+        named = [types.index(t) for t in self.tie_types.split("/") if t in types]
+        return np.array(named + [k for k in range(len(types)) if k not in named], dtype=np.int64)
 
     def _packed_round(self, snap: Snapshot, P: PackedAllocation, received: np.ndarray,
                       elapsed: np.ndarray, st: dict) -> Decision:

@@ -20,7 +20,8 @@ BIG = 1e9
 def priority_round(X: np.ndarray, T: np.ndarray, z: np.ndarray, N: np.ndarray, prio: np.ndarray,
                    deficit: np.ndarray, rank: np.ndarray, type_order: np.ndarray | None = None,
                    backfill: bool = False, allocated: np.ndarray | None = None,
-                   eps: float = 1e-6) -> tuple[np.ndarray, np.ndarray]:
+                   eps: float = 1e-6, tie_types: np.ndarray | None = None
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """One round: (gpus, type) per job.
 
     Entries are the (job, type) pairs with T > 0 and X > eps, sorted by priority, then deficit,
@@ -31,7 +32,10 @@ def priority_round(X: np.ndarray, T: np.ndarray, z: np.ndarray, N: np.ndarray, p
     (Gavel's mechanism does this for every policy but FIFO: scheduler.py:810-850).
     `allocated` (bool per job, default all): a job outside the allocation (Gavel: one that arrived
     after the allocation was computed) still takes its place in the lists with priority 0, and the
-    GPUs it takes stay idle for the round (scheduler.py:936-938)."""
+    GPUs it takes stay idle for the round (scheduler.py:936-938).
+    `tie_types` (type indexes; one list only): entries equal in priority, deficit and X go type by
+    type in that order, then by `rank`, as Sia's simulator's stable sort of a list built type by
+    type leaves them (sia-simulator gavel.py:293-305); without it, by `rank`, then type index."""
     n, K = X.shape
     pos = X > eps
     cand = (T > 0) & (pos | backfill)
@@ -41,6 +45,10 @@ def priority_round(X: np.ndarray, T: np.ndarray, z: np.ndarray, N: np.ndarray, p
     d = deficit[j_idx, k_idx]
     x = np.where(on, X[j_idx, k_idx], 0.0)
     keys = [rank[j_idx], -x, -d, -p]
+    if tie_types is not None:
+        tie_of = np.empty(K, dtype=np.int64)
+        tie_of[np.asarray(tie_types, dtype=np.int64)] = np.arange(K)
+        keys.insert(1, tie_of[k_idx])
     if type_order is not None:
         pos_of = np.empty(K, dtype=np.int64)
         pos_of[np.asarray(type_order, dtype=np.int64)] = np.arange(K)

@@ -254,7 +254,8 @@ def build_trace(path: Path, fmt: str, rows: list[dict[str, Any]], notes: list[st
         if r.get("deadline"):
             r["deadline"] -= t0
     jobs = [JobSpec(**r) for r in rows]
-    return Trace(jobs=jobs, name=name or path.stem, source=str(path), format=fmt, notes=notes)
+    return Trace(jobs=jobs, name=name or path.stem, source=str(path), format=fmt, notes=notes,
+                 origin=t0)
 
 
 def _dedupe_ids(rows: list[dict[str, Any]], notes: list[str]) -> None:
