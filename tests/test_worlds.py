@@ -118,10 +118,11 @@ def test_reproduce_sia_slice_stays_within_its_recorded_tolerance():
     rows = {r["policy"]: r for r in reproduce("sia", workload="sia_philly_workload-1_first30")}
     sia, gavel = rows["sia"], rows["gavel"]
     assert sia["replay"]["matched"] == 30 and gavel["replay"]["matched"] == 30
-    assert abs(sia["replay"]["avg_jct_s"] / sia["ref_avg_jct_s"] - 1) < 0.10     # measured -6.2%
-    assert sia["replay"]["median_abs_err"] < 0.15
-    assert abs(gavel["replay"]["avg_jct_s"] / gavel["ref_avg_jct_s"] - 1) < 0.10  # measured -1.8%
-    assert gavel["replay"]["median_abs_err"] < 0.30                                # measured 26.2%
+    assert abs(sia["replay"]["avg_jct_s"] / sia["ref_avg_jct_s"] - 1) < 0.10     # measured +6.3%
+    assert sia["replay"]["median_abs_err"] < 0.12                                  # measured 8.2%
+    # the Gavel baseline follows the reference round by round (bench/anchors/sia.md section 16)
+    assert abs(gavel["replay"]["avg_jct_s"] / gavel["ref_avg_jct_s"] - 1) < 0.02  # measured -0.1%
+    assert gavel["replay"]["median_abs_err"] < 0.03                                # measured 0.9%
     # the replay profile is closer to the reference than Quanta's own world on both
     for r in (sia, gavel):
         assert abs(r["replay"]["avg_jct_s"] - r["ref_avg_jct_s"]) < abs(r["quanta"]["avg_jct_s"] - r["ref_avg_jct_s"])
@@ -234,12 +235,14 @@ def test_reproduce_pollux_slice_stays_within_its_recorded_tolerance():
     run through Sia's own simulator's Pollux baseline, seed 0). Bounds are what this code
     measures plus a margin; the reference is one draw of an unseeded genetic algorithm whose
     placement of the one imagenet job alone moves this average by tens of percent
-    (bench/anchors/sia.md section 13)."""
+    (bench/anchors/sia.md sections 13 and 16: with the reference's clock and batch split the
+    replay went from -5.5% to -15.6% here, imagenet-11 4.97 h against the reference's 8.77 h,
+    while on the whole philly-1 it went from -16.7% to -15.1%)."""
     from quanta.reproduce import reproduce
     (r,) = reproduce("pollux", workload="sia_philly_workload-1_first30")
     assert r["replay"]["matched"] == 30
-    assert abs(r["replay"]["avg_jct_s"] / r["ref_avg_jct_s"] - 1) < 0.10     # measured -5.5%
-    assert r["replay"]["median_abs_err"] < 0.27                               # measured 23.8%
+    assert abs(r["replay"]["avg_jct_s"] / r["ref_avg_jct_s"] - 1) < 0.20     # measured -15.6%
+    assert r["replay"]["median_abs_err"] < 0.33                               # measured 29.6%
     assert abs(r["replay"]["avg_jct_s"] - r["ref_avg_jct_s"]) < abs(r["quanta"]["avg_jct_s"]
                                                                     - r["ref_avg_jct_s"])
 
