@@ -7,7 +7,15 @@ Everything here is read from that code; paths are relative to sia-simulator/.
   `migrate` set `rescale_time` whenever the placement changes, the first time too).
 - Throughput source: the measured placement profiles of Sia's artifact, interpolated as its
   simulator does (applications.py:247-292; `MeasuredPerf`), not Quanta's fitted model (which
-  misses e.g. imagenet's 2-node sync cost at large batches by ~25%).
+  misses e.g. imagenet's 2-node sync cost at large batches by ~25%); a job's batch is split
+  within the largest atomic batch profiled for its placement (applications.py:310-324,
+  job.py:317-385; `MeasuredPerf.split`).
+- Clock: rounds at multiples of the interval from the workload's own time 0, a job seen from
+  the first round at or after its submission (cluster.py:340-354; `keep_clock`).
+- The Gavel baseline's mechanism (gavel.py; sia.md section 16): ECOS's X rounded to 5 decimals,
+  priorities X / (the job's time on the type / every job's time on it), ties type by type
+  (`gavel-throughput` parameters pinned below), and its predicted iterations per second
+  (gavel.py:515-546; `MeasuredPerf.iteration_rate`).
 - What Sia's policy knows (`sia` policy parameters pinned below; sia.md section 9): its goodput
   estimates tune the batch only up to the job's requested batch (job.py:249 `max_batch_size =
   target_batch_size`: batch_cap); a job still restoring a checkpoint keeps its allocation
@@ -420,4 +428,5 @@ def sia_sim() -> World:
         keep_clock=True,
         notes=("world sia-sim: restart delay per application (cifar10 50 s, deepspeech2 25 s, "
                "bert 120 s, yolov3 80 s, imagenet 250 s, ncf 15 s), charged at the first start "
-               "too; throughput divided by Sia's calibration slowdowns (1.2-1.8)",))
+               "too; throughput divided by Sia's calibration slowdowns (1.2-1.8); rounds on the "
+               "workload's own clock; batches split per placement as Sia's simulator does",))
