@@ -284,13 +284,26 @@ class GoodputModel:
         least 1 on one GPU beyond M0; m = ceil(local / (s + 1)), at most max batch / (K (s + 1))."""
         p = self.profile(gpu_type)
         k = int(num_replicas)
-        local = ceil(batch / k - _EPS)
-        s = ceil(local / p.max_local - _EPS) - 1
-        if k == 1 and batch > p.init_batch:
-            s = max(1, s)
-        m = max(1, min(ceil(local / (s + 1) - _EPS), int(p.max_batch / (k * (s + 1)))))
+        m, s = split_batch(batch, k, p.max_local, p.init_batch, p.max_batch)
         good = float(self.goodput(gpu_type, num_nodes, k, m, s, progress, epoch))
         return BestConfig(m, s, good)
+
+
+def split_batch(batch: int, k: int, max_local: int, init_batch: int, max_batch: int, *,
+                always_step: bool = False, atomic_cap: int | None = None) -> tuple[int, int]:
+    """(atomic batch m, accumulation steps s) of a global batch kept on k replicas, as Sia's
+    simulator splits it (job.py:366-385 update_local_bsz): local = ceil(batch / k);
+    s = ceil(local / max_local) - 1, at least 1 on one GPU beyond the initial batch (or whatever
+    the batch, `always_step`: its Gavel baseline's estimate, gavel.py:531-532); m = ceil(local /
+    (s + 1)), at most `atomic_cap` (its memory cap) and max_batch / (k (s + 1))."""
+    local = ceil(batch / k - _EPS)
+    s = ceil(local / max_local - _EPS) - 1
+    if k == 1 and (always_step or batch > init_batch):
+        s = max(1, s)
+    m = ceil(local / (s + 1) - _EPS)
+    if atomic_cap is not None:
+        m = min(m, atomic_cap)
+    return max(1, min(m, int(max_batch / (k * (s + 1))))), s
 
 
 class Observation(NamedTuple):

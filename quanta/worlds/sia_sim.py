@@ -52,7 +52,6 @@ Everything here is read from that code; paths are relative to sia-simulator/.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import ceil
 from typing import Sequence
 
 import numpy as np
@@ -68,7 +67,6 @@ DEFAULT_RESCALE_S = 30.0
 SLOWDOWNS = {"cifar10": 1.8, "imagenet": 1.2, "yolov3": 1.2, "bert": 1.2, "deepspeech2": 1.2,
              "ncf": 1.5}
 NCF_BATCH = 32768
-_EPS = 1e-8      # Sia's simulator's ceil(x - 1e-8) (job.py:368-373)
 
 
 class SlowedPerf:
@@ -172,19 +170,14 @@ class MeasuredPerf:
         tab = self._table(app, gpu_type)
         if tab is None:
             return None
+        from quanta.perf.goodput import split_batch
         p = self.base.goodput.catalog[app].profile(gpu_type)
         k = sum(placement)
         most = tab.max_local(placement)
         if most is None:
             return None
-        local = ceil(batch / k - _EPS)
-        s = ceil(local / most - _EPS) - 1
-        if k == 1 and (predicted or batch > p.init_batch):
-            s = max(1, s)
-        m = ceil(local / (s + 1) - _EPS)
-        if not predicted and k in tab.max_by_replicas:
-            m = min(m, tab.max_by_replicas[k])
-        return min(m, int(p.max_batch / (k * (s + 1)))), s
+        return split_batch(batch, k, most, p.init_batch, p.max_batch, always_step=predicted,
+                           atomic_cap=None if predicted else tab.max_by_replicas.get(k))
 
     def iteration_rate(self, job: JobSpec, gpu_type: str, num_gpus: int) -> float | None:
         """Iterations per second that Sia's simulator's Gavel baseline predicts for the job on
