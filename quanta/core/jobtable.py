@@ -194,15 +194,19 @@ class JobTable:
         self.run0[rows] += (held > 0) * dt
         self.ta[rows] = now
         pre = kind == KIND_CODES["preempt"]
-        self.preemptions[rows[pre]] += 1
-        self.waiting_since[rows[pre]] = now
-        self.migrations[rows[kind == KIND_CODES["migrate"]]] += 1
-        self.reconfigs[rows[(kind == KIND_CODES["resize"]) | (kind == KIND_CODES["reconfigure"])]] += 1
+        if pre.any():
+            r_pre = rows[pre]
+            self.preemptions[r_pre] += 1
+            self.waiting_since[r_pre] = now
+        if kind.max() > KIND_CODES["preempt"]:      # starts and preemptions only: nothing to count
+            self.migrations[rows[kind == KIND_CODES["migrate"]]] += 1
+            self.reconfigs[rows[(kind == KIND_CODES["resize"]) | (kind == KIND_CODES["reconfigure"])]] += 1
         on = count > 0
         r_on = rows[on]
         self.min_rate[r_on] = np.minimum(self.min_rate[r_on], rate[on])
-        first = self.first_start[r_on]
-        self.first_start[r_on] = np.where(np.isnan(first), now, first)
+        fresh = np.isnan(self.first_start[r_on])
+        if fresh.any():
+            self.first_start[r_on[fresh]] = now
         self.restarts[r_on] += delay[on] > 0
         self.types_used[r_on] |= np.left_shift(1, gtype[on])
         self.state[r_on] = RUNNING

@@ -33,10 +33,15 @@ class Occupancy:
         self.owner = np.full(cluster.num_gpus, FREE, dtype=np.int64)
         self.node_free = cluster.node_gpus.copy()
         self.node_up = np.ones(len(cluster.nodes), dtype=bool)
+        self.down = 0                       # nodes down now
         self.type_nodes = [np.flatnonzero(cluster.node_type == t) for t in range(len(cluster.types))]
         # nodes of a type are usually contiguous: a slice reads their free counts without a copy
         self._type_slice = [slice(int(nd[0]), int(nd[-1]) + 1) if nd.size and nd[-1] - nd[0] + 1 == nd.size
                             else nd for nd in self.type_nodes]
+        # GPUs per node of each type whose nodes all have the same number (else 0)
+        self._type_size = [int(cluster.node_gpus[nd[0]]) if nd.size and
+                           (cluster.node_gpus[nd] == cluster.node_gpus[nd[0]]).all() else 0
+                           for nd in self.type_nodes]
         self.busy = np.zeros(len(cluster.types), dtype=np.int64)   # GPUs held per type
         self.shared = np.zeros(len(cluster.types), dtype=np.int64)  # GPUs holding a guest too
         self.guest = np.full(cluster.num_gpus, FREE, dtype=np.int64)
@@ -131,17 +136,31 @@ class Occupancy:
         if free.sum() < n:
             return None
         # whole nodes, most free first, until the remainder fits on one node: take the tightest
-        order = np.argsort(-free, kind="stable")
+        order = (-free).argsort(kind="stable")
         fs = free[order]
-        need = n - np.concatenate(([0], np.cumsum(fs)[:-1]))   # still needed before each position
-        pos = int(np.argmax(fs >= need))
+        need = n - np.concatenate(([0], fs[:-1].cumsum()))   # still needed before each position
+        pos = int((fs >= need).argmax())
         rest = order[pos:]
         last = rest[np.argmin(np.where(free[rest] >= need[pos], free[rest], _BIG))]
-        chosen = [(nodes[i], int(free[i])) for i in order[:pos].tolist()] + [(nodes[last], int(need[pos]))]
+        sz = self._type_size[type_idx]
+        if sz:                                      # nodes of one size: all at once, in order
+            pick = order[:pos + 1].copy()
+            pick[pos] = last                        # the whole nodes, then the tightest for the rest
+            takes = free[pick]
+            takes[pos] = need[pos]
+            ids = first_gpu[nodes[pick]][:, None] + np.arange(sz)
+            ok = owner[ids] == FREE
+            ok &= ok.cumsum(axis=1) <= takes[:, None]
+            return ids[ok], pos + 1
+        chosen = nodes[order[:pos]].tolist() + [nodes.item(last)]
+        takes = free[order[:pos]].tolist() + [int(need[pos])]
         parts = []
-        for node, k in chosen:
-            first = first_gpu[node]
-            parts.append(first + np.flatnonzero(owner[first:first + size[node]] == FREE)[:k])
+        for node, k in zip(chosen, takes):
+            first, sz = first_gpu.item(node), size.item(node)
+            if k == sz:                             # a whole free node: its GPUs in order
+                parts.append(np.arange(first, first + sz))
+            else:
+                parts.append(first + np.flatnonzero(owner[first:first + sz] == FREE)[:k])
         return np.concatenate(parts), len(chosen)
 
     def place_parts(self, counts: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int, int]]] | None:
@@ -317,10 +336,10 @@ class Occupancy:
             self.busy[t] -= sign * len(gpus)
         else:
             np.subtract.at(self.busy, c.gpu_type_idx[gpus], sign)
-        node_free, node_up = self.node_free, self.node_up
-        for node in c.gpu_node[gpus].tolist():
-            if node_up[node]:
-                node_free[node] += sign
+        nodes = c.gpu_node[gpus]
+        if self.down:                              # a down node's free count stays 0
+            nodes = nodes[self.node_up[nodes]]
+        np.add.at(self.node_free, nodes, sign)
 
     def nodes_of(self, gpus: np.ndarray) -> int:
         if len(gpus) <= 1:
@@ -339,6 +358,7 @@ class Occupancy:
         on_node = np.concatenate([self.guest[first:first + size], self.owner[first:first + size]])
         victims = list(dict.fromkeys(int(o) for o in on_node if o >= 0))   # guests first
         self.node_up[node] = False
+        self.down = int(np.count_nonzero(~self.node_up))
         self.node_free[node] = 0
         self._up_capacity = None
         self._up_res = None
@@ -349,6 +369,7 @@ class Occupancy:
         c = self.cluster
         first, size = c.node_first_gpu[node], c.node_gpus[node]
         self.node_up[node] = True
+        self.down = int(np.count_nonzero(~self.node_up))
         self._up_capacity = None
         self._up_res = None
         self._up_net = None

@@ -36,21 +36,20 @@ def greedy_fill(snap: Snapshot, order: np.ndarray, backfill: bool, migrate: bool
 def _fill_one_type(req: np.ndarray, order: np.ndarray, cap: int, backfill: bool, dec: Decision) -> None:
     """Vectorised walk for a single GPU type: same result as the general walk, O(placed) numpy ops."""
     r = req[order]
-    cum = np.cumsum(r)
-    k = int(np.searchsorted(cum, cap, side="right"))   # jobs order[:k] fit in strict order
-    take = list(order[:k])
+    cum = r.cumsum()
+    k = int(cum.searchsorted(cap, side="right"))     # jobs order[:k] fit in strict order
     free = cap - (int(cum[k - 1]) if k else 0)
+    more: list[int] = []                # positions backfilled behind the first that did not fit
     if backfill:
         pos = k + 1
         while pos < len(order) and free > 0:
-            fits = np.flatnonzero(r[pos:] <= free)
-            if fits.size == 0:
-                break
-            pos += int(fits[0])
-            take.append(order[pos])
-            free -= int(r[pos])
+            pos += int(np.argmax(r[pos:] <= free))    # the next that fits (argmax: the first True)
+            if r.item(pos) > free:
+                break                                 # none does
+            more.append(pos)
+            free -= r.item(pos)
             pos += 1
-    rows = np.asarray(take, dtype=np.int64)
+    rows = np.concatenate([order[:k], order[more]]) if more else order[:k]
     dec.gpus[rows] = req[rows]
     dec.gpu_type[rows] = 0
 
