@@ -2,20 +2,25 @@
 
     python bench/philly_replay.py [--policy las] [--cluster v100:64x8] [--max-jobs N]
 
-Prints wall time, events per second, decisions, and peak memory (resident set, from
-resource.getrusage). Results are recorded in docs/benchmarks.md.
+Prints wall time, events per second, decisions, peak memory (resident set, from
+resource.getrusage) and a hash of the per-job results (to check that a speed change keeps them
+bit-identical; `PYTHONPATH=OTHER_CHECKOUT python bench/philly_replay.py` times another
+version). Results are recorded in docs/benchmarks.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import resource
 import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
 
 from quanta.model.presets import resolve_cluster
 from quanta.perf.table import TableModel
@@ -65,6 +70,12 @@ def main() -> None:
     print(f"peak memory (RSS)    {peak_mb:.0f} MB")
     print(f"finished             {s['finished']} / {s['jobs']}; avg JCT {s['avg_jct_s'] / 3600:.2f} h; "
           f"util {s['gpu_util']:.3f}; preemptions {s['preemptions']}")
+    t = res.table
+    h = hashlib.sha256()
+    for col in (t.end, t.first_start, t.preemptions, t.migrations, t.restarts):
+        h.update(np.ascontiguousarray(col).tobytes())
+    print(f"result hash          {h.hexdigest()[:16]}  (end, first start, preemptions, migrations, "
+          f"restarts of every job: equal hashes, bit-identical results)")
     sys.stdout.flush()
 
 
