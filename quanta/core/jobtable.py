@@ -270,9 +270,13 @@ class JobTable:
                 placement.pop(r, None)
 
     def finish_times(self, rows: np.ndarray) -> np.ndarray:
+        """When each job completes at its current rate (inf: not progressing)."""
         r = self.rate[rows]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(r > 0, self.t0[rows] + (self.total[rows] - self.prog0[rows]) / r, np.inf)
+        on = r > 0
+        go = rows[on]
+        out = np.full(len(rows), np.inf)
+        out[on] = self.t0[go] + (self.total[go] - self.prog0[go]) / r[on]
+        return out
 
     def phase_times(self, rows: np.ndarray) -> np.ndarray:
         """When each job's progress reaches the end of its current phase at its current rate

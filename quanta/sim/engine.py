@@ -190,16 +190,12 @@ class Simulator:
         """Push each job's next event at its current rate: its completion, or the end of its
         training phase if that comes first (then it is re-rated, see _next_phase)."""
         t = self.table
-        if not self.phased:                # completions of the jobs progressing (rate > 0)
-            r = t.rate[rows]
-            on = r > 0
-            go = rows[on]
-            fin = t.t0[go] + (t.total[go] - t.prog0[go]) / r[on]
-            for row, f, v in zip(go.tolist(), fin.tolist(), version[go].tolist()):
-                if f < np.inf:
-                    push(f, COMPLETE, row, v)
-            return
         fin = t.finish_times(rows)
+        if not self.phased:
+            for r, f, v in zip(rows.tolist(), fin.tolist(), version[rows].tolist()):
+                if f < np.inf:
+                    push(f, COMPLETE, r, v)
+            return
         ph = t.phase_times(rows)
         for r, f, p, v in zip(rows.tolist(), fin.tolist(), ph.tolist(), version[rows].tolist()):
             if p < f:
