@@ -573,14 +573,6 @@ def _validate(snap: Snapshot, tgt_g: np.ndarray, tgt_t: np.ndarray, on: np.ndarr
         on[list(mixed)] = False          # validated in _mixed, counted below
     new = np.flatnonzero(on & changed)
     one_type = len(snap.capacity) == 1     # active jobs may all use the only type
-    if one_type and not mixed:             # the common case, without the per-type count
-        if new.size and (tgt_t[new].min() < 0 or tgt_t[new].max() > 0):
-            raise PolicyError("decision puts a job on a GPU type it may not use")
-        total = int(tgt_g[on].sum())
-        if total > snap.capacity[0]:
-            raise PolicyError(f"decision asks for {total} {snap.cluster.types[0]} GPUs; "
-                              f"{snap.capacity[0]} are up")
-        return
     if new.size and (tgt_t[new].min() < 0 or
                      not one_type and not snap.jobs.allowed[new, tgt_t[new]].all()):
         raise PolicyError("decision puts a job on a GPU type it may not use")

@@ -187,30 +187,26 @@ class MeasuredPerf:
         if app is None or num_gpus <= 0:
             return None
         from quanta.perf.goodput import canonical_type
-        t = canonical_type(gpu_type)
-        if CLUSTER_OF_TYPE.get(t) is None or not self.base.goodput._profiled(app, t):
+        got = self._config(job, app, canonical_type(gpu_type), num_gpus, 2, False, predicted=True)
+        if got is None:
             return None
-        shape = _shape(num_gpus, 2, GPUS_PER_NODE.get(t, 8))
-        got = self.split(app, t, shape, job.batch_size or self.base.goodput.catalog[app].init_batch,
-                         predicted=True)
-        ss = None if got is None else self.step_sync(app, t, shape, got[0])
-        if ss is None:
-            return None
-        step, sync = ss
-        return 1.0 / (step + (step - sync) * got[1])
+        _, _m, s, (step, sync) = got
+        return 1.0 / (step + (step - sync) * s)
 
     # -- PerfModel ----------------------------------------------------------------------------
     def _goodput_app(self, job: JobSpec):
         gp = self.base.goodput
         return gp._app(job) if self.base.model_for(job) is gp else None
 
-    def _config(self, job, app: str, t: str, num_gpus: int, num_nodes: int, adaptive: bool
+    def _config(self, job, app: str, t: str, num_gpus: int, num_nodes: int, adaptive: bool,
+                predicted: bool = False
                 ) -> tuple[tuple[int, ...], int, int, tuple[float, float]] | None:
         """(placement, atomic batch, accumulation steps, (step, sync) times) of the job on
         `num_gpus` GPUs of type t over `num_nodes` nodes, as Sia's simulator runs it
         (job.py:317-385 update_local_bsz): its own batch split (`split`), or with `adaptive`
         the goodput-best batch within the placement's atomic batches, then capped by the
-        largest one profiled at that many replicas and by the application's largest batch.
+        largest one profiled at that many replicas and by the application's largest batch;
+        `predicted`: its own batch split as the Gavel baseline's estimate assumes (`split`).
         None where the profiles give no answer."""
         model = self.base.goodput.catalog[app]
         if CLUSTER_OF_TYPE.get(t) is None or not self.base.goodput._profiled(app, t):
@@ -221,12 +217,12 @@ class MeasuredPerf:
         shape = _shape(num_gpus, num_nodes, GPUS_PER_NODE.get(t, 8))
         if adaptive:
             nodes = 2 if num_nodes > 1 and num_gpus > 1 else 1
-            m, s = model.best_config(t, nodes, num_gpus, epoch=min(job.phase, model.noise.epochs - 1),
+            m, s = model.best_config(t, nodes, num_gpus, epoch=_epoch(model, job),
                                      max_local=tab.max_local(shape))[:2]
             m = min(m, tab.max_by_replicas.get(num_gpus, m),
                     int(model.profile(t).max_batch / (num_gpus * (s + 1))))
         else:
-            got = self.split(app, t, shape, job.batch_size or model.init_batch)
+            got = self.split(app, t, shape, job.batch_size or model.init_batch, predicted)
             if got is None:
                 return None
             m, s = got
@@ -246,7 +242,7 @@ class MeasuredPerf:
         _, m, s, (step, sync) = got
         t_iter = step + (step - sync) * s
         batch = num_gpus * m * (s + 1)
-        sqr, var = model.noise.at_epoch(min(job.phase, model.noise.epochs - 1), batch)
+        sqr, var = model.noise.at_epoch(_epoch(model, job), batch)
         gain = float(efficiency(sqr, var, model.init_batch, batch)) * batch / model.init_batch
         return gain, t_iter
 
@@ -302,7 +298,7 @@ class MeasuredPerf:
             return o
         _, m, s, (step, sync) = got
         model = self.base.goodput.catalog[app]
-        sqr, var = model.noise.at_epoch(min(job.phase, model.noise.epochs - 1), num_gpus * m * (s + 1))
+        sqr, var = model.noise.at_epoch(_epoch(model, job), num_gpus * m * (s + 1))
         return Observation(m, s, step, sync, float(sqr), float(var))
 
 
@@ -316,6 +312,11 @@ def _shape(num_gpus: int, num_nodes: int, per_node: int) -> tuple[int, ...]:
         return (num_gpus,)
     full, rest = divmod(num_gpus, per_node)
     return (per_node,) * full + ((rest,) if rest else ())
+
+
+def _epoch(model, job: JobSpec) -> int:
+    """The job's epoch in the application's profiled gradient statistics (the last one past them)."""
+    return min(job.phase, model.noise.epochs - 1)
 
 
 def _placement_id(placement: tuple[int, ...]) -> int:
