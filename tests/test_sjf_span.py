@@ -154,7 +154,7 @@ def test_a_host_of_two_guests_runs_at_its_slower_pair(perf):
 
 
 def test_the_runtime_rates_a_spanning_guest_as_the_simulator_does(perf):
-    from quanta.core.mechanism import tenancy_rate
+    from quanta.core.sharing import tenancy_rate
     P = "ResNet-50 (batch size 64)"
     jobs = [_job(perf, "H", 0.0, R18, 20000), _job(perf, "S", 1.0, P, 600, gpus=4)]
     snap, table = snapshot(jobs, homogeneous(1, 4), perf, running={0: (0, 1)})

@@ -19,7 +19,7 @@ Partners (`span`, default true, as the authors' code `bsbf_alloc_res` / `merge_a
 takes every idle GPU of a type and fills the rest with GPUs of beneficial running jobs of any GPU
 count on that type, best first, the last one's GPUs only as many as needed (Decision.span). The
 GPU types are tried fastest first for the job. Each pair is tested on its own (the reference's
-pairwise test); the drivers charge the guest its slowest worker (core.mechanism.tenancy_rate: the
+pairwise test); the drivers charge the guest its slowest worker (core.sharing.tenancy_rate: the
 lowest of its rate alone and its pair rate with each host) and each host its pair rate.
 A host may have several guests on different GPUs (each GPU holds at most two jobs); a guest
 hosts nobody while it is a guest [ours: the reference may let a guest's own GPUs host]. A host that

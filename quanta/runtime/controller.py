@@ -34,7 +34,8 @@ import numpy as np
 
 from quanta.core.jobtable import DONE, KIND_CODES, PENDING, RUNNING, SHARE_MODES, JobTable
 from quanta.core.loop import DecisionLoop
-from quanta.core.mechanism import Kind, Transition, tenancy_rate
+from quanta.core.mechanism import Kind, Transition
+from quanta.core.sharing import tenancy_rate
 from quanta.errors import QuantaError
 from quanta.job import read_json, write_json
 from quanta.model.cluster import Cluster

@@ -16,7 +16,8 @@ import numpy as np
 
 from quanta.core.jobtable import KIND_CODES, PENDING, RUNNING, SHARE_MODES, UNSCHEDULABLE, JobTable
 from quanta.core.loop import DecisionLoop
-from quanta.core.mechanism import Kind, tenancy_rate
+from quanta.core.mechanism import Kind
+from quanta.core.sharing import tenancy_rate
 from quanta.model.cluster import Cluster
 from quanta.model.job import JobSpec
 from quanta.perf.base import PerfModel, allocation_rate
@@ -224,7 +225,7 @@ class Simulator:
 
     def _tenancy_rate(self, row: int, gtype: int, count: int, nodes: int, cons: bool, mode: str,
                       plan=None, plan_now=None) -> float:
-        """Rate of a spanning guest or of one of its hosts (core.mechanism.tenancy_rate)."""
+        """Rate of a spanning guest or of one of its hosts (core.sharing.tenancy_rate)."""
         t = self.table
         return tenancy_rate(self.perf, t.specs, self.cluster.types, self.occ, row, gtype, count,
                             nodes, cons, mode, plan,
