@@ -1,6 +1,8 @@
 """Sia on hand-built snapshots: the fast type goes to the job that gains most from it, no job grows
 more than 2x past what it has run with, and every job gets GPUs while capacity allows."""
 
+import numpy as np
+
 from quanta.model import Cluster, JobSpec, NodeSpec
 from quanta.policies import make_policy
 from quanta.policies.sia import config_counts
@@ -111,3 +113,47 @@ def test_configuration_programme_kept_between_rounds_gives_the_cold_answer():
         assert (np.bincount(ct[hot], weights=cn[hot], minlength=K) <= cap).all()
         resolved += warm.key is not None
     assert resolved == 30 and warm.lp is not None
+
+
+def test_a_waiting_job_starts_unpenalised():
+    """Sia penalises leaving an allocation, not getting one (sia.py:890-900: the factor applies
+    to jobs with a previous allocation). A job waiting 50 s with a 30 s penalty is worth
+    (50 / 80) ** -0.5 = 1.26 > lambda_n = 1.1 if penalised: it would wait for rounds on idle
+    GPUs."""
+    c = Cluster((NodeSpec("a", "a100", 4),))
+    perf = LinearPerf({("x", "a100"): 1.0})
+    specs = [JobSpec("x", 0.0, 1, "x", total_steps=1e6)]
+    assert make_policy("sia").decide(snap_of(specs, c, perf, now=50.0)).gpus[0] == 1
+    old = make_policy("sia:penalise_waiting=true").decide(snap_of(specs, c, perf, now=50.0))
+    assert old.gpus[0] == 0
+    assert make_policy("sia").decide(snap_of(specs, c, perf, now=400.0)).gpus[0] == 1
+
+
+def test_restart_factor_leaves_out_a_counted_first_start():
+    """sia-sim and Pollux's replay charge the first start as a restart; Sia's and Pollux's own
+    count starts at the first restart after it (sia-simulator job.py:537-542)."""
+    from quanta.policies.config_ilp import restart_factor
+    c = Cluster((NodeSpec("a", "a100", 4),))
+    perf = LinearPerf({("x", "a100"): 1.0})
+    specs = [JobSpec("x", 0.0, 1, "x", total_steps=1e6), JobSpec("y", 0.0, 1, "x", total_steps=1e6)]
+    snap, t = snapshot(specs, c, perf, now=100.0, running={0: (0, 1), 1: (0, 1)})
+    t.restarts[:] = [1, 3]
+    assert list(restart_factor(snap, 30.0, grace=False)) == [70 / 130, 10 / 130]
+    assert list(restart_factor(snap, 30.0, grace=False, first_start_counted=True)) == \
+        [100 / 130, 40 / 130]
+    assert list(restart_factor(snap, 200.0, grace=True)) == [1.0, 1.0]      # younger than delta
+
+
+def test_cost_terms_rounded_to_two_decimals_as_in_sias_simulator():
+    """sia.py:908-913: np.round(S ** p, decimals=2), then the 3000 cap; Quanta's own Sia keeps
+    the exact terms (the rounding makes near-equal configurations tie)."""
+    from quanta.policies.sia import power_terms
+    g = np.array([1.0, 16.0, 16.8, 30.0, 1e-8])
+    exact = power_terms(g, -0.5)
+    assert np.allclose(exact[:4], [1.0, 0.25, 16.8 ** -0.5, 30 ** -0.5]) and exact[4] == 3000.0
+    assert list(power_terms(g, -0.5, 2)) == [1.0, 0.25, 0.24, 0.18, 3000.0]
+    from quanta.worlds import get_world
+    pinned = make_policy(get_world("sia-sim").policy_spec("sia"))
+    assert pinned.decimals == 2 and pinned.first_start_counted and not pinned.penalise_waiting
+    quanta = make_policy(get_world("quanta").policy_spec("sia"))
+    assert quanta.decimals == -1 and not quanta.first_start_counted

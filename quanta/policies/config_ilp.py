@@ -110,12 +110,17 @@ class Candidates:
         return (self.gtype == j.gtype[self.job]) & (self.count == j.gpus[self.job])
 
 
-def restart_factor(snap: Snapshot, delta: float, grace: bool) -> np.ndarray:
+def restart_factor(snap: Snapshot, delta: float | np.ndarray, grace: bool,
+                   first_start_counted: bool = False) -> np.ndarray:
     """Pollux/Sia re-allocation penalty per job: max(age - restarts * delta, 0) / (age + delta);
-    with `grace`, none while the job is younger than delta (Sia)."""
+    with `grace`, none while the job is younger than delta (Sia). With `first_start_counted`
+    the world charged each job's first start as a restart, which Pollux's and Sia's own count
+    leaves out (sia-simulator job.py:537-542: `num_restarts` is 0 at the first start), so one
+    is taken off the snapshot's count."""
     j = snap.jobs
     age = snap.now - j.submit
-    r = np.maximum(age - j.restarts * delta, 0.0) / (age + delta)
+    restarts = np.maximum(j.restarts - 1, 0) if first_start_counted else j.restarts
+    r = np.maximum(age - restarts * delta, 0.0) / (age + delta)
     return np.where(age < delta, 1.0, r) if grace else r
 
 

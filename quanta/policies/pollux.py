@@ -141,8 +141,8 @@ class Pollux(Policy):
                     if rate > 0:
                         rows.append((i, k, cnt, rate))
         c = Candidates.of(rows)
-        realloc = restart_factor(snap, self.restart_delay, grace=False) if not \
-            self.first_start_counted else self._restart_factor(snap)
+        realloc = restart_factor(snap, self.restart_delay, grace=False,
+                                 first_start_counted=self.first_start_counted)
         if self.fair_share:
             base = self._fair_goodputs(snap, st, main)
             speedup = c.rate / np.maximum(base[c.job], 1e-300) * self._scale(snap)
@@ -170,13 +170,6 @@ class Pollux(Policy):
         if self.type_cap:
             cap = min(cap, int(np.min(snap.cluster.capacity)))
         return cap
-
-    def _restart_factor(self, snap: Snapshot) -> np.ndarray:
-        """Pollux's re-allocation factor with its own restart count (the first start is none)."""
-        j = snap.jobs
-        age = snap.now - j.submit
-        restarts = np.maximum(j.restarts - 1, 0)
-        return np.maximum(age - restarts * self.restart_delay, 0.0) / (age + self.restart_delay)
 
     def _goodputs(self, snap: Snapshot, st: dict, i: int, main: int, counts, nodes) -> np.ndarray:
         """Goodput the policy expects of job i at each (GPU count, node count), as if on the

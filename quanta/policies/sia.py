@@ -13,8 +13,9 @@ normalised goodputs, heterogeneity- and restart-aware.
   size; jobs run with the plan ADAPTIVE_BATCH, i.e. Sia re-tunes their batch size, unless rigid);
   normalised by the job's smallest non-zero goodput, floored at 1e-4, raised to p (default
   -0.5), capped at 3000;
-- restart penalty: every configuration other than the current one is scaled by
-  r = max(age - restarts * delta, 0) / (age + delta), none while age < delta;
+- restart penalty: for a job holding GPUs, every configuration other than its current one is
+  scaled by r = max(age - restarts * delta, 0) / (age + delta), none while age < delta; a
+  waiting job (new or preempted) is not penalised (sia.py:890-900);
 - ILP (HiGHS through scipy.optimize.milp): binary x_jc, one configuration per job, GPUs per type
   within capacity; for p < 0 minimise sum A x + lambda_n * (unallocated jobs), lambda_n = 1.1.
 Placement, lease extension (unchanged jobs keep their GPUs) and restart costs are the core's.
@@ -56,6 +57,15 @@ def config_counts(node_size: int, capacity: int) -> list[int]:
     return out
 
 
+def power_terms(g: np.ndarray, p: float, decimals: int = -1) -> np.ndarray:
+    """Sia's objective terms: normalised goodputs raised to p, capped at 3000; with `decimals`
+    >= 0 rounded first, as Sia's simulator does (sia.py:908-913: np.round(S ** p, 2))."""
+    a = g ** p
+    if decimals >= 0:
+        a = np.round(a, decimals)
+    return np.minimum(a, 3000.0)
+
+
 @register("sia", "Sia: per-round ILP over (GPU type, count) configurations of normalised goodput, "
                  "restart penalty, scale-up at most 2x")
 @dataclass
@@ -73,6 +83,11 @@ class Sia(Policy):
                                   # (Sia's simulator: preserve_ckpt_allocs; sia-sim pins it)
     penalty_by_app: bool = False  # restart penalty delta per application (RESTART_PENALTY_S, Sia's
                                   # simulator) instead of `restart_delay` for every job
+    first_start_counted: bool = False   # the world charges the first start as a restart; Sia's
+                                  # count leaves it out (job.py:537-542): one off the snapshot's
+    penalise_waiting: bool = False   # also scale down a waiting job's configurations (Quanta
+                                  # before 2026-11-25; Sia penalises only jobs holding GPUs)
+    decimals: int = -1            # round each cost term to this many decimals (Sia's simulator: 2)
     learn: bool = False           # know a job only from what it measured where it ran (Sia's
                                   # simulator; sia-sim pins it): see `_learned`
     project_order: str = ""       # with `learn`: GPU types to project from, in order ("t4/a100/rtx")
@@ -107,9 +122,12 @@ class Sia(Policy):
                               for s in j.specs])
         else:
             delta = self.restart_delay
-        r = restart_factor(snap, delta, grace=True)
-        g = np.where(c.current(snap), g, np.maximum(g * r[c.job], 1e-4))
-        A = np.minimum(g ** self.p, 3000.0)
+        r = restart_factor(snap, delta, grace=True, first_start_counted=self.first_start_counted)
+        # only a job that holds GPUs pays for leaving them (sia.py:890-900: the factor applies
+        # to jobs with a previous allocation; one waiting, new or preempted, starts unpenalised)
+        penalised = ~c.current(snap) & ((j.gpus[c.job] > 0) | self.penalise_waiting)
+        g = np.where(penalised, np.maximum(g * r[c.job], 1e-4), g)
+        A = power_terms(g, self.p, self.decimals)
         sign = 1.0 if self.p < 0 else -1.0     # p < 0: minimise sum of A; p > 0: maximise it
         cost = sign * A - self.lambda_n * sign
         if pinned.any():    # its only candidate, and it must be chosen (sia.py: constraint)

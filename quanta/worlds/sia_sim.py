@@ -20,7 +20,9 @@ Everything here is read from that code; paths are relative to sia-simulator/.
   estimates tune the batch only up to the job's requested batch (job.py:249 `max_batch_size =
   target_batch_size`: batch_cap); a job still restoring a checkpoint keeps its allocation
   (cluster.py:424-425 with simulator_config.py:27 preserve_ckpt_allocs: pin_restoring); the
-  restart penalty is per application (sia.py:21-35: penalty_by_app); each job's throughput
+  restart penalty is per application (sia.py:21-35: penalty_by_app) and counts restarts after
+  the first start (job.py:537-542: first_start_counted, as the world charges the first start);
+  each cost term is rounded to 2 decimals (sia.py:908-913: decimals); each job's throughput
   model is Pollux's fit of the points it has trained on, per GPU type, projected to other types
   by the ratio of 1-GPU throughputs (job.py:397-412 update_params, goodput.py:149-208,
   sia.py:423-507 with --project_throughputs; type order aws, dgx-ext, rtx from
@@ -402,7 +404,8 @@ def _policy_params(seed: int) -> dict[str, str]:
     recorded run was seeded with 0, bench/anchors/sia.md section 1); the world keeps Quanta's
     exact search, which gives the same average JCT at a tenth of the time (section 13)."""
     return {"sia": ("interval=60,p=-0.5,lambda_n=1.1,share_max=true,batch_cap=true,"
-                    "pin_restoring=true,penalty_by_app=true,learn=true,project_order=t4/a100/rtx"),
+                    "pin_restoring=true,penalty_by_app=true,learn=true,project_order=t4/a100/rtx,"
+                    "first_start_counted=true,decimals=2"),
             "pollux": ("interval=60,p=-1,aware=false,learn=true,fair_share=true,type_cap=true,"
                        f"first_start_counted=true,population=100,generations=100,seed={seed}"),
             "gavel-throughput": ("interval=360,rate_units=iterations,solution=central,"
