@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 FUTURE, PENDING, RUNNING, DONE, UNSCHEDULABLE = 0, 1, 2, 3, 4
 KIND_CODES = {"start": 0, "preempt": 1, "migrate": 2, "resize": 3, "reshare": 4, "reconfigure": 5}
+# the lowest code of a kind that a migration or reconfiguration counter counts
+_COUNTED_FROM = min(KIND_CODES[k] for k in ("migrate", "resize", "reconfigure"))
 SHARE_MODES = {"": 0, "pack": 1, "slice": 2}   # how a job shares its GPUs with its partner
 STATE_NAMES = {FUTURE: "future", PENDING: "pending", RUNNING: "running", DONE: "finished",
                UNSCHEDULABLE: "unschedulable"}
@@ -198,7 +200,7 @@ class JobTable:
             r_pre = rows[pre]
             self.preemptions[r_pre] += 1
             self.waiting_since[r_pre] = now
-        if kind.max() > KIND_CODES["preempt"]:      # starts and preemptions only: nothing to count
+        if kind.max() >= _COUNTED_FROM:             # starts and preemptions only: nothing to count
             self.migrations[rows[kind == KIND_CODES["migrate"]]] += 1
             self.reconfigs[rows[(kind == KIND_CODES["resize"]) | (kind == KIND_CODES["reconfigure"])]] += 1
         on = count > 0

@@ -156,11 +156,8 @@ class Occupancy:
         takes = free[order[:pos]].tolist() + [int(need[pos])]
         parts = []
         for node, k in zip(chosen, takes):
-            first, sz = first_gpu.item(node), size.item(node)
-            if k == sz:                             # a whole free node: its GPUs in order
-                parts.append(np.arange(first, first + sz))
-            else:
-                parts.append(first + np.flatnonzero(owner[first:first + sz] == FREE)[:k])
+            first = first_gpu.item(node)
+            parts.append(first + np.flatnonzero(owner[first:first + size.item(node)] == FREE)[:k])
         return np.concatenate(parts), len(chosen)
 
     def place_parts(self, counts: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int, int]]] | None:
