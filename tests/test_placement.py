@@ -68,3 +68,53 @@ def test_place_reports_the_nodes_it_spans():
     assert nodes == 3 == occ.nodes_of(gpus) and len(gpus) == 7
     gpus, nodes = occ.place(0, 5)                  # node 2 whole + the tightest for 1: node 0
     assert nodes == 2 and set(c.gpu_node[gpus]) == {0, 2}
+
+
+# -- the free-GPU index gives `place` the scan's answer ------------------------------------------
+from hypothesis import given, settings            # noqa: E402
+from hypothesis import strategies as st           # noqa: E402
+
+from quanta.model.cluster import Cluster, NodeSpec  # noqa: E402
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["place", "place", "release", "down", "up"]),
+                          st.integers(0, 2), st.integers(1, 20), st.integers(0, 9)),
+                min_size=1, max_size=60))
+def test_indexed_place_matches_the_scan(ops):
+    """Random histories of placements, releases (owners with guests too) and node failures on two
+    types of one node size and one of mixed sizes: at every step the index answers `place` as
+    the scan does, and its levels and free bitmasks equal a recount."""
+    c = Cluster(tuple([NodeSpec(f"a{i}", "v100", 8) for i in range(5)] +
+                      [NodeSpec(f"b{i}", "k80", 4) for i in range(4)] +
+                      [NodeSpec(f"c{i}", "t4", s) for i, s in enumerate((4, 8, 2))]))
+    occ = Occupancy(c)
+    row = 0
+    for op, t, n, x in ops:
+        if op == "place":
+            got, want = occ.place(t, n), occ._place_scan(t, n)
+            assert (got is None) == (want is None)
+            if got is not None:
+                assert got[1] == want[1] and got[0].tolist() == want[0].tolist()
+                occ.assign(row, got[0])
+                if x == 0 and len(occ.held) > 1:          # a guest on someone's GPUs
+                    host = next(r for r in occ.held if r != row and r not in occ.guests
+                                and (occ.guest[occ.held[r]] == -1).all())
+                    occ.assign_guest(row + 10_000, occ.held[host])
+                row += 1
+        elif op == "release" and occ.held:
+            occ.release(sorted(occ.held)[x % len(occ.held)])
+        elif op == "down" and occ.node_up[x % len(c.nodes)] and not occ.spans:
+            for r in occ.node_down(x % len(c.nodes)):
+                occ.release(r)
+        elif op == "up" and not occ.node_up[x % len(c.nodes)]:
+            occ.node_up_again(x % len(c.nodes))
+        for node in range(len(c.nodes)):
+            first, size = int(c.node_first_gpu[node]), int(c.node_gpus[node])
+            free = np.flatnonzero(occ.owner[first:first + size] == -1).tolist()
+            assert occ._gfree[node] == sum(1 << i for i in free)
+            lv = occ._levels[int(c.node_type[node])]
+            if lv is not None:
+                k = int(occ.node_free[node])
+                assert [(m >> occ._node_pos[node]) & 1 for m in lv] == \
+                    [int(j == k) for j in range(len(lv))]
