@@ -82,9 +82,10 @@ from quanta.model.cluster import Cluster, NodeSpec  # noqa: E402
                           st.integers(0, 2), st.integers(1, 20), st.integers(0, 9)),
                 min_size=1, max_size=60))
 def test_indexed_place_matches_the_scan(ops):
-    """Random histories of placements, releases (owners with guests too) and node failures on two
-    types of one node size and one of mixed sizes: at every step the index answers `place` as
-    the scan does, and its levels and free bitmasks equal a recount."""
+    """Random histories of placements, releases (one job, several at once, owners with guests)
+    and node failures on two types of one node size and one of mixed sizes: at every step the
+    index answers `place` as the scan does, its levels and free bitmasks and the busy and free
+    counts equal a recount."""
     c = Cluster(tuple([NodeSpec(f"a{i}", "v100", 8) for i in range(5)] +
                       [NodeSpec(f"b{i}", "k80", 4) for i in range(4)] +
                       [NodeSpec(f"c{i}", "t4", s) for i, s in enumerate((4, 8, 2))]))
@@ -103,14 +104,22 @@ def test_indexed_place_matches_the_scan(ops):
                     occ.assign_guest(row + 10_000, occ.held[host])
                 row += 1
         elif op == "release" and occ.held:
-            occ.release(sorted(occ.held)[x % len(occ.held)])
+            rows = sorted(occ.held)
+            if x % 2 and not occ.guests:             # several at once (the mechanism's path)
+                occ.release_all(rows[x % len(rows):][:3])
+            else:
+                occ.release(rows[x % len(rows)])
         elif op == "down" and occ.node_up[x % len(c.nodes)] and not occ.spans:
             for r in occ.node_down(x % len(c.nodes)):
                 occ.release(r)
         elif op == "up" and not occ.node_up[x % len(c.nodes)]:
             occ.node_up_again(x % len(c.nodes))
+        owned = occ.owner >= 0
+        assert occ.busy.tolist() == np.bincount(c.gpu_type_idx[owned], minlength=3).tolist()
         for node in range(len(c.nodes)):
             first, size = int(c.node_first_gpu[node]), int(c.node_gpus[node])
+            assert occ.node_free[node] == (occ.node_up[node] and
+                                           np.count_nonzero(occ.owner[first:first + size] == -1))
             free = np.flatnonzero(occ.owner[first:first + size] == -1).tolist()
             assert occ._gfree[node] == sum(1 << i for i in free)
             lv = occ._levels[int(c.node_type[node])]

@@ -407,6 +407,19 @@ class Occupancy:
         self._count(gpus, +1)
         return gpus
 
+    def release_all(self, rows: list[int]) -> None:
+        """`release` each of `rows`, jobs without guests: at once where no job holds CPUs,
+        memory or network (their GPUs go back free together)."""
+        if self.guests or self.res or len(rows) < 2:
+            for r in rows:
+                self.release(r)
+            return
+        held = self.held
+        gpus = np.concatenate([held.pop(r) for r in rows])
+        self.owner[gpus] = FREE
+        self.busy -= np.bincount(self.cluster.gpu_type_idx[gpus], minlength=len(self.busy))
+        self._index(gpus.tolist(), +1)
+
     def _release_span(self, row: int, gpus: np.ndarray, t: int) -> np.ndarray:
         """`release` when some guest spans: GPU by GPU (a job may own some of its GPUs and be a
         guest on others; an owner's GPUs may be shared with its guest only in part)."""
