@@ -62,7 +62,7 @@ def _policies(p: str | Policy | Iterable[str | Policy]) -> list[str | Policy]:
     return out
 
 
-def simulate(trace: str = "philly", cluster: str = "gavel-108",
+def simulate(trace: str = "philly", cluster: str | None = None,
              policies: str | Policy | Sequence[str | Policy] = DEFAULT_POLICIES, seed: int = 0, *,
              window: str | tuple | None = None, format: str = "auto", max_jobs: int | None = None,
              load_scale: float = 1.0, restart_delay: float = 30.0, drop_impossible: bool = False,
@@ -70,7 +70,8 @@ def simulate(trace: str = "philly", cluster: str = "gavel-108",
              world: str = "quanta", out: str | Path | None = None, plots: bool = False,
              events: bool = False, force: bool = False, fig_format: str = "png",
              queues: str | Path | None = None) -> Simulation:
-    """Replay `trace` on `cluster` under each policy (as `quanta simulate`); with `out`, the same
+    """Replay `trace` on `cluster` (None: gavel-108, or the world's reference cluster) under each
+    policy (as `quanta simulate`); with `out`, the same
     files as the CLI are written there too (a folder holding an earlier run's files is refused
     unless `force`, which replaces them). `queues`: a queues file (docs/queues.md): every policy
     under its quotas, fair share and priorities; each result's per-queue figures are in

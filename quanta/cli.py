@@ -59,7 +59,6 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 
 DEFAULT_TRACE = "philly"
-DEFAULT_CLUSTER = "gavel-108"
 DEFAULT_POLICIES = ["fifo", "sjf", "srtf", "las"]
 
 
@@ -77,8 +76,10 @@ def simulate(
     format: str = typer.Option("auto", "--format", metavar="FORMAT", help="trace format (auto, "
                                "normalized, philly, gavel, pollux, tiresias, openb, helios, itp, "
                                "pai)"),
-    cluster: str = typer.Option(DEFAULT_CLUSTER, metavar="CLUSTER", help="preset name, YAML "
-                                "file, or TYPE:NODESxGPUS[,...]"),
+    cluster: Optional[str] = typer.Option(None, metavar="CLUSTER", help="preset name, YAML "
+                                          "file, or TYPE:NODESxGPUS[,...] [default: gavel-108; "
+                                          "under --world sia-sim or gavel-sim the reference's "
+                                          "cluster]"),
     policy: Optional[List[str]] = typer.Option(None, "--policy", "-p", metavar="POLICY",
                                                help="policy NAME[:key=value,...]; repeat to "
                                                "compare [default: fifo, sjf, srtf, las]"),

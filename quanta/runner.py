@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -21,11 +21,14 @@ from quanta.sim.faults import FailureModel
 from quanta.workloads.builder import build_workload
 
 
+DEFAULT_CLUSTER = "gavel-108"
+
+
 @dataclass
 class SimulationRequest:
     trace: str = "philly"
     format: str = "auto"
-    cluster: str = "gavel-108"
+    cluster: str | None = None      # None: the world's reference cluster, else DEFAULT_CLUSTER
     policies: Sequence[str | Policy] = ("fifo", "sjf", "srtf", "las")   # specs or Policy objects
     seed: int = 0
     out: Path | None = Path("quanta-out")
@@ -111,6 +114,8 @@ def run_simulations(req: SimulationRequest, console=None, keep_results: bool = F
     from quanta.worlds import get_world
     check_request(req)
     world = get_world(req.world)
+    if req.cluster is None:
+        req = replace(req, cluster=world.cluster or DEFAULT_CLUSTER)
     cluster = resolve_cluster(req.cluster)
     window = parse_window(req.window)
     policies = [build_policy(p, world, req.seed) for p in req.policies]

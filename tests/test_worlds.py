@@ -110,6 +110,31 @@ def test_world_on_the_command_line(tmp_path):
     assert len(bad.stderr.strip().splitlines()) == 1
 
 
+def test_a_replay_world_runs_on_its_references_cluster_unless_one_is_named(tmp_path):
+    """Without --cluster, `--world sia-sim` runs on Sia's simulator's default cluster and
+    `--world gavel-sim` on Gavel's (the clusters `quanta reproduce` replays on); Quanta's world on
+    gavel-108; a named cluster always wins. The run's config.yaml records the one used."""
+    import yaml
+
+    def run(*args):
+        out = tmp_path / f"o{len(list(tmp_path.iterdir()))}"
+        r = subprocess.run([sys.executable, "-m", "quanta.cli", "simulate", "--trace",
+                            "sia-philly-1", "--policy", "fifo", "--max-jobs", "4", "--no-plots",
+                            "--out", str(out), *args], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        return r.stdout, yaml.safe_load((out / "config.yaml").read_text())["cluster"]
+
+    out, cl = run("--world", "sia-sim")
+    assert cl["spec"] == "t4:6x4,rtx:3x8,a100:2x8" and cl["gpus"] == 64, cl
+    assert "t4:6x4,rtx:3x8,a100:2x8 (64 GPUs)" in " ".join(out.split())
+    _out, cl = run("--world", "gavel-sim")
+    assert cl["spec"] == "v100:36x1,p100:36x1,k80:36x1" and cl["gpus"] == 108, cl
+    _out, cl = run()
+    assert cl["spec"] == "gavel-108", cl
+    _out, cl = run("--world", "sia-sim", "--cluster", "a100:2x8")
+    assert cl["spec"] == "a100:2x8" and cl["gpus"] == 16, cl
+
+
 def test_reproduce_sia_slice_stays_within_its_recorded_tolerance():
     """Regression guard on the recorded slice (first 30 jobs of Sia's Philly workload 1, run
     through Sia's own simulator: quanta/data/reference/sia/). Bounds are what this code measures

@@ -48,6 +48,9 @@ class World:
     # arrivals keep the trace's own clock (the reference's rounds fall at multiples of the
     # interval from the trace's time 0) instead of the first arrival becoming time 0
     keep_clock: bool = False
+    # the reference's own cluster: the run's cluster when the user names none (None: Quanta's
+    # default, gavel-108)
+    cluster: str | None = None
 
     def policy_spec(self, spec: str, seed: int = 0) -> str:
         """`spec` with the world's parameters for that policy put before the user's own."""

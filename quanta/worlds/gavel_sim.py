@@ -90,6 +90,10 @@ def gavel_sim() -> World:
         policy_params=_params,
         restart_fixed=True,
         rounds_from_first_arrival=True,
+        # the cluster of Gavel's paper experiments and of every recorded run: 36 V100 + 36 P100 +
+        # 36 K80, one GPU a server (--cluster_spec 36:36:36 --num_gpus_per_server 1:1:1); what
+        # `quanta reproduce gavel` replays on
+        cluster="v100:36x1,p100:36x1,k80:36x1",
         notes=("world gavel-sim: no restart cost; rounds of 360 s from the first arrival; jobs "
                "run floor(360 T) steps a round; throughput independent of placement; Gavel's "
                "policies with Gavel's mechanism (gavel_sim_params)",))

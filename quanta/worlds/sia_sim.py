@@ -423,6 +423,9 @@ def sia_sim() -> World:
         prepare=_prepare,
         restart_fixed=True,
         keep_clock=True,
+        # the simulator's default cluster (simulator_config.py:9,11): 6 x 4 T4 (aws), 3 x 8 RTX
+        # 2080Ti (rtx), 2 x 8 A100 (dgx-ext); what `quanta reproduce sia` replays on
+        cluster="t4:6x4,rtx:3x8,a100:2x8",
         notes=("world sia-sim: restart delay per application (cifar10 50 s, deepspeech2 25 s, "
                "bert 120 s, yolov3 80 s, imagenet 250 s, ncf 15 s), charged at the first start "
                "too; throughput divided by Sia's calibration slowdowns (1.2-1.8); rounds on the "
