@@ -79,28 +79,30 @@ from quanta.model.cluster import Cluster, NodeSpec  # noqa: E402
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["place", "place", "release", "down", "up"]),
-                          st.integers(0, 2), st.integers(1, 20), st.integers(0, 9)),
+                          st.integers(0, 2), st.integers(0, 20), st.integers(0, 9)),
                 min_size=1, max_size=60))
 def test_indexed_place_matches_the_scan(ops):
     """Random histories of placements, releases (one job, several at once, owners with guests)
     and node failures on two types of one node size and one of mixed sizes: at every step the
     index answers `place` as the scan does, its levels and free bitmasks and the busy and free
     counts equal a recount."""
-    c = Cluster(tuple([NodeSpec(f"a{i}", "v100", 8) for i in range(5)] +
-                      [NodeSpec(f"b{i}", "k80", 4) for i in range(4)] +
+    c = Cluster(tuple([NodeSpec(f"a{i}", "v100", 8) for i in range(3)] +
+                      [NodeSpec(f"b{i}", "k80", 4) for i in range(4)] +      # types interleaved
+                      [NodeSpec(f"a{i}", "v100", 8) for i in range(3, 5)] +
                       [NodeSpec(f"c{i}", "t4", s) for i, s in enumerate((4, 8, 2))]))
     occ = Occupancy(c)
     row = 0
     for op, t, n, x in ops:
         if op == "place":
+            n -= 1                                        # n = 0 too: nothing placed
             got, want = occ.place(t, n), occ._place_scan(t, n)
             assert (got is None) == (want is None)
             if got is not None:
                 assert got[1] == want[1] and got[0].tolist() == want[0].tolist()
                 occ.assign(row, got[0])
-                if x == 0 and len(occ.held) > 1:          # a guest on someone's GPUs
-                    host = next(r for r in occ.held if r != row and r not in occ.guests
-                                and (occ.guest[occ.held[r]] == -1).all())
+                host = next((r for r in occ.held if r != row and r not in occ.guests
+                             and (occ.guest[occ.held[r]] == -1).all()), None)
+                if x == 0 and host is not None:           # a guest on someone's GPUs
                     occ.assign_guest(row + 10_000, occ.held[host])
                 row += 1
         elif op == "release" and occ.held:
