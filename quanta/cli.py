@@ -189,7 +189,8 @@ def sweep(
                                        "synthetic trace (default 1000)"),
     cluster: Optional[List[str]] = typer.Option(None, "--cluster", metavar="CLUSTER",
                                                 help="cluster (repeat): preset, YAML file or "
-                                                "TYPE:NODESxGPUS[,...]"),
+                                                "TYPE:NODESxGPUS[,...] [default: gavel-108, or "
+                                                "the --world's reference cluster]"),
     policy: Optional[List[str]] = typer.Option(None, "--policy", "-p", metavar="POLICY",
                                                help="policy (repeat): NAME[:k=v,...] or "
                                                "module.path:Class[:k=v,...]"),

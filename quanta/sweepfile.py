@@ -4,7 +4,7 @@ and the field. Axes take one value or a list; seeds also take a range "0-4" (inc
 ```yaml
 rates: [1, 2, 3]          # synthetic Gavel-style arrivals, jobs/hour (or traces: [philly, t.csv])
 jobs: 300                 # jobs per synthetic trace
-clusters: [gavel-108]
+clusters: [gavel-108]     # default: gavel-108, or the world's reference cluster (sia-sim, gavel-sim)
 policies:
   - las
   - fifo:backfill=false

@@ -34,7 +34,7 @@ class SweepSpec:
     traces: tuple[str, ...] = ()              # files, sample names, synthetic:RATE:JOBS
     rates: tuple[float, ...] = ()             # synthetic Gavel-style arrivals (jobs/hour) ...
     jobs: int = 1000                          # ... with this many jobs each
-    clusters: tuple[str, ...] = ("gavel-108",)
+    clusters: tuple[str, ...] | None = None   # None: the world's reference cluster, else gavel-108
     policies: tuple[str | Policy, ...] = ("fifo", "sjf", "srtf", "las")
     seeds: tuple[int, ...] = (0,)
     load_scales: tuple[float, ...] = (1.0,)
@@ -48,6 +48,13 @@ class SweepSpec:
     world: str = "quanta"
     window: Window | None = None
     queues: str | None = None                 # queues file: every cell's policy under it
+
+    def all_clusters(self) -> tuple[str, ...]:
+        if self.clusters is not None:
+            return self.clusters
+        from quanta.runner import DEFAULT_CLUSTER
+        from quanta.worlds import get_world
+        return (get_world(self.world).cluster or DEFAULT_CLUSTER,)
 
     def all_traces(self) -> list[str]:
         out = list(self.traces) + [f"synthetic:{r:g}:{self.jobs}" for r in self.rates]
@@ -121,7 +128,7 @@ def expand(spec: SweepSpec) -> list[Cell]:
     cells, seen = [], set()
     for trace in spec.all_traces():
         tdig = file_digest(trace) if not trace.startswith("synthetic:") else None
-        for cluster in spec.clusters:
+        for cluster in spec.all_clusters():
             cdig = file_digest(cluster)
             for scale in spec.load_scales:
                 for pol, pcfg in zip(spec.policies, pol_cfg):
@@ -146,7 +153,7 @@ def validate(spec: SweepSpec) -> None:
     world = get_world(spec.world)
     if not spec.policies:
         raise QuantaError("no policies to sweep", field="policies")
-    if not spec.clusters:
+    if not spec.all_clusters():
         raise QuantaError("no clusters to sweep", field="clusters")
     if not spec.seeds:
         raise QuantaError("no seeds to sweep", field="seeds")
@@ -166,7 +173,7 @@ def validate(spec: SweepSpec) -> None:
                           field="until_h")
     for p in spec.policies:
         build_policy(p, world, 0)
-    for c in spec.clusters:
+    for c in spec.all_clusters():
         resolve_cluster(c)
     if spec.queues is not None:
         from quanta.queues.spec import load_queues
@@ -408,6 +415,7 @@ def spec_record(spec: SweepSpec) -> dict:
     d = asdict(replace(spec, policies=()))
     d["policies"] = [p if isinstance(p, str) else policy_label(p) for p in spec.policies]
     d["window"] = None if spec.window is None else str(spec.window)
+    d["clusters"] = list(spec.all_clusters())
     d["code_version"] = code_version()
     for k, v in d.items():
         if isinstance(v, tuple):

@@ -225,3 +225,17 @@ def test_sweep_json_records_the_spec(tmp_path):
     res = rows(tmp_path / "o" / "results.csv")
     assert [x["load_scale"] for x in res] == ["1.0", "2.0"]
     assert {x["restart_delay"] for x in res} == {"0.0"}
+
+
+def test_a_replay_worlds_sweep_runs_on_its_references_cluster(tmp_path):
+    """`quanta sweep --world sia-sim` without --cluster sweeps Sia's simulator's cluster, as
+    `quanta simulate` does (quanta's own world: gavel-108); sweep.json and the results say so."""
+    r = quanta("sweep", "--trace", "sia-philly-1", "--max-jobs", "4", "--policy",
+               "fifo", "--world", "sia-sim", "--workers", "1", "--out", str(tmp_path / "o"), "-q")
+    assert r.returncode == 0, r.stderr
+    spec = json.loads((tmp_path / "o" / "sweep.json").read_text())
+    assert spec["clusters"] == ["t4:6x4,rtx:3x8,a100:2x8"] and spec["world"] == "sia-sim"
+    assert {x["cluster"] for x in rows(tmp_path / "o" / "results.csv")} == \
+        {"t4:6x4,rtx:3x8,a100:2x8"}
+    from quanta.sweeps import SweepSpec, expand
+    assert {c.cluster for c in expand(SweepSpec(traces=("philly",)))} == {"gavel-108"}
