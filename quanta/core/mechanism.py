@@ -115,16 +115,9 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
     drows = rows_d[rows].tolist()
     keep_gpus = {} if regear is None else \
         {r: occ.held[int(rows_d[r])] for r in np.flatnonzero(regear).tolist()}
-    if occ.guests:
-        guests_now = jobs.is_guest[rows].tolist()
-        for d, run, gst in zip(drows, running, guests_now):       # guests first, then owners
-            if run and gst:
-                occ.release(d)
-        for d, run, gst in zip(drows, running, guests_now):
-            if run and not gst:
-                occ.release(d)
-    else:
-        occ.release_all([d for d, run in zip(drows, running) if run])
+    gone = [i for i, run in enumerate(running) if run]
+    occ.release_all([drows[i] for i in gone],
+                    jobs.is_guest[rows[gone]].tolist() if occ.guests else None)
     # placement order: exact requests first, then biggest gang first, ties by the policy's order;
     # guests last, on their hosts' GPUs
     to_place = rows[on[rows] & ~want_guest[rows]] if sharing else rows[on[rows]]

@@ -189,7 +189,6 @@ class Occupancy:
         self._first_l = c.node_first_gpu.tolist()
         self._gpu_node_l = c.gpu_node.tolist()
         self._node_type_l = c.node_type.tolist()
-        self._level = [0] * len(c.nodes)
         self._gfree = [0] * len(c.nodes)
         for node in range(len(c.nodes)):
             first, size = self._first_l[node], int(c.node_gpus[node])
@@ -197,20 +196,16 @@ class Occupancy:
             self._gfree[node] = sum(1 << i for i in free)
             lv = self._levels[self._node_type_l[node]]
             if lv is not None:
-                k = int(self.node_free[node])
-                lv[k] |= 1 << self._node_pos[node]
-                self._level[node] = k
+                lv[int(self.node_free[node])] |= 1 << self._node_pos[node]
 
-    def _relevel(self, node: int) -> None:
+    def _set_free(self, node: int, new: int) -> None:
+        """Set a node's free GPU count, moving it between its type's levels."""
         lv = self._levels[self._node_type_l[node]]
-        if lv is None:
-            return
-        new, old = self.node_free.item(node), self._level[node]
-        if new != old:
+        if lv is not None:
             b = 1 << self._node_pos[node]
-            lv[old] ^= b
+            lv[self.node_free.item(node)] ^= b
             lv[new] |= b
-            self._level[node] = new
+        self.node_free[node] = new
 
     def _index(self, gpus: list[int], sign: int) -> None:
         """GPUs that became free (sign +1) or taken (-1): the free counts of their nodes (a down
@@ -220,22 +215,20 @@ class Occupancy:
         for g in gpus:
             node = gn[g]
             marks[node] = marks.get(node, 0) | 1 << (g - first[node])
-        levels, node_type, level, pos = self._levels, self._node_type_l, self._level, self._node_pos
-        node_free, down = self.node_free, self.down
+        levels, node_type, pos, node_free, down = \
+            self._levels, self._node_type_l, self._node_pos, self.node_free, self.down
         for node, m in marks.items():
-            f = gf[node] = gf[node] | m if sign > 0 else gf[node] & ~m
+            gf[node] = gf[node] | m if sign > 0 else gf[node] & ~m
             if down and not self.node_up.item(node):
                 continue
+            old = node_free.item(node)               # _set_free, inlined (every transition)
+            new = old + sign * m.bit_count()
             lv = levels[node_type[node]]
-            if lv is None:
-                node_free[node] += sign * m.bit_count()
-                continue
-            new, old = f.bit_count(), level[node]
+            if lv is not None:
+                b = 1 << pos[node]
+                lv[old] ^= b
+                lv[new] |= b
             node_free[node] = new
-            b = 1 << pos[node]
-            lv[old] ^= b
-            lv[new] |= b
-            level[node] = new
 
     def _take(self, node: int, k: int) -> list[int]:
         """The node's first k free GPUs."""
@@ -271,7 +264,7 @@ class Occupancy:
                         if levels[k2]:
                             p = (levels[k2] & -levels[k2]).bit_length() - 1
                             break
-                    ids = [g for node in whole for g in self._take(node, self._level[node])]
+                    ids = [g for node in whole for g in self._take(node, self.node_free.item(node))]
                     ids += self._take(nodes[p], need)
                     return np.array(ids), len(whole) + 1
                 whole.append(nodes[b.bit_length() - 1])
@@ -407,10 +400,13 @@ class Occupancy:
         self._count(gpus, +1)
         return gpus
 
-    def release_all(self, rows: list[int]) -> None:
-        """`release` each of `rows`, jobs without guests: at once where no job holds CPUs,
-        memory or network (their GPUs go back free together)."""
+    def release_all(self, rows: list[int], guest: list[bool] | None = None) -> None:
+        """`release` each of `rows`, guests (flagged by `guest`) before owners; at once where no
+        GPU is shared and no job holds CPUs, memory or network (the GPUs go back free together)."""
         if self.guests or self.res or len(rows) < 2:
+            if guest is not None:
+                rows = [r for r, g in zip(rows, guest) if g] + \
+                       [r for r, g in zip(rows, guest) if not g]
             for r in rows:
                 self.release(r)
             return
@@ -481,8 +477,7 @@ class Occupancy:
         victims = list(dict.fromkeys(int(o) for o in on_node if o >= 0))   # guests first
         self.node_up[node] = False
         self.down = int(np.count_nonzero(~self.node_up))
-        self.node_free[node] = 0
-        self._relevel(node)
+        self._set_free(node, 0)
         self._up_capacity = None
         self._up_res = None
         self._up_net = None
@@ -496,5 +491,4 @@ class Occupancy:
         self._up_capacity = None
         self._up_res = None
         self._up_net = None
-        self.node_free[node] = int(np.sum(self.owner[first:first + size] == FREE))
-        self._relevel(node)
+        self._set_free(node, int(np.sum(self.owner[first:first + size] == FREE)))
