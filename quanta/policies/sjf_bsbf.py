@@ -64,7 +64,6 @@ and the groups are visited in the order of an exact lower bound of their best t_
 
 from __future__ import annotations
 
-import bisect
 import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -80,167 +79,15 @@ from quanta.perf.plan import ExecutionPlan
 from quanta.perf.table import micro_type, table_for
 from quanta.policies.base import Policy
 from quanta.policies.registry import register
+from quanta.policies.sjf_bsbf_pool import (
+    SCREEN_ROWS,
+    HostPool,
+    ShareOptions,
+    pair_times,
+    spec_key,
+)
 
 PREEMPT_MIN_STEPS = 100.0   # the reference never preempts a job with this many iterations or fewer left
-_SCREEN = 12                # option rows from which a type's groups are screened with numpy
-
-
-def pair_times(e_a: float, e_b: float, xi_a: float, xi_b: float, s_a: float = 1.0,
-               s_b: float = 1.0) -> tuple[float, float]:
-    """(t_seq, t_con): the pair's average JCT if a waits for b, and if they run packed now.
-    e = remaining time alone, xi = slowdown while packed, s = slowdown when running alone again
-    after the partner ended (1 = full speed)."""
-    t_seq = e_b + e_a / 2.0
-    ha, hb = xi_a * e_a, xi_b * e_b
-    if ha >= hb:
-        end_a, end_b = hb + s_a * (e_a - hb / xi_a), hb
-    else:
-        end_a, end_b = ha, ha + s_b * (e_b - ha / xi_b)
-    return t_seq, (end_a + end_b) / 2.0
-
-
-def _pair_times_v(e_a: float, e_b: np.ndarray, xa: np.ndarray, xb: np.ndarray, sa: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray]:
-    """pair_times over arrays (s_b = 1), the same operations in the same order."""
-    t_seq = e_b + e_a / 2.0
-    ha, hb = xa * e_a, xb * e_b
-    case = ha >= hb
-    end_a = np.where(case, hb + sa * (e_a - hb / xa), ha)
-    end_b = np.where(case, hb, ha + 1.0 * (e_b - ha / xb))
-    return t_seq, (end_a + end_b) / 2.0
-
-
-def benefit_threshold(e_a: float, xa: np.ndarray, xb: np.ndarray, sa: np.ndarray) -> np.ndarray:
-    """The host remaining time e* above which sharing is beneficial (t_con < t_seq), for s_a >= 1
-    and s_b = 1. t_con - t_seq is piecewise linear in e_b: (e_b c1 + e_a (s_a - 1)) / 2 while
-    xi_b e_b <= xi_a e_a, with c1 = 2 xi_b - s_a xi_b / xi_a - 2, and (e_a (2 xi_a - xi_a / xi_b
-    - 1) - e_b) / 2 after; it is >= 0 at e_b = 0 and decreasing once below zero."""
-    c1 = 2.0 * xb - sa * xb / xa - 2.0
-    edge = xa * e_a / xb
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r1 = np.where(c1 < 0, e_a * (sa - 1.0) / -c1, np.inf)
-    r2 = e_a * (2.0 * xa - xa / xb - 1.0)
-    return np.where(r1 < edge, r1, np.maximum(edge, r2))
-
-
-def spec_key(spec: JobSpec, per_job: bool = False) -> tuple:
-    """What a performance model reads of a job's spec (two jobs with the same key and allocation
-    run and share alike); per_job: the model answers per job id (OnlineModel's measurements)."""
-    key = (spec.job_type, spec.num_gpus, spec.batch_size, spec.plan, spec.phase, spec.gpu_fraction,
-           spec.gpu_types, spec.cpus, spec.mem_gb, spec.min_gpus, spec.max_gpus,
-           spec.reference_gpu, spec.type_drawn)
-    return key + (spec.job_id,) if per_job else key
-
-
-class _Group:
-    """Running jobs that could host, all alike (type, GPUs, spec key); sorted by (remaining time,
-    submit, row) for sjf-bsbf, by (submit, row) for sjf-ffs."""
-    __slots__ = ("gid", "items", "key", "n", "plan", "spec", "t")
-
-    def __init__(self, gid: int, key: tuple, t: int, n: int, spec: JobSpec, plan):
-        self.gid, self.key, self.t, self.n, self.spec, self.plan = gid, key, t, n, spec, plan
-        self.items: list[tuple] = []
-
-
-class _Pool:
-    """The hosts available in one pass, by group, and the GPUs each can still give."""
-
-    def __init__(self, benefit: bool, per_job: bool):
-        self.benefit = benefit
-        self.per_job = per_job
-        self.groups: list[_Group] = []
-        self.by_key: dict[tuple, _Group] = {}
-        self.by_t: dict[int, list[int]] = {}
-        self.by_n: dict[int, list[int]] = {}
-        self.first_e = np.full(16, np.inf)
-        self.last_e = np.full(16, np.inf)
-        self.where: dict[int, tuple[_Group, tuple]] = {}
-        self.avail: dict[int, int] = {}
-        self.gpus_of_t: dict[int, int] = {}
-
-    def add(self, row: int, t: int, n: int, spec: JobSpec, e: float, submit: float,
-            avail: int, plan=None) -> None:
-        key = (t, n, spec_key(spec, self.per_job), plan)
-        g = self.by_key.get(key)
-        if g is None:
-            g = _Group(len(self.groups), key, t, n, spec, plan)
-            self.groups.append(g)
-            self.by_key[key] = g
-            self.by_t.setdefault(t, []).append(g.gid)
-            self.by_n.setdefault(n, []).append(g.gid)
-            if g.gid >= len(self.first_e):
-                self.first_e = np.concatenate([self.first_e, np.full(len(self.first_e), np.inf)])
-                self.last_e = np.concatenate([self.last_e, np.full(len(self.last_e), np.inf)])
-        item = (e, submit, row) if self.benefit else (submit, row)
-        bisect.insort(g.items, item)
-        self.where[row] = (g, item)
-        self.avail[row] = avail
-        self._ends(g)
-        self.gpus_of_t[t] = self.gpus_of_t.get(t, 0) + avail
-
-    def remove(self, row: int) -> None:
-        got = self.where.pop(row, None)
-        if got is None:
-            return
-        g, item = got
-        del g.items[bisect.bisect_left(g.items, item)]
-        self._ends(g)
-        self.gpus_of_t[g.t] -= self.avail.pop(row)
-
-    def take(self, row: int, c: int) -> None:
-        """Host `row` gives c GPUs to a guest (it leaves the pool once it has none left)."""
-        if self.avail[row] == c:
-            self.remove(row)
-        else:
-            self.avail[row] -= c
-            self.gpus_of_t[self.where[row][0].t] -= c
-
-    def _ends(self, g: _Group) -> None:
-        if self.benefit:
-            self.first_e[g.gid] = g.items[0][0] if g.items else np.inf
-            self.last_e[g.gid] = g.items[-1][0] if g.items else np.inf
-
-
-class _Options:
-    """Option rows (group, k) of one waiting job's kind against some groups, as arrays, with what
-    the screen needs (all linear in e_a): the benefit threshold at e_a = 1 and t_con's pieces."""
-    __slots__ = (
-        "a1",
-        "b1",
-        "b2",
-        "gid",
-        "k",
-        "kord",
-        "mono",
-        "ngroups",
-        "sa",
-        "ustar",
-        "xa",
-        "xab",
-        "xb",
-    )
-
-    def __init__(self, rows: list[tuple[int, int, int, float, float, float]], ngroups: int):
-        self.ngroups = ngroups
-        if rows:
-            gid, k, kord, xa, xb, sa = zip(*rows)
-        else:
-            gid = k = kord = xa = xb = sa = ()
-        self.gid = np.array(gid, dtype=np.int64)
-        self.k = list(k)
-        self.kord = list(kord)
-        self.xa = xa = np.array(xa, dtype=float)
-        self.xb = xb = np.array(xb, dtype=float)
-        self.sa = sa = np.array(sa, dtype=float)
-        # bisection needs s_a >= 1 (sharing never beneficial at e_b = 0) and t_con rising in e_b
-        self.mono = (sa >= 1.0) & (sa / xa < 2.0) if rows else np.zeros(0, bool)
-        if len(self.gid) >= _SCREEN:
-            # t_con(e_b) = e_b a1 + e_a b1 while xi_b e_b <= xi_a e_a, else e_b / 2 + e_a b2
-            self.ustar = benefit_threshold(1.0, xa, xb, sa)
-            self.a1 = xb * (2.0 - sa / xa) / 2.0
-            self.b1 = sa / 2.0
-            self.b2 = (2.0 * xa - xa / xb) / 2.0
-            self.xab = xa / xb
 
 
 @register("sjf-bsbf", "SJF with best-sharing-benefit-first GPU sharing (share only if the pair's "
@@ -324,7 +171,7 @@ class _Pass:
         # a model that answers per job id (OnlineModel) makes every job a group of its own, and
         # its answers change as it learns: pair quantities are then kept for this pass only
         self.per_job = isinstance(snap.perf, OnlineModel)
-        self.pool = _Pool(pol.benefit, self.per_job)
+        self.pool = HostPool(pol.benefit, self.per_job)
         if self.per_job:
             self.pairs: dict[tuple, list] = {}
         else:
@@ -523,7 +370,7 @@ class _Pass:
             key = self.akeys[a] = spec_key(self.j.specs[a], self.per_job)
         return key
 
-    def _table(self, a: int, where: tuple, gids: list[int], k: int | None) -> _Options:
+    def _table(self, a: int, where: tuple, gids: list[int], k: int | None) -> ShareOptions:
         """Option rows of job a's kind against the groups `gids` (named by `where`; groups are only
         ever added): k None = each host's own options (one host of a's size), else the options at
         k (spanning)."""
@@ -565,7 +412,7 @@ class _Pass:
                     pairs.append((kk, kord, alone_a / ra, alone_b / rb, alone_a / solo_a))
                 self.pairs[ckey] = pairs
             rows.extend((gid,) + o for o in pairs)
-        opts = _Options(rows, len(gids))
+        opts = ShareOptions(rows, len(gids))
         self.tables[tkey] = (rows, len(gids), opts)
         return opts
 
@@ -623,7 +470,7 @@ class _Pass:
         return None
 
     # -- hosts in order ---------------------------------------------------------------------------
-    def _ranked(self, a: int, opts: _Options) -> Iterator[tuple[tuple, int, int]]:
+    def _ranked(self, a: int, opts: ShareOptions) -> Iterator[tuple[tuple, int, int]]:
         """The hosts job a may share with, best first, as ((t_con, submit, row, option), host, k)
         (sjf-ffs: ((submit, row, option), host, k), arrival order)."""
         if not len(opts.gid):
@@ -634,7 +481,7 @@ class _Pass:
         e_a = float(self.alone_time[a])
         pool = self.pool
         n = len(opts.gid)
-        if n >= _SCREEN:
+        if n >= SCREEN_ROWS:
             # the groups whose last host is beneficial, by a lower bound of their best t_con:
             # t_con at max(first host, benefit threshold) (t_con rises with e_b)
             thr = e_a * opts.ustar
@@ -662,7 +509,7 @@ class _Pass:
             yield key, key[2], opts.k[cursor[0]]
             self._advance(e_a, opts, cursor, heap)
 
-    def _resolve(self, e_a: float, opts: _Options, q: int, heap: list) -> None:
+    def _resolve(self, e_a: float, opts: ShareOptions, q: int, heap: list) -> None:
         """Push option row q's first beneficial host (exact) with a cursor to the next ones."""
         items = self.pool.groups[int(opts.gid[q])].items
         if not items:
@@ -699,7 +546,7 @@ class _Pass:
         _e, sub, row = items[lo]
         heapq.heappush(heap, ((t_con, sub, row, opts.kord[q]), (q, lo, None)))
 
-    def _advance(self, e_a: float, opts: _Options, cursor: tuple, heap: list) -> None:
+    def _advance(self, e_a: float, opts: ShareOptions, cursor: tuple, heap: list) -> None:
         q, i, good = cursor
         if good is not None:
             if i + 1 < len(good):
@@ -714,7 +561,7 @@ class _Pass:
         if t_con < t_seq:
             heapq.heappush(heap, ((t_con, sub, row, opts.kord[q]), (q, i + 1, None)))
 
-    def _ranked_ffs(self, opts: _Options) -> Iterator[tuple[tuple, int, int]]:
+    def _ranked_ffs(self, opts: ShareOptions) -> Iterator[tuple[tuple, int, int]]:
         """First fit: hosts in arrival order, each with its group's first option."""
         groups = self.pool.groups
         heap = []
