@@ -19,11 +19,9 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
-import math
 import os
 import pickle
 import secrets
-import sys
 import threading
 import time
 import traceback
@@ -45,6 +43,7 @@ from quanta.placement.occupancy import Occupancy
 from quanta.policies.base import Policy
 from quanta.runtime import faults
 from quanta.runtime.backends.base import Backend, Exit, Launch, Rank
+from quanta.runtime.progress import RuntimeProgress
 from quanta.runtime.queues import RuntimeQueues
 from quanta.runtime.spec import JobSubmission
 from quanta.service import accounting
@@ -57,8 +56,6 @@ ENDED = {"handle": "", "token": "", "stopping": ""}
 BACKOFF_S, BACKOFF_CAP_S = 1.0, 120.0   # wait before the n-th retry: 1 s, 2 s, 4 s, ... 120 s
 IDENTITY = "identity.json"       # a job folder's owner: this store's id and the job's id
 CHECKPOINT_ERROR = "checkpoint-error.json"   # the job SDK's word that no checkpoint is usable
-# progress.json fields the runtime reads: a value of the wrong type is ignored (and logged)
-PROGRESS_FIELDS = ("step", "steps_per_s", "time", "world_size", "checkpoint_step")
 
 
 @dataclass
@@ -92,7 +89,7 @@ class RuntimeStats:
     latencies: list[float] = field(default_factory=list)   # seconds per decision (policy + mechanism)
 
 
-class Runtime(RuntimeQueues):
+class Runtime(RuntimeQueues, RuntimeProgress):
     def __init__(self, store: Store, backend: Backend, cluster: Cluster, policy: Policy,
                  perf: PerfModel, jobs_dir: Path, poll_s: float = 0.25, clock=time.time):
         self.store = store
@@ -561,77 +558,6 @@ class Runtime(RuntimeQueues):
                 self.store.update(self.ids[row], ("requeued", f"its node {name} was lost"),
                                   state="pending", reason="NodeFail", **ENDED)
         self.events.add("failure")
-
-    def _read_progress(self, now: float) -> None:
-        rows = [r for r in self.procs if self.procs[r].stopping == ""]
-        updates = []
-        for row in rows:
-            cols = self._read_one(row, now)
-            if cols:
-                updates.append((self.ids[row], cols))
-        self.store.update_many(updates)
-
-    def _progress(self, row: int) -> dict:
-        """The job's progress.json, its fields checked: a value of the wrong type (a string step,
-        NaN, a negative rate) is the job's problem: ignored, and logged once per launch (as an
-        event and on the service's stderr); never an exception here."""
-        try:
-            prog = read_json(self.workdir(self.ids[row]) / "progress.json")
-        except Exception:   # noqa: BLE001 - e.g. nested too deep to parse
-            prog = "unparsable"
-        if prog is None:
-            return {}
-        out, bad = {}, []
-        if not isinstance(prog, dict):
-            bad.append(("progress.json", prog))
-            prog = {}
-        for key in PROGRESS_FIELDS:
-            if key not in prog:
-                continue
-            v = prog[key]
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
-                    or v < 0:
-                bad.append((key, v))
-            else:
-                out[key] = float(v)
-        if bad and row not in self.warned:
-            self.warned.add(row)
-            what = ", ".join(f"{k}={v!r}"[:80] for k, v in bad)
-            print(f"quanta: job {self.ids[row]}: ignored bad progress.json values: {what}",
-                  file=sys.stderr, flush=True)
-            self.store.update(self.ids[row], ("bad-progress", f"ignored in progress.json: {what}"))
-        return out
-
-    def _read_one(self, row: int, now: float) -> dict:
-        t = self.table
-        if t.state[row] != RUNNING:
-            return {}
-        prog = self._progress(row)
-        if "step" not in prog:
-            return {}
-        step = prog["step"]
-        rate = prog.get("steps_per_s", 0.0)
-        proc = self.procs.get(row)
-        if proc is not None and not proc.training and prog.get("time", 0.0) >= proc.launched_at:
-            proc.training = True     # restored and training: the end of a (re)start
-            self.store.update(self.ids[row], ("training", f"from step {int(step)}"),
-                              at=prog.get("time"))
-        self.reported[row] = step
-        t.mark(row, now)
-        t.prog0[row] = min(step, t.total[row])
-        t.set_phase(row)          # the model's rates for the training phase it has reached
-        if rate > 0:
-            t.rate[row] = rate
-            g = int(t.gtype[row])
-            gpus = t.placement.get(row)
-            if g >= 0 and gpus is not None and int(prog.get("world_size", 0)) == len(gpus):
-                self.perf.observe(t.specs[row], self.cluster.types[g], len(gpus),
-                                  self.occ.nodes_of(gpus), rate)
-        cols = {"steps_done": float(t.prog0[row]), "steps_per_s": rate,
-                "attained": float(t.att0[row])}
-        if "checkpoint_step" in prog:
-            cols["checkpoint_step"] = int(prog["checkpoint_step"])
-        return cols
 
     # -- transitions -------------------------------------------------------------------------------
     def _rate(self, row: int, tr: Transition) -> float:
