@@ -3,7 +3,9 @@
 Candidates are (job, GPU type, GPU count) triples with a cost each; the programme picks at most
 one per job, within each type's GPUs, minimising total cost (a job left out costs 0, so a
 negative cost means "worth admitting"). The LP relaxation is solved first and kept when it is
-integral (then it is the ILP optimum); otherwise HiGHS' MILP, to a 1e-4 relative gap.
+integral (then it is the ILP optimum); otherwise a small exact search (`unique_optimum`) answers
+when it proves the optimum unique by more than the MILP's gap, and HiGHS' MILP (to a 1e-4
+relative gap) answers the rest.
 """
 
 from __future__ import annotations
@@ -66,24 +68,161 @@ def choose_configs(n_jobs: int, cand_j: np.ndarray, cand_t: np.ndarray, cand_n: 
         if warm is not None:
             warm.lp, warm.key = lp, key
     x = res.x if res.status == 0 else None
-    if x is None or np.any(np.abs(x - np.round(x)) > 1e-7):      # fractional: the ILP
-        # (scipy's milp: HiGHS' MIP through highspy directly is no faster on these, ~25 ms)
-        from scipy.optimize import (  # (imported when first needed)
-            LinearConstraint,
-            milp,
-        )
-        from scipy.sparse import coo_matrix
-        per_job = coo_matrix((np.ones(m), (cand_j, np.arange(m))), shape=(n_jobs, m)).tocsr()
-        per_type = coo_matrix((cand_n.astype(float), (cand_t, np.arange(m))),
-                              shape=(len(capacity), m)).tocsr()
-        cons = [LinearConstraint(per_job, -np.inf, 1.0),
-                LinearConstraint(per_type, -np.inf, capacity.astype(float))]
-        with silent_stdout():
-            x = milp(cost, integrality=np.ones(m), bounds=(0, 1), constraints=cons,
-                     options={"mip_rel_gap": 1e-4, "time_limit": time_limit}).x
+    if x is not None and not np.any(np.abs(x - np.round(x)) > 1e-7):
+        return np.flatnonzero(x > 0.5)                    # integral: the ILP optimum
+    if x is not None:
+        chosen = unique_optimum(cand_j, cand_t, cand_n, cost, capacity, x,
+                                np.maximum(-res.row_dual[n_jobs:], 0.0))
+        if chosen is not None:
+            return chosen
+    x = _milp(n_jobs, cand_j, cand_t, cand_n, cost, capacity, time_limit)
     if x is None:
         return None
     return np.flatnonzero(x > 0.5)
+
+
+MIP_REL_GAP = 1e-4     # the MILP's relative gap (HiGHS stops within it of its dual bound)
+SEARCH_NODES = 2000    # nodes the exact search may visit before the MILP takes over
+
+
+def _milp(n_jobs: int, cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray,
+          cost: np.ndarray, capacity: np.ndarray, time_limit: float) -> np.ndarray | None:
+    """The integer programme by scipy's milp (HiGHS' MIP through highspy directly is no faster
+    on these, ~25 ms): x, or None if it found nothing."""
+    from scipy.optimize import (  # (imported when first needed)
+        LinearConstraint,
+        milp,
+    )
+    from scipy.sparse import coo_matrix
+    m = len(cand_j)
+    per_job = coo_matrix((np.ones(m), (cand_j, np.arange(m))), shape=(n_jobs, m)).tocsr()
+    per_type = coo_matrix((cand_n.astype(float), (cand_t, np.arange(m))),
+                          shape=(len(capacity), m)).tocsr()
+    cons = [LinearConstraint(per_job, -np.inf, 1.0),
+            LinearConstraint(per_type, -np.inf, capacity.astype(float))]
+    with silent_stdout():
+        return milp(cost, integrality=np.ones(m), bounds=(0, 1), constraints=cons,
+                    options={"mip_rel_gap": MIP_REL_GAP, "time_limit": time_limit}).x
+
+
+def _window(z: float) -> float:
+    """How far above the optimum z HiGHS' MILP may stop: its relative gap (taken on |z| + 1, a
+    little more than HiGHS' own |incumbent|) plus 1e-5 for its absolute gap (1e-6) and
+    feasibility tolerance (1e-6)."""
+    return MIP_REL_GAP * (abs(z) + 1.0) + 1e-5
+
+
+def _job_choices(cand_j: np.ndarray, val: np.ndarray) -> tuple[list[tuple[list, list]], float]:
+    """Per job, its choices (candidate index; -1: none, worth 0) by excess over its best val,
+    as (excesses, indexes); and the sum of the jobs' best vals."""
+    order = np.argsort(cand_j, kind="stable")
+    bounds = np.flatnonzero(np.diff(cand_j[order])) + 1
+    out, floor = [], 0.0
+    for cols in np.split(order, bounds):
+        v = np.concatenate([[0.0], val[cols]])
+        idx = np.concatenate([[-1], cols])
+        low = v.min()
+        o = np.argsort(v - low, kind="stable")
+        out.append(((v[o] - low).tolist(), idx[o].tolist()))
+        floor += float(low)
+    return out, floor
+
+
+def _incumbent(cand_j, cand_t, cand_n, cost, capacity, x, choices) -> float:
+    """Cost of a feasible programme: the relaxation's integral part, then every other job its
+    first choice that still fits."""
+    ones = np.flatnonzero(x > 1 - 1e-7)
+    left = capacity.astype(np.int64) - np.bincount(cand_t[ones], weights=cand_n[ones],
+                                                   minlength=len(capacity)).astype(np.int64)
+    total = float(cost[ones].sum())
+    placed = set(cand_j[ones].tolist())
+    for _ex, idx in choices:
+        for c in idx:
+            if c < 0 or cand_j[c] in placed:
+                break
+            if cand_n[c] <= left[cand_t[c]]:
+                left[cand_t[c]] -= cand_n[c]
+                total += float(cost[c])
+                break
+    return total
+
+
+def unique_optimum(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, cost: np.ndarray,
+                   capacity: np.ndarray, x: np.ndarray, price: np.ndarray) -> np.ndarray | None:
+    """The programme's optimum when every other configuration costs more than `_window` above
+    it: then HiGHS' MILP, which stops within that window of the optimum, returns it too, and
+    this answer is the MILP's; None when that is not shown within SEARCH_NODES nodes (ties,
+    near ties, hard programmes: the MILP answers).
+
+    A depth-first enumeration of every choice set that costs at most the best one found plus
+    the window, bounded by Lagrangian duality: with `price` (>= 0 per GPU of each type; the
+    relaxation's duals make it tight) a programme costs sum_c (cost_c + price_t n_c) x_c minus
+    price . capacity plus the unused GPUs' price, so each job's choice adds its excess over the
+    job's best one. Jobs whose every other choice exceeds the budget keep their best one."""
+    val = cost + price[cand_t] * cand_n
+    choices, floor = _job_choices(cand_j, val)
+    floor -= float(price @ capacity)
+    bound = _incumbent(cand_j, cand_t, cand_n, cost, capacity, x, choices)
+    bound += _window(bound)
+    fixed, free = [], []
+    for ex, idx in choices:
+        if len(ex) > 1 and floor + ex[1] <= bound:
+            free.append((ex, idx))
+        elif idx[0] >= 0:
+            fixed.append(idx[0])
+    free.sort(key=lambda ch: sum(floor + e <= bound for e in ch[0]))   # fewest choices first
+    left = capacity.astype(np.int64) - np.bincount(
+        cand_t[fixed], weights=cand_n[fixed], minlength=len(capacity)).astype(np.int64)
+    if np.any(left < 0):      # (cannot be: the incumbent is within the bound; rounding)
+        return None
+    found = _enumerate(free, floor, bound, cost.tolist(), cand_t.tolist(), cand_n.tolist(),
+                       left.tolist(), float(cost[fixed].sum()))
+    if not found:             # past the node limit (or nothing within the bound: rounding)
+        return None
+    best = min(found, key=lambda f: f[0])
+    if sum(z <= best[0] + _window(best[0]) for z, _ in found) > 1:
+        return None
+    return np.sort(np.array(fixed + best[1], dtype=np.int64))
+
+
+def _enumerate(free: list, floor: float, bound: float, cost: list, ctype: list, count: list,
+               left: list, fixed_cost: float) -> list[tuple[float, list]] | None:
+    """(cost, chosen candidates of the free jobs) of every feasible choice within the bound,
+    which tightens to the best found plus its window (z + _window(z) grows with z: nothing
+    within the final best's window is cut); None past SEARCH_NODES nodes."""
+    found: list[tuple[float, list]] = []
+    chosen: list[int] = []
+    nodes = 0
+
+    def visit(k: int, excess: float) -> bool:
+        nonlocal nodes, bound
+        nodes += 1
+        if nodes > SEARCH_NODES:
+            return False
+        if k == len(free):
+            z = fixed_cost + sum(cost[c] for c in chosen)
+            if z <= bound:
+                found.append((z, list(chosen)))
+                bound = min(bound, z + _window(z))
+            return True
+        ex, idx = free[k]
+        for e, c in zip(ex, idx):
+            if floor + excess + e > bound:
+                break
+            if c < 0:
+                if not visit(k + 1, excess + e):
+                    return False
+            elif count[c] <= left[ctype[c]]:
+                left[ctype[c]] -= count[c]
+                chosen.append(c)
+                ok = visit(k + 1, excess + e)
+                chosen.pop()
+                left[ctype[c]] += count[c]
+                if not ok:
+                    return False
+        return True
+
+    return found if visit(0, 0.0) else None
 
 
 @dataclass(frozen=True)
