@@ -155,8 +155,9 @@ def run_simulations(req: SimulationRequest, console=None, keep_results: bool = F
     results: list[SimResult] = []
     for i, pol in enumerate(policies):
         named = getattr(pol, "inner", pol)          # a queue layer: the policy inside it
-        specs = world.jobs_for(named.label().partition(":")[0].strip(), wl.specs)
-        sim = Simulator(specs, cluster, pol, perf, restart=restart,
+        name = named.label().partition(":")[0].strip()
+        specs = world.jobs_for(name, wl.specs)
+        sim = Simulator(specs, cluster, pol, world.perf_for_run(perf, name), restart=restart,
                         failures=failures, until=until, record_events=req.events,
                         rounds_from_first_arrival=world.rounds_from_first_arrival,
                         impossible_arrivals_decide=world.impossible_arrivals_decide)

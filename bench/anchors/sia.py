@@ -209,7 +209,8 @@ def ensure_venv() -> Path:
     env = dict(os.environ, OMP_NUM_THREADS="1")
     pip = [str(py), "-m", "pip", "install", "-q", "--no-deps"]
     subprocess.run(pip + first, check=True, env=env)
-    if late:
+    if late:   # built here without isolation: the venv needs a setuptools with bdist_wheel
+        subprocess.run(pip + ["setuptools>=70.1", "packaging", "wheel"], check=True, env=env)
         subprocess.run(pip + ["--no-build-isolation"] + late, check=True, env=env)
     stamp.write_text(want + "\n")
     return py

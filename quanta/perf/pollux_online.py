@@ -96,13 +96,12 @@ def fit_pollux(num_nodes, num_replicas, local_bsz, step_time, sync_time) -> np.n
     return x
 
 
-def pollux_goodput(params, init_batch: int, num_nodes, num_replicas, max_batch: float,
-                   min_local: int, max_local: int, grad: tuple[float, float]) -> np.ndarray:
-    """Best goodput (samples/s x efficiency) of the model `params` per (nodes, replicas) pair,
-    the batch tuned on Pollux's grid of 50 global batches from max(M0, K x min_local) to
-    `max_batch` (either way round) with accumulation, atomic batches outside [min_local,
-    max_local] worth 0, the efficiency from one pair of gradient statistics `grad` for every
-    batch (the job's latest; Pollux's GoodputFunction.optimize)."""
+def _grid(params, init_batch: int, num_nodes, num_replicas, max_batch: float, min_local: int,
+          max_local: int, grad: tuple[float, float]):
+    """Pollux's GoodputFunction.optimize grid (goodput.py:89-147): per (nodes, replicas) column,
+    50 global batches from max(M0, K x min_local) to `max_batch` (either way round) with
+    accumulation; returns (goodput, atomic batch, accumulation steps), each (50, columns), the
+    goodput 0 where the atomic batch is outside [min_local, max_local]."""
     n = np.atleast_1d(np.asarray(num_nodes, dtype=float))
     k = np.atleast_1d(np.asarray(num_replicas, dtype=float))
     lo = np.maximum(init_batch, min_local * k)
@@ -114,8 +113,46 @@ def pollux_goodput(params, init_batch: int, num_nodes, num_replicas, max_batch: 
     total = k * mb * (s + 1)
     thr = total / pollux_step_time(params, n, k, mb, s)
     eff = efficiency(grad[0], grad[1], init_batch, total)
-    good = np.where((mb >= min_local) & (mb <= max_local), thr * eff, 0.0)
-    return good.max(axis=0)
+    return np.where((mb >= min_local) & (mb <= max_local), thr * eff, 0.0), mb, s
+
+
+def pollux_goodput(params, init_batch: int, num_nodes, num_replicas, max_batch: float,
+                   min_local: int, max_local: int, grad: tuple[float, float]) -> np.ndarray:
+    """Best goodput (samples/s x efficiency) of the model `params` per (nodes, replicas) pair,
+    the batch tuned on Pollux's grid (`_grid`), the efficiency from one pair of gradient
+    statistics `grad` for every batch (the job's latest; Pollux's GoodputFunction.optimize)."""
+    return _grid(params, init_batch, num_nodes, num_replicas, max_batch, min_local, max_local,
+                 grad)[0].max(axis=0)
+
+
+def pollux_batch(params, init_batch: int, num_nodes: int, num_replicas: int, max_batch: float,
+                 min_local: int, max_local: int, grad: tuple[float, float]) -> tuple[int, int]:
+    """(atomic batch, accumulation steps) that the model `params` finds best on one placement:
+    what a Pollux agent runs its job at (sia-simulator job.py:360-365; the first best on the
+    grid, as numpy's argmax)."""
+    good, mb, s = _grid(params, init_batch, num_nodes, num_replicas, max_batch, min_local,
+                        max_local, grad)
+    i = int(np.argmax(good[:, 0]))
+    return int(mb[i, 0]), int(s[i, 0])
+
+
+def fit_points(points: dict) -> np.ndarray:
+    """`fit_pollux` of a profile {(nodes, GPUs, atomic batch): (step, sync)}, the points in key
+    order. A learning scheduler and the jobs it learns from fit the same profiles (sia-sim's job
+    agents, `worlds/sia_agents.py`): the fit is remembered by its points, so that the second
+    fit of a profile costs nothing and gives the same parameters."""
+    a = np.array([(*kk, *v) for kk, v in sorted(points.items())], dtype=float)
+    key = a.tobytes()
+    hit = _FITS.get(key)
+    if hit is None:
+        if len(_FITS) >= _FITS_KEPT:
+            _FITS.clear()
+        hit = _FITS[key] = fit_pollux(a[:, 0], a[:, 1], a[:, 2], a[:, 3], a[:, 4])
+    return hit.copy()
+
+
+_FITS: dict[bytes, np.ndarray] = {}
+_FITS_KEPT = 4096
 
 
 # -- what a learning scheduler records of its jobs ------------------------------------------------
@@ -135,15 +172,34 @@ def record_trained(snap, st: dict, trained: np.ndarray, merge_types: bool = Fals
     profile per job for every type (type key MERGED), as Pollux's heterogeneity-unaware
     simulator keeps (job.py:392-405 with h_unaware: a point measured on one type stands for all).
     `trained`: the snapshot rows to record (running and past their restore); `nodes`: the
-    nodes each row's GPUs are on (default: the fewest they fit on)."""
+    nodes each row's GPUs are on (default: the fewest they fit on). Where the jobs learn for
+    themselves (a performance model with `learned`: sia-sim's job agents) their own profiles,
+    keyed by their real node counts, are copied instead."""
     j = snap.jobs
     cl = snap.cluster
-    obs_fn = getattr(snap.perf, "observe", None)
-    if obs_fn is None:
-        return
     pts = st.setdefault("points", {})
     fits = st.setdefault("fits", {})
     grads = st.setdefault("grad", {})
+    learned = getattr(snap.perf, "learned", None)
+    if learned is not None:
+        # the jobs learn for themselves (sia-sim's job agents, worlds/sia_agents.py): the
+        # scheduler reads the profiles each job has fitted, as the reference's schedulers read
+        # its perf_params, and fits them the same way (`fit_points`)
+        for i in np.flatnonzero(trained).tolist():
+            got = learned(j.specs[i])
+            if got is None:
+                continue
+            row = int(j.rows[i])
+            profiles, grads[row] = got
+            for tk, prof in profiles.items():
+                key_t = (row, MERGED if tk == MERGED else cl.type_index(tk))
+                if len(pts.get(key_t, ())) != len(prof):
+                    pts[key_t] = dict(prof)
+                    fits[key_t] = fit_points(prof)
+        return
+    obs_fn = getattr(snap.perf, "observe", None)
+    if obs_fn is None:
+        return
     for i in np.flatnonzero(trained).tolist():
         k, cnt = int(j.gtype[i]), int(j.gpus[i])
         nd = cl.min_nodes(k, cnt) if nodes is None else int(nodes[i])
@@ -158,5 +214,4 @@ def record_trained(snap, st: dict, trained: np.ndarray, merge_types: bool = Fals
         if key in mine:
             continue
         mine[key] = (o.step_time, o.sync_time)
-        a = np.array([(*kk, *v) for kk, v in sorted(mine.items())])
-        fits[key_t] = fit_pollux(a[:, 0], a[:, 1], a[:, 2], a[:, 3], a[:, 4])
+        fits[key_t] = fit_points(mine)

@@ -21,6 +21,7 @@ from quanta.core.sharing import tenancy_rate
 from quanta.model.cluster import Cluster
 from quanta.model.job import JobSpec
 from quanta.perf.base import PerfModel, allocation_rate
+from quanta.perf.goodput import is_adaptive
 from quanta.placement.occupancy import Occupancy
 from quanta.policies.base import Policy, PolicyError
 from quanta.sim.faults import FailureModel, NodeOutage
@@ -99,8 +100,13 @@ class Simulator:
         # a policy that gives one job GPUs of several types says so (`mixes_types`)
         self.impossible = self.table.never_fits(bool(getattr(policy, "mixes_types", False)))
         self.restart_s = np.array([self.restart(s) for s in self.table.specs], dtype=float)
+        # a world whose jobs tune their own batch as they learn (sia-sim's job agents,
+        # worlds/sia_agents.py): asked for a running adaptive job's rate, told when each of its
+        # segments of training ends; its jobs are re-rated after every round's training too
+        self.agent_rate = getattr(perf, "running_rate", None)
+        self.seg_from = np.zeros(len(self.table))   # row -> when its current segment began
         # jobs whose rate changes as they train (goodput jobs' epochs): re-rated at each phase end
-        self.phased = bool(self.table.phase_ends)
+        self.phased = bool(self.table.phase_ends) or self.agent_rate is not None
         self.alloc_args: dict[int, tuple] = {}   # row -> its allocation's _rate arguments
         # round-based policies: rounds at the multiples of the interval (False), or from the first
         # arrival on, the first round at that arrival (Gavel's simulator)
@@ -135,6 +141,10 @@ class Simulator:
         if mixed:                          # GPUs of several types: ask the model
             req_ok &= np.array([p is None for p in parts_l])
         rate = np.where(req_ok, t.rates[rows, np.maximum(gtype, 0)], 0.0)
+        if self.agent_rate is not None:    # the segments of the jobs that move or stop end now
+            for r in rows_l:
+                if t.state.item(r) == RUNNING:
+                    self._segment_end(r, now)
         plan_now = dict(zip(rows_l, plans_l)) if (shared and extras) or self.phased else None
         spans = self.occ.spans
         for i in np.flatnonzero(on & ~req_ok).tolist():   # other sizes, spread or shared: ask
@@ -207,18 +217,49 @@ class Simulator:
     def _next_phase(self, row: int, now: float, version: np.ndarray, push) -> None:
         """`row` reached the end of a training phase: the same allocation at the next phase's rate."""
         t = self.table
+        if self.agent_rate is not None:
+            self._segment_end(row, now)
         t.mark(row, now)
-        if t.set_phase(row):
+        if t.set_phase(row) or self.agent_rate is not None:
             rate = self._rate(row, *self.alloc_args[row])
             t.rate[row] = rate
             t.min_rate[row] = min(t.min_rate.item(row), rate)
         version[row] += 1
         self._push_next(np.array([row]), version, push)
 
+    def _segment_end(self, row: int, now: float) -> None:
+        """A running job's segment of training on one batch ends now (it moves, stops, reaches
+        an epoch's end or a round's): its agent learns what it measured, if it trained in it
+        (past its restore)."""
+        t = self.table
+        if self.seg_from.item(row) < now:
+            self.perf.segment_end(t.specs[row], max(self.seg_from.item(row), t.t0.item(row)) < now)
+            self.seg_from[row] = now
+
+    def _retune(self, now: float, version: np.ndarray, push) -> None:
+        """After a round's training each running job's agent picks its batch again from what it
+        has learned (sia-simulator job.py:521): a job whose rate changes is re-rated."""
+        t = self.table
+        for row, args in self.alloc_args.items():
+            if t.state.item(row) != RUNNING or t.gpus.item(row) == 0 or not is_adaptive(args[6]):
+                continue
+            self._segment_end(row, now)
+            rate = self._rate(row, *args)
+            if rate != t.rate.item(row):
+                t.mark(row, now)
+                t.rate[row] = rate
+                t.min_rate[row] = min(t.min_rate.item(row), rate)
+                version[row] += 1
+                self._push_next(np.array([row]), version, push)
+
     def _rate(self, row: int, gtype: int, count: int, nodes: int, cons: bool, partner: int,
               mode: str, plan=None, cpus: float = 0.0, mem_gb: float = 0.0, partner_plan=None,
               parts=None, fork=None, net_gbps: float = 0.0) -> float:
         specs = self.table.specs
+        if self.agent_rate is not None and partner < 0 and parts is None and is_adaptive(plan):
+            r = self.agent_rate(specs[row], self.cluster.types[gtype], count, nodes)
+            if r is not None:
+                return r
         return allocation_rate(self.perf, specs[row], self.cluster.types[gtype], count, nodes, cons,
                                specs[partner] if partner >= 0 else None, mode, plan, cpus, mem_gb,
                                partner_plan, parts, fork, net_gbps)
@@ -358,6 +399,8 @@ class Simulator:
                     if not occ.node_up[obj]:
                         continue
                     for row in occ.node_down(obj):
+                        if self.agent_rate is not None:
+                            self._segment_end(row, now)
                         mate = int(t.partner[row])
                         mates = list(occ.tenants(row)[0]) if occ.spans and mate >= 0 else ()
                         occ.release(row)
@@ -411,6 +454,8 @@ class Simulator:
                 origin, tick_ver, tick_pending = now, tick_ver + 1, False
                 kinds.add("tick")
             decide = ("tick" in kinds) if interval else True
+            if self.agent_rate is not None and "tick" in kinds:
+                self._retune(now, version, push)
             if decide and len(active):
                 trs = loop.step(now, active, tuple(sorted(kinds)))
                 transitions += len(trs)

@@ -51,6 +51,12 @@ class World:
     # the reference's own cluster: the run's cluster when the user names none (None: Quanta's
     # default, gavel-108)
     cluster: str | None = None
+    # one run's performance model, given the world's (`perf`) and the policy's name: where the
+    # reference's jobs learn for themselves (sia-sim's job agents), a fresh one per run
+    run_perf: Callable[[object, str], object] | None = None
+
+    def perf_for_run(self, perf, policy_name: str):
+        return perf if self.run_perf is None else self.run_perf(perf, policy_name)
 
     def policy_spec(self, spec: str, seed: int = 0) -> str:
         """`spec` with the world's parameters for that policy put before the user's own."""

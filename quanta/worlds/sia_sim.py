@@ -35,6 +35,9 @@ Everything here is read from that code; paths are relative to sia-simulator/.
   use, progress counted in M0 steps, a job done at the end of its last epoch (job.py `step`,
   applications.py `get_grad_stats`, `get_progress`). Quanta's goodput model does the same in
   every world (GoodputPerf).
+- The batch a Sia or Pollux job runs at: its own agent's choice, from Pollux's fit of the points
+  it has trained on (job.py:317-412; `sia_agents.LearningJobs`, built per run by `run_perf`),
+  not the best batch of the world's model; the learning policies read the same profiles.
 - NCF under Sia: global batch 32,768 and rigid at 1 GPU (cluster.py:71-73 sets the batch,
   `get_sia_multi_job_info` caps its replicas at 1 and marks it rigid).
 - Rounds and policies as in the paper's runs (run_experiment.sh): Sia every 60 s with p = -0.5,
@@ -62,6 +65,7 @@ from quanta.model.job import JobSpec
 from quanta.perf.goodput_data import CLUSTER_OF_TYPE, GPUS_PER_NODE, SIA_POLLUX_DIR
 from quanta.sim.engine import RestartCost
 from quanta.worlds import World, world
+from quanta.worlds.sia_agents import LearningJobs
 
 RESCALE_S = {"cifar10": 50.0, "deepspeech2": 25.0, "bert": 120.0, "yolov3": 80.0,
              "imagenet": 250.0, "ncf": 15.0}
@@ -235,18 +239,22 @@ class MeasuredPerf:
                   ) -> tuple[float, float] | None:
         """(progress per iteration, seconds per iteration) of the job on the allocation, or None
         where the profiles give no answer."""
-        from quanta.perf.goodput import canonical_type, efficiency, is_adaptive
-        model = self.base.goodput.catalog[app]
+        from quanta.perf.goodput import canonical_type, is_adaptive
         got = self._config(job, app, canonical_type(gpu_type), num_gpus, num_nodes,
                            is_adaptive(plan))
         if got is None:
             return None
         _, m, s, (step, sync) = got
-        t_iter = step + (step - sync) * s
-        batch = num_gpus * m * (s + 1)
+        return self.gain(job, app, num_gpus * m * (s + 1))[0], step + (step - sync) * s
+
+    def gain(self, job, app: str, batch: int) -> tuple[float, tuple[float, float]]:
+        """(progress per iteration, (sqr, var)) of the job at global batch `batch`: the gradient
+        statistics of its current epoch at that batch and their gain (job.py:453-456)."""
+        from quanta.perf.goodput import efficiency
+        model = self.base.goodput.catalog[app]
         sqr, var = model.noise.at_epoch(_epoch(model, job), batch)
         gain = float(efficiency(sqr, var, model.init_batch, batch)) * batch / model.init_batch
-        return gain, t_iter
+        return gain, (float(sqr), float(var))
 
     def _measured_rate(self, job, app, gpu_type, num_gpus, num_nodes, plan):
         if num_gpus <= 0:
@@ -426,6 +434,9 @@ def sia_sim() -> World:
         # the simulator's default cluster (simulator_config.py:9,11): 6 x 4 T4 (aws), 3 x 8 RTX
         # 2080Ti (rtx), 2 x 8 A100 (dgx-ext); what `quanta reproduce sia` replays on
         cluster="t4:6x4,rtx:3x8,a100:2x8",
+        # Sia's and Pollux's jobs tune their own batch from what they learned (sia_agents.py):
+        # one profile for every GPU type under Pollux (h_unaware), one per type otherwise
+        run_perf=lambda perf, policy: LearningJobs(perf, merged=policy == "pollux"),
         notes=("world sia-sim: restart delay per application (cifar10 50 s, deepspeech2 25 s, "
                "bert 120 s, yolov3 80 s, imagenet 250 s, ncf 15 s), charged at the first start "
                "too; throughput divided by Sia's calibration slowdowns (1.2-1.8); rounds on the "
