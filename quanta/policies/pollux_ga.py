@@ -25,6 +25,8 @@ same algorithm, a different draw, deterministic for the run's seed.
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
 import numpy as np
 
 FLOOR = 1e-3                     # added to every speedup in the power mean (pollux_unaware.py:338)
@@ -56,7 +58,14 @@ class VirtualNodes:
 
 
 class Problem:
-    """One round's optimisation: speedup tables, the current allocation and the limits."""
+    """One round's optimisation: speedup tables, the current allocation and the limits.
+
+    Populations are small (about 100 x 10 jobs x 16 nodes), so numpy's per-call overhead and its
+    slow reductions along a short axis (one inner loop per outer index; cumsum worst) set the
+    cost: integer sums go through einsum, any() through a boolean matmul with ones, running sums
+    over jobs through one (P, N) step per job (replica counts are never negative, which these
+    rely on); float operations that decide anything keep their operands and order, so results
+    are bit for bit those of the plain numpy expressions (tests/test_pollux_ga_speed.py)."""
 
     def __init__(self, table: np.ndarray, base: np.ndarray, cap: np.ndarray, res: np.ndarray,
                  factor: np.ndarray, p: float, scale: float):
@@ -71,29 +80,36 @@ class Problem:
 
     def evaluate(self, X: np.ndarray) -> np.ndarray:
         """(P, 2) objectives (both minimised): minus the power mean, minus the utility."""
-        nodes = np.minimum(np.count_nonzero(X, axis=2), self.table.shape[1] - 1)
-        reps = X.sum(axis=2)
+        nz = X > 0
+        nodes = np.minimum(_count(nz, "pjn->pj"), self.table.shape[1] - 1)
+        reps = np.einsum("pjn->pj", X)
         sp = self.table[self.jobs, nodes, np.minimum(reps, self.table.shape[2] - 1)]
-        scaled = sp * self.scale * np.where(np.any(X != self.base, axis=2), self.factor, 1.0)
+        changed = (X != self.base) @ np.ones(X.shape[2], dtype=bool)    # (P, J) row changed
+        scaled = sp * self.scale * np.where(changed, self.factor, 1.0)
         n_jobs = X.shape[1]
         if self.p == 0:
             mean = np.exp(np.log(np.maximum(scaled, FLOOR)).sum(axis=1) / n_jobs)
         else:
             mean = (((scaled + FLOOR) ** self.p).sum(axis=1) / n_jobs) ** (1.0 / self.p)
-        total = (np.any(X > 0, axis=1) * self.res).sum(axis=1)          # GPUs of used nodes
+        used = np.ones(X.shape[1], dtype=bool) @ nz                     # (P, N) any job there
+        total = used @ self.res                                          # GPUs of used nodes
         with np.errstate(divide="ignore", invalid="ignore"):
             share = np.where(reps > 0, reps / total[:, None], 0.0)
             util = np.where(reps > 0, sp / reps, 0.0)
         return np.column_stack([-mean, -(util * share).sum(axis=1)])
 
     # -- Pollux's operators -------------------------------------------------------------------
-    def crossover(self, rng, A: np.ndarray, B: np.ndarray) -> np.ndarray:
-        """Single-point crossover over jobs: two children per pair of parents."""
-        m, J = A.shape[0], A.shape[1]
-        swap = np.arange(J)[None, :] < rng.integers(0, J, size=(m, 1))
-        c1 = np.where(swap[:, :, None], B, A)
-        c2 = np.where(swap[:, :, None], A, B)
-        return np.concatenate([c1, c2])
+    def crossover(self, rng, X: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Single-point crossover over jobs of parents X[a] and X[b], with probability
+        CROSSOVER_P per pair (else the parents pass unchanged): two children per pair, gathered
+        row by row from their parents."""
+        m, J = len(a), X.shape[1]
+        do = rng.random(m) < CROSSOVER_P
+        swap = (np.arange(J) < rng.integers(0, J, size=(m, 1))) & do[:, None]
+        first = np.where(swap, b[:, None], a[:, None])
+        second = np.where(swap, a[:, None], b[:, None])
+        rows = np.concatenate([first, second]) * J + np.arange(J)       # into (P x J, N) rows
+        return X.reshape(-1, X.shape[2]).take(rows.reshape(-1), axis=0).reshape(2 * m, *X.shape[1:])
 
     def mutate(self, rng, X: np.ndarray) -> np.ndarray:
         P, J, N = X.shape
@@ -101,48 +117,69 @@ class Problem:
         a, b = u[:P * J].reshape(P, J), u[P * J:2 * P * J].reshape(P, J)
         c, d, e = u[2 * P * J:].reshape(3, P, J, N)
         # (1) a job's row back to its current allocation, (2) some of a job's entries zeroed
-        X = np.where((a < RESET_P)[:, :, None], self.base, X)
-        X = np.where(c < np.where(b < ZERO_ROW_P, ZERO_P, 0.0)[:, :, None], 0, X)
+        X = X.copy()
+        p_, j_ = np.nonzero(a < RESET_P)
+        X[p_, j_] = self.base[j_]
+        X[(b < ZERO_ROW_P)[:, :, None] & (c < ZERO_P)] = 0
         # (3) on every node with a free GPU, each job gains replicas with probability 1 / jobs,
         # each job already there with 1 / its jobs there too (the reference normalises over the
-        # jobs axis), to a uniform count between what it has and the node's size
-        fits = (self.res - X.sum(axis=1)) >= 1                          # (P, N)
-        p1 = fits[:, None, :] / J
+        # jobs axis), to a uniform count between what it has and the node's size. Both chances
+        # are per node, so their union is formed on (P, N); few entries grow.
+        fits = np.einsum("pjn->pn", X) < self.res                       # a free GPU
         on = (X > 0) & fits[:, None, :]
-        p2 = on / np.maximum(on.sum(axis=1, keepdims=True), 1)
-        grow = d < p1 + p2 - p1 * p2
-        return np.where(grow, X + (e * (self.res - X + 1)).astype(np.int64), X)
+        p1 = fits / J
+        p2 = 1.0 / np.maximum(np.ones(J) @ on, 1.0)
+        grow = d < np.where(on, (p1 + p2 - p1 * p2)[:, None, :], p1[:, None, :])
+        i = np.flatnonzero(grow)
+        flat = X.reshape(-1)
+        flat[i] += (e.reshape(-1)[i] * (self.res[i % N] - flat[i] + 1)).astype(np.int64)
+        return X
 
     def repair(self, rng, X: np.ndarray) -> np.ndarray:
-        # at most one distributed job per node: on each node, everything after the second
-        # distributed job (in job order) is dropped, as the reference's cumulative mask does
-        nz = X > 0
-        dist = nz.sum(axis=2) > 1
+        P, J, N = X.shape
+        # worked on job by job, on a (jobs, P, N) copy where a job's slice is contiguous
+        T = X.transpose(1, 0, 2).copy()
+        # at most one distributed job per node: on each node, everything from the second
+        # distributed job on (in job order) is dropped, as the reference's cumulative mask does
+        nz = T > 0
+        dist = _count(nz, "jpn->jp") > 1
         if dist.any():
-            X = np.where(np.cumsum(nz & dist[:, :, None], axis=1) > 1, 0, X)
+            one = np.zeros((P, N), dtype=bool)          # a distributed job met on the node
+            two = np.zeros((P, N), dtype=bool)          # two of them
+            for j in range(J):
+                on = nz[j] & dist[j][:, None]
+                two |= one & on
+                one |= on
+                np.copyto(T[j], 0, where=two)
         # the job's replica cap and at most MAX_NODES nodes, over its nodes in random order
-        # (only rows over a limit change)
-        over = X.sum(axis=2) > self.cap
-        if X.shape[2] > MAX_NODES:
-            over |= np.count_nonzero(X, axis=2) > MAX_NODES
-        if over.any():
-            X = X.copy()
-            p_, j_ = np.nonzero(over)
-            R = X[p_, j_]                                                # (m, N)
-            order = np.argsort(rng.random(R.shape), axis=1)
-            Y = np.take_along_axis(R, order, axis=1)
-            Y = np.diff(np.minimum(np.cumsum(Y, axis=1), self.cap[j_][:, None]), axis=1,
-                        prepend=0)
-            if R.shape[1] > MAX_NODES:
-                keep = np.diff(np.minimum(np.cumsum(Y > 0, axis=1), MAX_NODES), axis=1,
-                               prepend=0) > 0
-                Y = np.where(keep, Y, 0)
-            R[np.arange(len(R))[:, None], order] = Y
-            X[p_, j_] = R
-        # node capacities, in job order
-        cs = np.minimum(np.cumsum(X, axis=1), self.res)
-        cs[:, 1:] -= cs[:, :-1].copy()
-        return cs
+        # (only rows over a limit change; their draws in (solution, job) order)
+        over = np.einsum("jpn->jp", T) > self.cap[:, None]
+        if N > MAX_NODES:
+            over |= _count(T > 0, "jpn->jp") > MAX_NODES
+        p_, j_ = np.nonzero(over.T)
+        if len(p_):
+            order = np.argsort(rng.random((len(p_), N)), axis=1)
+            at = order + ((j_ * P + p_) * N)[:, None]                   # into T's flat entries
+            flat = T.reshape(-1)
+            Y = np.minimum(np.cumsum(flat[at], axis=1), self.cap[j_][:, None])
+            Y[:, 1:] -= Y[:, :-1]                      # (numpy buffers the overlapping operand)
+            if N > MAX_NODES:
+                keep = np.minimum(np.cumsum(Y > 0, axis=1), MAX_NODES)
+                keep[:, 1:] -= keep[:, :-1]
+                Y[keep == 0] = 0
+            flat[at] = Y
+        # node capacities, in job order: each job takes what it asks of what is left
+        out = np.empty_like(T)
+        free = np.broadcast_to(self.res, (P, N)).copy()
+        for j in range(J):
+            np.minimum(T[j], free, out=out[j])
+            free -= out[j]
+        return np.ascontiguousarray(out.transpose(1, 0, 2))
+
+
+def _count(mask: np.ndarray, spec: str) -> np.ndarray:
+    """True entries of a boolean array summed as einsum's spec says (int64)."""
+    return np.einsum(spec, mask, dtype=np.int64, casting="unsafe")
 
 
 # -- NSGA-II (as pymoo 0.4.2.1 runs it) ----------------------------------------------------------
@@ -150,71 +187,60 @@ class Problem:
 def ranks_of(F: np.ndarray) -> np.ndarray:
     """Non-dominated rank (0 = Pareto front) of each row of F, two objectives, both minimised:
     one sweep in (f0, f1) order, each point joining the first front none of whose members
-    dominates it (a front's members there have f1 non-increasing, so its last f1, and the first
-    f0 at that f1, say whether it dominates the point; equal points dominate neither)."""
-    U, inv = np.unique(F, axis=0, return_inverse=True)     # sorted by (f0, f1); equal rows
-    f0 = U[:, 0].tolist()                                   # share a rank
-    f1 = U[:, 1].tolist()
-    last_f1: list[float] = []
-    first_f0: list[float] = []
-    rank = np.empty(len(U), dtype=np.int64)
-    for idx, (a, b) in enumerate(zip(f0, f1)):
-        lo, hi = 0, len(last_f1)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            lf = last_f1[mid]
-            if lf < b or (lf == b and first_f0[mid] < a):
-                lo = mid + 1
-            else:
-                hi = mid
-        if lo == len(last_f1):
-            last_f1.append(b)
-            first_f0.append(a)
-        elif b < last_f1[lo]:
-            last_f1[lo] = b
-            first_f0[lo] = a
-        rank[idx] = lo
-    return rank[inv.reshape(-1)]
+    dominates it. A front's members there have f1 non-increasing, so its last (f1, f0) says
+    whether it dominates the point: it does not exactly when it sorts before (f1, f0) as a
+    tuple, and the fronts' last tuples stay sorted, so a bisection finds the front. Equal points
+    dominate neither and land in the same front without changing it."""
+    order = np.lexsort((F[:, 1], F[:, 0]))
+    S = F[order]
+    last: list[tuple[float, float]] = []
+    ranks = []
+    for key in zip(S[:, 1].tolist(), S[:, 0].tolist()):
+        k = bisect_left(last, key)
+        if k == len(last):
+            last.append(key)
+        elif key[0] < last[k][0]:
+            last[k] = key
+        ranks.append(k)
+    rank = np.empty(len(F), dtype=np.int64)
+    rank[order] = ranks
+    return rank
 
 
 def crowding(F: np.ndarray, rank: np.ndarray) -> np.ndarray:
     """Crowding distance of every point within its front (pymoo's calc_crowding_distance, all
     fronts at once): a front of at most two points is all infinite; a later duplicate of a point
     gets 0 and takes no part; per objective, the gap between the neighbours over the front's
-    range (boundary points infinite, an objective equal over the front adds 0), averaged."""
-    n, k = F.shape
+    range (boundary points infinite, an objective equal over the front adds 0), averaged.
+    The distinct points of a front (two objectives) have f0 increasing and f1 decreasing, so
+    one order by f0, with f1 negated (exactly: its gaps and range only change sign), serves
+    both objectives."""
+    n = len(F)
+    order = np.lexsort((F[:, 1], F[:, 0], rank))           # equal points: the first first
+    r = rank[order]
+    V = F[order] * np.array([1.0, -1.0])
+    new = np.ones(n, dtype=bool)
+    moved = V[1:] != V[:-1]
+    new[1:] = (r[1:] != r[:-1]) | moved[:, 0] | moved[:, 1]
+    uniq, r, V = order[new], r[new], V[new]
+    start = np.ones(len(r), dtype=bool)
+    start[1:] = r[1:] != r[:-1]
+    end = np.ones(len(r), dtype=bool)
+    end[:-1] = start[1:]
+    gap = np.diff(V, axis=0)
+    prev = np.empty_like(V)
+    prev[1:] = gap
+    prev[start] = np.inf
+    nxt = np.empty_like(V)
+    nxt[:-1] = gap
+    nxt[end] = np.inf
+    seg = np.cumsum(start) - 1
+    norm = V[end][seg] - V[start][seg]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        d = np.where(norm > 0, prev / norm + nxt / norm, 0.0)
     out = np.zeros(n)
-    order = np.lexsort((np.arange(n), F[:, 1], F[:, 0], rank))
-    srt = F[order]
-    dup = np.zeros(n, dtype=bool)
-    dup[1:] = (rank[order][1:] == rank[order][:-1]) & np.all(srt[1:] == srt[:-1], axis=1)
-    uniq = np.sort(order[~dup])
-    r = rank[uniq]
-    U = F[uniq]
-    cd = np.zeros(len(uniq))
-    for m in range(k):
-        o = np.lexsort((np.arange(len(uniq)), U[:, m], r))
-        v, fr = U[o, m], r[o]
-        start = np.ones(len(v), dtype=bool)
-        start[1:] = fr[1:] != fr[:-1]
-        end = np.ones(len(v), dtype=bool)
-        end[:-1] = fr[1:] != fr[:-1]
-        gap = np.diff(v)
-        prev = np.empty(len(v))
-        prev[1:] = gap
-        prev[start] = np.inf
-        nxt = np.empty(len(v))
-        nxt[:-1] = gap
-        nxt[end] = np.inf
-        seg = np.cumsum(start) - 1
-        lo = v[start][seg]
-        hi = v[end][seg]
-        norm = hi - lo
-        with np.errstate(invalid="ignore", divide="ignore"):
-            d = np.where(norm > 0, prev / norm + nxt / norm, 0.0)
-        cd[o] += d
-    out[uniq] = cd / k
-    size = np.bincount(rank, minlength=rank.max() + 1)
+    out[uniq] = (d[:, 0] + d[:, 1]) / 2
+    size = np.bincount(rank)
     out[size[rank] <= 2] = np.inf
     return out
 
@@ -237,17 +263,20 @@ def survive(rng, F: np.ndarray, n_survive: int):
 
 
 def tournament(rng, F: np.ndarray, crowd: np.ndarray, n: int) -> np.ndarray:
-    """n winners of binary tournaments: domination first, then crowding, then a coin."""
+    """n winners of binary tournaments: domination (two objectives) first, then crowding, then a
+    coin."""
     m = len(F)
     perms = np.concatenate([rng.permutation(m) for _ in range(-(-2 * n // m))])[:2 * n]
     a, b = perms[0::2], perms[1::2]
     fa, fb = F[a], F[b]
-    a_dom = np.all(fa <= fb, axis=1) & np.any(fa < fb, axis=1)
-    b_dom = np.all(fb <= fa, axis=1) & np.any(fb < fa, axis=1)
+    le, lt = fa <= fb, fa < fb
+    ge, gt = fa >= fb, fa > fb
+    a_dom = le[:, 0] & le[:, 1] & (lt[:, 0] | lt[:, 1])
+    b_dom = ge[:, 0] & ge[:, 1] & (gt[:, 0] | gt[:, 1])
     coin = rng.random(n) < 0.5
-    by_crowd = np.where(crowd[a] > crowd[b], a, np.where(crowd[b] > crowd[a], b,
-                                                         np.where(coin, a, b)))
-    return np.where(a_dom, a, np.where(b_dom, b, by_crowd))
+    ca, cb = crowd[a], crowd[b]
+    pick_a = a_dom | (~b_dom & ((ca > cb) | (~(cb > ca) & coin)))
+    return np.where(pick_a, a, b)
 
 
 class Seen:
@@ -255,21 +284,21 @@ class Seen:
 
     def __init__(self, shape: tuple[int, int], rng):
         self.w = rng.integers(1, 2 ** 63, size=shape[0] * shape[1], dtype=np.uint64) | 1
-        self.keys = np.empty(0, dtype=np.uint64)
+        self.keys: set[int] = set()
 
     def hash(self, X: np.ndarray) -> np.ndarray:
-        with np.errstate(over="ignore"):
-            return (X.reshape(len(X), -1).astype(np.uint64) * self.w).sum(axis=1)
+        """Sum of entries x weights, wrapping at 2 ** 64."""
+        flat = np.ascontiguousarray(X, dtype=np.int64).reshape(len(X), -1)
+        return np.einsum("pk,k->p", flat.view(np.uint64), self.w)
 
-    def new(self, X: np.ndarray, add: bool = True) -> np.ndarray:
+    def new(self, X: np.ndarray) -> np.ndarray:
         """The rows of X not met before (first of equal rows kept), recorded."""
-        h = self.hash(X)
-        _, first = np.unique(h, return_index=True)
-        first = np.sort(first)
-        first = first[~np.isin(h[first], self.keys)]
-        if add:
-            self.keys = np.concatenate([self.keys, h[first]])
-        return X[first]
+        keep = []
+        for i, h in enumerate(self.hash(X).tolist()):
+            if h not in self.keys:
+                self.keys.add(h)
+                keep.append(i)
+        return X[keep]
 
 
 def nsga2(rng, prob: Problem, init: np.ndarray, pop_size: int, generations: int):
@@ -280,7 +309,7 @@ def nsga2(rng, prob: Problem, init: np.ndarray, pop_size: int, generations: int)
     idx, rank, crowd = survive(rng, F, len(X))
     X, F = X[idx], F[idx]
     for _ in range(generations - 1):
-        seen.keys = seen.hash(X)              # duplicates of the population or of offspring
+        seen.keys = set(seen.hash(X).tolist())   # duplicates of the population or of offspring
         off = []
         n_off = 0
         for _ in range(MAX_INFILLS + 1):
@@ -288,12 +317,8 @@ def nsga2(rng, prob: Problem, init: np.ndarray, pop_size: int, generations: int)
             if need <= 0:
                 break
             m = -(-need // 2)
-            par = tournament(rng, F, crowd, 2 * m).reshape(m, 2)
-            A, B = X[par[:, 0]], X[par[:, 1]]
-            do = rng.random(m) < CROSSOVER_P
-            kids = prob.crossover(rng, A, B)
-            kids = np.where(np.concatenate([do, do])[:, None, None], kids,
-                            np.concatenate([A, B]))
+            par = tournament(rng, F, crowd, 2 * m)
+            kids = prob.crossover(rng, X, par[0::2], par[1::2])
             kids = seen.new(prob.repair(rng, prob.mutate(rng, kids)))[:need]
             off.append(kids)
             n_off += len(kids)
