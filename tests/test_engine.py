@@ -264,3 +264,20 @@ def test_ideal_time_of_a_phased_job_sums_its_phases():
     m = job_metrics(res)
     assert m.ideal[0] == pytest.approx(100 + 50 + 100 / 3)
     assert m.jct[0] == pytest.approx(m.ideal[0])
+
+
+def test_a_job_re_rated_at_a_decision_still_resumed_when_its_restore_ended(perf):
+    """Re-rating a running job folds its progress at that instant (`mark`), which moves the lazy
+    accumulators' base; the snapshot's resume time stays the end of its restore. Before, a job
+    re-rated at a round (sia-sim's job agents, an epoch ending on the round) looked to Sia and
+    Pollux as if it were still restoring, so they learned nothing from it that round."""
+    from quanta.core.jobtable import KIND_CODES, JobTable
+    t = JobTable([JobSpec("a", 0.0, 1, "resnet50", total_steps=1e6)], homogeneous(1, 1), perf)
+    t.apply_transitions(0.0, np.array([0]), np.array([KIND_CODES["start"]]), np.array([0]),
+                        [np.array([0])], np.array([2.0]), np.array([30.0]))
+    assert t.view(np.array([0]), 10.0).resume_at[0] == 30.0       # restoring
+    t.mark(0, 60.0)
+    t.rate[0] = 3.0
+    view = t.view(np.array([0]), 60.0)
+    assert view.resume_at[0] == 30.0 and view.resume_at[0] < 60.0
+    assert t.progress(np.array([0]), 60.0)[0] == 2.0 * 30.0       # folded at the old rate

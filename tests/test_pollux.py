@@ -76,10 +76,10 @@ def test_growth_counts_only_gpu_counts_the_job_trained_on():
     c = Cluster((NodeSpec("n", "v100", 8),))
     perf = PowerPerf({"x": 1.0})
     snap, t = snapshot(jobs("x"), c, perf, now=30.0, running={0: (0, 2)})
-    t.t0[0] = 60.0                                   # restoring until t = 60
+    t.t0[0] = t.resume_at[0] = 60.0                  # restoring until t = 60
     assert make_policy("pollux").decide(snap).gpus[0] == 1      # cap max(2 x 0, 1)
     snap, t = snapshot(jobs("x"), c, perf, now=90.0, running={0: (0, 2)})
-    t.t0[0] = 60.0                                   # trained on 2 since t = 60
+    t.t0[0] = t.resume_at[0] = 60.0                  # trained on 2 since t = 60
     assert make_policy("pollux").decide(snap).gpus[0] == 4
 
 

@@ -242,6 +242,7 @@ def random_snapshot(seed: int, n: int = 90, ties: bool = False) -> Snapshot:
         table.prog0[:] = table.total * rng.uniform(0, 0.9, n)
     table.t0[:] = now
     table.t0[rng.permutation(n)[: n // 20]] = now + 30.0     # restoring: rate 0 now
+    table.resume_at[:] = table.t0
     table.ta[:] = now
     return Snapshot(now, cluster, perf, table.view(np.arange(n), now), occ.up_capacity(),
                     occ.node_free.copy(), occ.node_up.copy())

@@ -53,6 +53,9 @@ class JobTable:
         self.state = np.zeros(n, dtype=np.int8)
         self.prog0 = np.zeros(n)
         self.t0 = np.zeros(n)
+        # when the held allocation's progress (re)starts, the end of its restart delay: t0 when
+        # the allocation began; t0 itself moves on whenever the accumulators are folded (`mark`)
+        self.resume_at = np.zeros(n)
         self.rate = np.zeros(n)
         self.att0 = np.zeros(n)       # GPU-seconds held (attained service) at ta
         self.run0 = np.zeros(n)       # wall seconds held at ta
@@ -214,6 +217,7 @@ class JobTable:
         self.state[r_on] = RUNNING
         self.state[rows[~on]] = PENDING
         self.t0[rows] = now + np.where(on, delay, 0.0)
+        self.resume_at[rows] = self.t0[rows]
         self.rate[rows] = np.where(on, rate, 0.0)
         self.gpus[rows] = count
         self.gtype[rows] = np.where(on, gtype, -1)

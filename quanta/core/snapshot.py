@@ -122,7 +122,7 @@ class JobsView:
     def resume_at(self) -> np.ndarray:
         """When a held job's progress (re)starts: the end of its restart delay (after `now` while
         it is still restoring a checkpoint)."""
-        return self._t.t0[self.rows]
+        return self._t.resume_at[self.rows]
 
     @cached_property
     def partner(self) -> np.ndarray:
