@@ -233,7 +233,8 @@ class Simulator:
         (past its restore)."""
         t = self.table
         if self.seg_from.item(row) < now:
-            self.perf.segment_end(t.specs[row], max(self.seg_from.item(row), t.t0.item(row)) < now)
+            self.perf.segment_end(t.specs[row],
+                                  max(self.seg_from.item(row), t.resume_at.item(row)) < now)
             self.seg_from[row] = now
 
     def _retune(self, now: float, version: np.ndarray, push) -> None:
