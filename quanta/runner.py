@@ -21,14 +21,11 @@ from quanta.sim.faults import FailureModel
 from quanta.workloads.builder import build_workload
 
 
-DEFAULT_CLUSTER = "gavel-108"
-
-
 @dataclass
 class SimulationRequest:
     trace: str = "philly"
     format: str = "auto"
-    cluster: str | None = None      # None: the world's reference cluster, else DEFAULT_CLUSTER
+    cluster: str | None = None      # None: the world's (World.cluster)
     policies: Sequence[str | Policy] = ("fifo", "sjf", "srtf", "las")   # specs or Policy objects
     seed: int = 0
     out: Path | None = Path("quanta-out")
@@ -115,7 +112,7 @@ def run_simulations(req: SimulationRequest, console=None, keep_results: bool = F
     check_request(req)
     world = get_world(req.world)
     if req.cluster is None:
-        req = replace(req, cluster=world.cluster or DEFAULT_CLUSTER)
+        req = replace(req, cluster=world.cluster)
     cluster = resolve_cluster(req.cluster)
     window = parse_window(req.window)
     policies = [build_policy(p, world, req.seed) for p in req.policies]

@@ -34,7 +34,7 @@ class SweepSpec:
     traces: tuple[str, ...] = ()              # files, sample names, synthetic:RATE:JOBS
     rates: tuple[float, ...] = ()             # synthetic Gavel-style arrivals (jobs/hour) ...
     jobs: int = 1000                          # ... with this many jobs each
-    clusters: tuple[str, ...] | None = None   # None: the world's reference cluster, else gavel-108
+    clusters: tuple[str, ...] | None = None   # None: the world's (World.cluster)
     policies: tuple[str | Policy, ...] = ("fifo", "sjf", "srtf", "las")
     seeds: tuple[int, ...] = (0,)
     load_scales: tuple[float, ...] = (1.0,)
@@ -52,9 +52,8 @@ class SweepSpec:
     def all_clusters(self) -> tuple[str, ...]:
         if self.clusters is not None:
             return self.clusters
-        from quanta.runner import DEFAULT_CLUSTER
         from quanta.worlds import get_world
-        return (get_world(self.world).cluster or DEFAULT_CLUSTER,)
+        return (get_world(self.world).cluster,)
 
     def all_traces(self) -> list[str]:
         out = list(self.traces) + [f"synthetic:{r:g}:{self.jobs}" for r in self.rates]

@@ -48,9 +48,9 @@ class World:
     # arrivals keep the trace's own clock (the reference's rounds fall at multiples of the
     # interval from the trace's time 0) instead of the first arrival becoming time 0
     keep_clock: bool = False
-    # the reference's own cluster: the run's cluster when the user names none (None: Quanta's
-    # default, gavel-108)
-    cluster: str | None = None
+    # the run's cluster when the user names none: the reference's own (sia-sim, gavel-sim), else
+    # Quanta's default
+    cluster: str = "gavel-108"
     # one run's performance model, given the world's (`perf`) and the policy's name: where the
     # reference's jobs learn for themselves (sia-sim's job agents), a fresh one per run
     run_perf: Callable[[object, str], object] | None = None
