@@ -36,26 +36,18 @@ TYPE_OF_CLUSTER = {c: t for t, c in CLUSTER_OF_TYPE.items()}
 
 def _rate(ms, job, app: str, t: str, placement: tuple[int, ...], m: int, s: int) -> float | None:
     ss = ms.step_sync(app, t, placement, m)
-    if ss is None:
-        return None
-    step, sync = ss
-    return ms.gain(job, app, sum(placement) * m * (s + 1))[0] / (step + (step - sync) * s)
+    return None if ss is None else ms.progress_rate(job, app, placement, m, s, *ss)[0]
 
 
 def _best(ms, job, app: str, t: str, placement: tuple[int, ...]) -> float | None:
     """The goodput-best batch on this placement, as the world's adaptive rate picks it
-    (MeasuredPerf._config), rated at the placement itself."""
-    from quanta.worlds.sia_sim import _epoch
-    model = ms.base.goodput.catalog[app]
-    tab = ms._table(app, t)
-    k = sum(placement)
-    most = tab.max_local(placement) if tab is not None else None
-    if most is None:
+    (MeasuredPerf.config_at), rated at the placement itself."""
+    if not ms.knows(app, t):
         return None
-    nodes = 2 if len([x for x in placement if x]) > 1 and k > 1 else 1
-    m, s = model.best_config(t, nodes, k, epoch=_epoch(model, job), max_local=most)[:2]
-    m = min(m, tab.max_by_replicas.get(k, m), int(model.profile(t).max_batch / (k * (s + 1))))
-    return _rate(ms, job, app, t, placement, m, s)
+    nodes = 2 if len(placement) > 1 and sum(placement) > 1 else 1
+    got = ms.config_at(job, app, t, placement, nodes, True)
+    return None if got is None else ms.progress_rate(job, app, placement, got[1], got[2],
+                                                     *got[3])[0]
 
 
 def from_log(path: Path) -> dict[str, list[float]]:

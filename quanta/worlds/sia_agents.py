@@ -55,36 +55,31 @@ class LearningJobs:
         ms = self.measured
         app = ms._goodput_app(job)
         t = canonical_type(gpu_type)
-        if app is None or num_gpus <= 0 or not ms.base.goodput._profiled(app, t):
-            return None
-        tab = ms._table(app, t)
-        if tab is None:
+        if app is None or num_gpus <= 0 or not ms.knows(app, t):
             return None
         shape = _shape(num_gpus, num_nodes, GPUS_PER_NODE.get(t, 8))
-        most = tab.max_local(shape)
-        if most is None:
-            return None
         p = ms.base.goodput.catalog[app].profile(t)
         tkey = MERGED if self.merged else gpu_type
         fit = self.fits.get((job.job_id, tkey))
         grad = self.grad.get(job.job_id)
         if fit is None or grad is None:       # no model yet: job.py:355-358
-            got = ms.split(app, t, shape, max(p.init_batch, p.min_local * num_gpus))
-            if got is None:
-                return None
-            m, s = got
+            got = ms.config_at(job, app, t, shape, len(shape), False,
+                               batch=max(p.init_batch, p.min_local * num_gpus))
         else:
+            most = ms._table(app, t).max_local(shape)
+            if most is None:
+                return None
             m, s = pollux_batch(fit, p.init_batch, len(shape), num_gpus, p.max_batch,
                                 p.min_local, most, grad)
-            m = min(m, tab.max_by_replicas.get(num_gpus, m),
-                    int(p.max_batch / (num_gpus * (s + 1))))
-        ss = ms.step_sync(app, t, shape, m)
-        if ss is None:
+            m = ms.cap_atomic(app, t, num_gpus, m, s)
+            ss = ms.step_sync(app, t, shape, m)
+            got = None if ss is None else (shape, m, s, ss)
+        if got is None:
             return None
-        step, sync = ss
-        gain, stats = ms.gain(job, app, num_gpus * m * (s + 1))
+        _, m, s, (step, sync) = got
+        rate, stats = ms.progress_rate(job, app, shape, m, s, step, sync)
         self.pending[job.job_id] = (tkey, (len(shape), num_gpus, m), (step, sync), stats)
-        return self.perf._f(job) * gain / (step + (step - sync) * s)
+        return self.perf._f(job) * rate
 
     def segment_end(self, job: JobSpec, trained: bool) -> None:
         """The job's segment of training on its current batch ends; if it trained in it (past

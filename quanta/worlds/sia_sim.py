@@ -207,48 +207,61 @@ class MeasuredPerf:
         gp = self.base.goodput
         return gp._app(job) if self.base.model_for(job) is gp else None
 
+    def knows(self, app: str, t: str) -> bool:
+        """Whether the measured profiles cover the application on GPU type t."""
+        return CLUSTER_OF_TYPE.get(t) is not None and self.base.goodput._profiled(app, t) \
+            and self._table(app, t) is not None
+
     def _config(self, job, app: str, t: str, num_gpus: int, num_nodes: int, adaptive: bool,
                 predicted: bool = False
                 ) -> tuple[tuple[int, ...], int, int, tuple[float, float]] | None:
-        """(placement, atomic batch, accumulation steps, (step, sync) times) of the job on
-        `num_gpus` GPUs of type t over `num_nodes` nodes, as Sia's simulator runs it
-        (job.py:317-385 update_local_bsz): its own batch split (`split`), or with `adaptive`
-        the goodput-best batch within the placement's atomic batches, then capped by the
-        largest one profiled at that many replicas and by the application's largest batch;
-        `predicted`: its own batch split as the Gavel baseline's estimate assumes (`split`).
-        None where the profiles give no answer."""
-        model = self.base.goodput.catalog[app]
-        if CLUSTER_OF_TYPE.get(t) is None or not self.base.goodput._profiled(app, t):
-            return None
-        tab = self._table(app, t)
-        if tab is None:
+        """`config_at` the placement Sia's simulator gives `num_gpus` GPUs of type t over
+        `num_nodes` nodes (whole nodes first, `_shape`), the best batch tuned for one node or
+        several."""
+        if not self.knows(app, t):
             return None
         shape = _shape(num_gpus, num_nodes, GPUS_PER_NODE.get(t, 8))
+        return self.config_at(job, app, t, shape, 2 if num_nodes > 1 and num_gpus > 1 else 1,
+                              adaptive, predicted)
+
+    def config_at(self, job, app: str, t: str, shape: tuple[int, ...], nodes: int,
+                  adaptive: bool, predicted: bool = False, batch: int | None = None
+                  ) -> tuple[tuple[int, ...], int, int, tuple[float, float]] | None:
+        """(placement, atomic batch, accumulation steps, (step, sync) times) of the job on the
+        placement `shape` (GPUs per node) of type t, as Sia's simulator runs it (job.py:317-385
+        update_local_bsz): a global batch split over its GPUs (`split`: `batch`, default the
+        job's own), or with `adaptive` the goodput-best batch for `nodes` nodes within the
+        placement's atomic batches, then capped (`cap_atomic`); `predicted`: the split the Gavel
+        baseline's estimate assumes. None where the profiles give no answer."""
+        model = self.base.goodput.catalog[app]
+        tab = self._table(app, t)
+        k = sum(shape)
         if adaptive:
-            nodes = 2 if num_nodes > 1 and num_gpus > 1 else 1
-            m, s = model.best_config(t, nodes, num_gpus, epoch=_epoch(model, job),
+            m, s = model.best_config(t, nodes, k, epoch=_epoch(model, job),
                                      max_local=tab.max_local(shape))[:2]
-            m = min(m, tab.max_by_replicas.get(num_gpus, m),
-                    int(model.profile(t).max_batch / (num_gpus * (s + 1))))
+            m = self.cap_atomic(app, t, k, m, s)
         else:
-            got = self.split(app, t, shape, job.batch_size or model.init_batch, predicted)
+            got = self.split(app, t, shape, batch or job.batch_size or model.init_batch,
+                             predicted)
             if got is None:
                 return None
             m, s = got
         ss = self.step_sync(app, t, shape, m)
         return None if ss is None else (shape, m, s, ss)
 
-    def _measured(self, job, app, gpu_type, num_gpus, num_nodes, plan
-                  ) -> tuple[float, float] | None:
-        """(progress per iteration, seconds per iteration) of the job on the allocation, or None
-        where the profiles give no answer."""
-        from quanta.perf.goodput import canonical_type, is_adaptive
-        got = self._config(job, app, canonical_type(gpu_type), num_gpus, num_nodes,
-                           is_adaptive(plan))
-        if got is None:
-            return None
-        _, m, s, (step, sync) = got
-        return self.gain(job, app, num_gpus * m * (s + 1))[0], step + (step - sync) * s
+    def cap_atomic(self, app: str, t: str, k: int, m: int, s: int) -> int:
+        """A tuned atomic batch on k GPUs with s accumulation steps, capped by the largest one
+        profiled at k replicas (memory) and by the application's largest batch (job.py:375-385)."""
+        return min(m, self._table(app, t).max_by_replicas.get(k, m),
+                   int(self.base.goodput.catalog[app].profile(t).max_batch / (k * (s + 1))))
+
+    def progress_rate(self, job, app: str, shape: tuple[int, ...], m: int, s: int,
+                      step: float, sync: float) -> tuple[float, tuple[float, float]]:
+        """(progress per second, (sqr, var)) of the job at atomic batch m with s accumulation
+        steps on the placement, from its measured step and sync times (iteration = step +
+        (step - sync) x s, job.py:467-479), before the calibration slowdown."""
+        gain, stats = self.gain(job, app, sum(shape) * m * (s + 1))
+        return gain / (step + (step - sync) * s), stats
 
     def gain(self, job, app: str, batch: int) -> tuple[float, tuple[float, float]]:
         """(progress per iteration, (sqr, var)) of the job at global batch `batch`: the gradient
@@ -260,10 +273,17 @@ class MeasuredPerf:
         return gain, (float(sqr), float(var))
 
     def _measured_rate(self, job, app, gpu_type, num_gpus, num_nodes, plan):
+        """Progress per second of the job on the allocation, or None where the profiles give no
+        answer."""
+        from quanta.perf.goodput import canonical_type, is_adaptive
         if num_gpus <= 0:
             return 0.0
-        got = self._measured(job, app, gpu_type, num_gpus, num_nodes, plan)
-        return None if got is None else got[0] / got[1]
+        got = self._config(job, app, canonical_type(gpu_type), num_gpus, num_nodes,
+                           is_adaptive(plan))
+        if got is None:
+            return None
+        shape, m, s, (step, sync) = got
+        return self.progress_rate(job, app, shape, m, s, step, sync)[0]
 
     def rate_with(self, job, gpu_type, num_gpus, num_nodes=1, consolidated=None, plan=None,
                   cpus=0.0, mem_gb=0.0, net_gbps=0.0):
@@ -310,9 +330,7 @@ class MeasuredPerf:
         if got is None:
             return o
         _, m, s, (step, sync) = got
-        model = self.base.goodput.catalog[app]
-        sqr, var = model.noise.at_epoch(_epoch(model, job), num_gpus * m * (s + 1))
-        return Observation(m, s, step, sync, float(sqr), float(var))
+        return Observation(m, s, step, sync, *self.gain(job, app, num_gpus * m * (s + 1))[1])
 
 
 def _shape(num_gpus: int, num_nodes: int, per_node: int) -> tuple[int, ...]:
