@@ -1,5 +1,5 @@
-"""The queue tree: a YAML file of queues (cohorts and the teams under them), validated by pydantic
-models, compiled into arrays the queue layer reads.
+"""The queue tree: a YAML file of queues (cohorts and the teams under them), validated by its
+schema (quanta/queues/schema.py), compiled into arrays the queue layer reads.
 
     name: lab                            # optional (default: the file's stem)
     default_queue: infra                 # jobs whose queue and user match no queue go here
@@ -30,205 +30,15 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Sequence
 
 import numpy as np
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ValidationError
 
 from quanta.errors import QuantaError
 from quanta.model.gpu import GPU_TYPES, gpu_type
 from quanta.model.job import CLASS_NAME, JobSpec
-
-NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:/-]*$"
-
-
-class QuotaEntry(BaseModel):
-    """Quota of one GPU type (flavor) for one queue."""
-    model_config = ConfigDict(extra="forbid")
-
-    nominal: int = Field(0, ge=0, description="GPUs of this type the queue is guaranteed")
-    borrowing_limit: int | None = Field(None, ge=0, description="most GPUs it may borrow beyond "
-                                        "its nominal quota from its cohort (none: no limit)")
-    lending_limit: int | None = Field(None, ge=0, description="most of its unused nominal GPUs "
-                                      "its cohort may lend to others (none: all of them)")
-
-    @classmethod
-    def coerce(cls, v: Any) -> Any:
-        return {"nominal": v} if isinstance(v, (int, float)) and not isinstance(v, bool) else v
-
-
-class QueueModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(min_length=1, max_length=64, pattern=NAME)
-    parent: str | None = Field(None, description="the cohort this queue belongs to")
-    weight: float = Field(1.0, gt=0, description="fair-share weight among its siblings")
-    quota: dict[str, QuotaEntry] = Field(default_factory=dict)
-    users: list[str] = Field(default_factory=list, description="who may submit ('*': anyone)")
-    aliases: list[str] = Field(default_factory=list, description="trace queue names meaning this")
-    min_runtime_s: float | None = Field(None, ge=0, description="seconds a job runs before the "
-                                        "layer may preempt it (default: preemption.min_runtime_s)")
-    starvation_s: float | None = Field(None, gt=0, description="a job waiting this long is "
-                                       "started first in its queue (default: the file's)")
-    description: str = ""
-
-    @field_validator("quota", mode="before")
-    @classmethod
-    def _quota(cls, v: Any) -> Any:
-        if isinstance(v, dict):
-            return {k: QuotaEntry.coerce(x) for k, x in v.items()}
-        return v
-
-    @field_validator("users", "aliases", mode="before")
-    @classmethod
-    def _one_or_many(cls, v: Any) -> Any:
-        v = [v] if isinstance(v, (str, int)) and not isinstance(v, bool) else v
-        if isinstance(v, list):     # a name YAML read as a number (103959): its text
-            return [str(x) if isinstance(x, int) and not isinstance(x, bool) else x for x in v]
-        return v
-
-
-class FairShareModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    half_life_h: float = Field(24.0, gt=0, description="hours for recorded usage to halve")
-    speed: dict[str, float] = Field(default_factory=dict, description="usage weight per GPU type "
-                                    "(default: the type's generic speed relative to a V100)")
-    weight_fairshare: float = Field(1.0, ge=0, description="weight of the user's fair-share "
-                                    "factor in the order within a queue")
-    weight_age: float = Field(0.5, ge=0, description="weight of the age factor in that order")
-    max_age_h: float = Field(168.0, gt=0, description="age at which the age factor reaches 1")
-
-
-class PreemptionModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    reclaim: Literal["any", "lower_priority", "never"] = Field(
-        "any", description="a queue under its nominal quota takes it back from borrowers of "
-        "any priority, only of lower priority, or never")
-    within_queue: Literal["lower_priority", "never"] = "lower_priority"
-    borrow_within_cohort: Literal["lower_priority", "never"] = Field(
-        "lower_priority", description="a job may preempt lower-priority jobs running on "
-        "borrowed GPUs of its cohort")
-    min_runtime_s: float = Field(0.0, ge=0, description="seconds a job runs before the layer "
-                                 "may preempt it (a job's own checkpoint interval if longer)")
-    reclaim_grace_s: float = Field(0.0, ge=0, description="seconds a job entitled to reclaimed "
-                                   "GPUs waits before borrowers are preempted for it")
-
-
-class UserModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    shares: float = Field(1.0, gt=0, description="fair-share weight among its queue's users")
-
-
-class QueuesFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = ""
-    scope: Literal["cluster", "queue"] = Field(
-        "cluster", description="cluster: the policy decides once for all queues (their jobs "
-        "and GPUs together), each queue then kept within its GPUs in the policy's order; queue: "
-        "the policy decides for each queue apart, on the queue's GPUs")
-    default_queue: str | None = None
-    starvation_s: float | None = Field(None, gt=0)
-    fairshare: FairShareModel = Field(default_factory=FairShareModel)
-    preemption: PreemptionModel = Field(default_factory=PreemptionModel)
-    priority_classes: dict[str, int] = Field(default_factory=dict)
-    users: dict[str, UserModel] = Field(default_factory=dict)
-    queues: list[QueueModel] = Field(min_length=1)
-
-    @field_validator("users", mode="before")
-    @classmethod
-    def _users(cls, v: Any) -> Any:
-        if isinstance(v, list):
-            return {u: {} for u in v}
-        if isinstance(v, dict):
-            return {u: ({"shares": x} if isinstance(x, (int, float)) else x or {})
-                    for u, x in v.items()}
-        return v
-
-
-# -- YAML with line numbers ------------------------------------------------------------------------
-def _node_at(root: yaml.Node | None, loc: Sequence[Any]) -> tuple[yaml.Node | None, bool]:
-    """The deepest YAML node along `loc` (mapping keys, sequence indexes); whether the last step
-    named a mapping key whose value is wanted (False: the key node itself, for bad keys)."""
-    node = root
-    for part in loc:
-        if isinstance(node, yaml.MappingNode):
-            nxt = None
-            for k, v in node.value:
-                if str(k.value) == str(part):
-                    nxt = v
-                    break
-            if nxt is None:
-                return node, False
-            node = nxt
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and \
-                0 <= part < len(node.value):
-            node = node.value[part]
-        else:
-            break
-    return node, True
-
-
-def _key_node(root: yaml.Node | None, loc: Sequence[Any]) -> yaml.Node | None:
-    """The key node of the mapping entry `loc` names (for errors about a key)."""
-    parent, _ = _node_at(root, loc[:-1])
-    if isinstance(parent, yaml.MappingNode):
-        for k, _v in parent.value:
-            if str(k.value) == str(loc[-1]):
-                return k
-    return parent
-
-
-class _Source:
-    def __init__(self, path: str, root: yaml.Node | None, data: Any):
-        self.path, self.root, self.data = path, root, data
-
-    def line(self, loc: Sequence[Any], key: bool = False) -> int | None:
-        node = _key_node(self.root, loc) if key else _node_at(self.root, loc)[0]
-        return node.start_mark.line + 1 if node is not None else None
-
-    def field(self, loc: Sequence[Any]) -> str:
-        """A readable field path: queues[vision].quota.v100.nominal."""
-        out: list[str] = []
-        i = 0
-        while i < len(loc):
-            part = loc[i]
-            if part == "queues" and i + 1 < len(loc) and isinstance(loc[i + 1], int):
-                name = None
-                try:
-                    name = self.data["queues"][loc[i + 1]].get("name")
-                except (KeyError, IndexError, TypeError, AttributeError):
-                    pass
-                out.append(f"queues[{name if name else loc[i + 1]}]")
-                i += 2
-                continue
-            out.append(str(part))
-            i += 1
-        return ".".join(out)
-
-    def error(self, msg: str, loc: Sequence[Any], key: bool = False) -> QuantaError:
-        return QuantaError(msg, source=self.path, line=self.line(loc, key), field=self.field(loc))
-
-
-def _read(path: Path) -> _Source:
-    try:
-        text = path.read_text()
-    except OSError as err:
-        raise QuantaError(f"cannot read it ({err.strerror})", source=str(path)) from None
-    try:
-        root = yaml.compose(text)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        problem = getattr(err, "problem", None)
-        raise QuantaError("not valid YAML" + (f" ({problem})" if problem else ""),
-                          source=str(path), line=mark.line + 1 if mark else None) from None
-    return _Source(str(path), root, data)
-
+from quanta.queues.schema import QueuesFile, Source, read_source
 
 # -- the compiled tree ------------------------------------------------------------------------------
 @dataclass
@@ -527,7 +337,7 @@ class QueueTree:
 def load_queues(path: str | Path) -> QueueTree:
     """Read and validate a queues file; any problem is a QuantaError naming file, line, field."""
     path = Path(path)
-    src = _read(path)
+    src = read_source(path)
     if not isinstance(src.data, dict):
         raise QuantaError("a queues file is a mapping with a 'queues' list", source=str(path),
                           line=1)
@@ -543,7 +353,7 @@ def load_queues(path: str | Path) -> QueueTree:
 
 def parse_queues(data: Any, source: str = "<queues>") -> QueueTree:
     """A tree from an already-parsed mapping (the API); errors name `source` and the field."""
-    src = _Source(source, None, data)
+    src = Source(source, None, data)
     try:
         cfg = QueuesFile.model_validate(data)
     except ValidationError as err:
@@ -552,7 +362,7 @@ def parse_queues(data: Any, source: str = "<queues>") -> QueueTree:
     return build_tree(cfg, src, cfg.name or "queues")
 
 
-def build_tree(cfg: QueuesFile, src: _Source, default_name: str) -> QueueTree:
+def build_tree(cfg: QueuesFile, src: Source, default_name: str) -> QueueTree:
     names: list[str] = []
     index: dict[str, int] = {}
     for i, q in enumerate(cfg.queues):
