@@ -16,12 +16,6 @@ jobs whose processes are gone (they resume from their last checkpoint).
 
 from __future__ import annotations
 
-import base64
-import dataclasses
-import json
-import os
-import pickle
-import secrets
 import threading
 import time
 import traceback
@@ -34,37 +28,25 @@ from quanta.core.jobtable import DONE, KIND_CODES, PENDING, RUNNING, SHARE_MODES
 from quanta.core.loop import DecisionLoop
 from quanta.core.mechanism import Kind, Transition
 from quanta.core.sharing import tenancy_rate
-from quanta.errors import QuantaError
-from quanta.job import read_json, write_json
+from quanta.job import CHECKPOINT_ERROR, read_json
 from quanta.model.cluster import Cluster
 from quanta.perf.base import PerfModel, allocation_rate
 from quanta.perf.online import OnlineModel
 from quanta.placement.occupancy import Occupancy
 from quanta.policies.base import Policy
 from quanta.runtime import faults
-from quanta.runtime.backends.base import Backend, Exit, Launch, Rank
+from quanta.runtime.backends.base import Backend, Exit
+from quanta.runtime.launching import RuntimeLaunching
+from quanta.runtime.procs import ENDED, Proc
 from quanta.runtime.progress import RuntimeProgress
 from quanta.runtime.queues import RuntimeQueues
+from quanta.runtime.recovery import RuntimeRecovery
 from quanta.runtime.spec import JobSubmission
 from quanta.service import accounting
 from quanta.service.store import ACTIVE, JobRecord, Store
 
 MAX_LATENCIES = 10_000
-POLICY_STATE = "policy_state"    # store meta key: (policy label, Decision.state, wake_at)
-# a job's launch that ended (its handle, token and stop request are no longer current)
-ENDED = {"handle": "", "token": "", "stopping": ""}
 BACKOFF_S, BACKOFF_CAP_S = 1.0, 120.0   # wait before the n-th retry: 1 s, 2 s, 4 s, ... 120 s
-IDENTITY = "identity.json"       # a job folder's owner: this store's id and the job's id
-CHECKPOINT_ERROR = "checkpoint-error.json"   # the job SDK's word that no checkpoint is usable
-
-
-@dataclass
-class _Proc:
-    """A job's processes as the runtime knows them."""
-    gpus: np.ndarray                  # devices they hold (global GPU ids)
-    stopping: str = ""                # why they were asked to stop: preempt, move, hold, cancel, node
-    launched_at: float = 0.0          # wall clock of the launch (0: adopted)
-    training: bool = False            # reported progress since the launch
 
 
 class _Recorded:
@@ -89,7 +71,7 @@ class RuntimeStats:
     latencies: list[float] = field(default_factory=list)   # seconds per decision (policy + mechanism)
 
 
-class Runtime(RuntimeQueues, RuntimeProgress):
+class Runtime(RuntimeRecovery, RuntimeLaunching, RuntimeQueues, RuntimeProgress):
     def __init__(self, store: Store, backend: Backend, cluster: Cluster, policy: Policy,
                  perf: PerfModel, jobs_dir: Path, poll_s: float = 0.25, clock=time.time):
         self.store = store
@@ -114,7 +96,7 @@ class Runtime(RuntimeQueues, RuntimeProgress):
         self.held: set[int] = set()
         self.cancelling: set[int] = set()        # cancelled, processes still checkpointing
         self.failures: dict[int, int] = {}
-        self.procs: dict[int, _Proc] = {}        # rows with live processes
+        self.procs: dict[int, Proc] = {}        # rows with live processes
         self.reported: dict[int, float] = {}     # row -> the last step the job itself reported
         self.backoff: dict[int, float] = {}      # row -> time before which a failed job waits
         self.warned: set[int] = set()            # rows whose bad progress.json was logged
@@ -226,88 +208,6 @@ class Runtime(RuntimeQueues, RuntimeProgress):
     def workdir(self, job_id: int) -> Path:
         return self.jobs_dir / str(job_id)
 
-    def recover(self) -> None:
-        """Load the store's jobs (every one, in id order: the table rows are then the same as before
-        a restart, so the policy's persisted state still refers to the right jobs); adopt the
-        launchers still running (also one started but not recorded as started: found by its
-        launch token), and settle the jobs whose processes ended while no scheduler watched as
-        what they were becoming (a stop request is recorded before the job is signalled)."""
-        with self.lock:
-            now = self.now()
-            recs = self.store.jobs()
-            for rec, row in zip(recs, self._add(recs)):
-                if rec.state not in ACTIVE or self.table.state[row] == DONE:
-                    continue
-                try:
-                    self._recover_one(rec, row, now)
-                except Exception as err:   # noqa: BLE001 - one job's trouble never stops the service
-                    self._internal_error(row, "recovering it after a restart", err, now)
-            self.store.dirty_jobs()        # everything is loaded
-            self._load_policy_state()
-            self.events.add("arrival")
-
-    def _recover_one(self, rec: JobRecord, row: int, now: float) -> None:
-        if rec.cancel:
-            self.cancelling.add(row)
-        if rec.state != "running" and not rec.token:     # waiting, no launch in flight
-            if rec.cancel:
-                self._close(row, "cancelled", "cancelled by its user", now)
-            return
-        # what the job was becoming: its recorded stop request, else the user's pending request
-        why = rec.stopping or ("cancel" if rec.cancel else "hold" if rec.held else "")
-        gpus = np.asarray(rec.devices, dtype=np.int64)
-        grace = self.subs[row].grace_s
-        wd = self.workdir(rec.id)
-        handle = ""
-        if gpus.size and np.all(self.occ.owner[gpus] == -1):
-            if rec.state == "running" and rec.handle and \
-                    self.backend.adopt(str(rec.id), wd, rec.handle, grace, token=rec.token):
-                handle = rec.handle
-            elif rec.token and hasattr(self.backend, "find"):
-                handle = self.backend.find(str(rec.id), wd, rec.token, grace, len(gpus))
-        if handle:
-            t_idx = self.cluster.types.index(rec.gpu_type)
-            self.occ.assign(row, gpus)
-            nodes = self.occ.nodes_of(gpus)
-            rate = self._rate(row, Transition(row, Kind.START, t_idx, gpus, nodes,
-                                              nodes <= self.cluster.min_nodes(t_idx, len(gpus))))
-            self.table.apply_transitions(now, np.array([row]), np.array([KIND_CODES["start"]]),
-                                         np.array([t_idx]), [gpus], np.array([rate]),
-                                         np.array([0.0]))
-            self.procs[row] = _Proc(gpus, training=True)
-            unrecorded = rec.state != "running"
-            self.store.update(rec.id, ("adopt", f"launcher {handle}" + (
-                " (its start had not been recorded)" if unrecorded else "")), devices=rec.devices,
-                state="running", handle=handle, reason="")
-            if why in ("cancel", "hold"):
-                self._stop_running(row, why)
-            elif why:                # preempt, move, node: the job goes back to waiting
-                self._release(row, now)
-                self._ask_stop(row, "preempt" if why == "move" else why)
-            return
-        done = read_json(wd / "exit.json")
-        if not isinstance(done, dict) or done.get("token", "") != rec.token:
-            done = None                      # none, or another launch's
-        if rec.state != "running" and done is None:
-            # the launch was recorded but its launcher never started: nothing ran
-            self.store.update(rec.id, devices=[], gpus=0, **ENDED)
-            if rec.cancel:
-                self._close(row, "cancelled", "cancelled by its user", now)
-            return
-        if rec.state != "running":            # it started (unrecorded) and ended unwatched
-            self.store.update(rec.id, ("adopt", "a launch whose start had not been recorded; "
-                                       "it ended while no scheduler ran"))
-        self.procs[row] = _Proc(gpus, stopping=why)
-        if why == "preempt":          # the policy's preemption, not yet in the stored count
-            self.table.preemptions[row] += 1
-        try:
-            code = int(done["returncode"]) if done else -9
-        except (KeyError, TypeError, ValueError, OverflowError):
-            code = 1
-        self._handle_exit(row, Exit(str(rec.id), code, str(done.get("message", "")) if done else
-                                    "its processes were gone after a scheduler restart",
-                                    bool(done.get("permanent")) if done else False), now)
-
     def _internal_error(self, row: int, doing: str, err: Exception, now: float) -> None:
         """A bug met while handling one job: logged with its traceback, the job failed with one
         line (never left RUNNING on its devices), the service goes on."""
@@ -318,21 +218,6 @@ class Runtime(RuntimeQueues, RuntimeProgress):
             self._close(row, "failed", " ".join(msg.split())[:500], now)
         except Exception:   # noqa: BLE001 - already reported above
             traceback.print_exc()
-
-    def _load_policy_state(self) -> None:
-        blob = self.store.meta(POLICY_STATE)
-        if not blob:
-            return
-        try:
-            label, state, wake_at = pickle.loads(base64.b64decode(blob))
-        except Exception:   # noqa: BLE001 - an unreadable state: the policy starts afresh
-            return
-        if label == self.policy.label():      # another policy's state means nothing to this one
-            self.loop.state, self.loop.wake_at = state, wake_at
-
-    def _save_policy_state(self) -> None:
-        data = (self.policy.label(), self.loop.state, self.loop.wake_at)
-        self.store.set_meta(POLICY_STATE, base64.b64encode(pickle.dumps(data)).decode())
 
     # -- one iteration -----------------------------------------------------------------------------
     def step(self) -> None:
@@ -459,7 +344,7 @@ class Runtime(RuntimeQueues, RuntimeProgress):
         t = self.table
         job_id = self.ids[row]
         self.reasons.pop(row, None)           # the reason the store has now is set below
-        proc = self.procs.pop(row, _Proc(np.empty(0, np.int64)))
+        proc = self.procs.pop(row, Proc(np.empty(0, np.int64)))
         accounting.ended(self.store, job_id, self.epoch + now)
         self._read_one(row, now)
         sub = self.subs[row]
@@ -606,114 +491,6 @@ class Runtime(RuntimeQueues, RuntimeProgress):
             self.to_launch[row] = tr
             if row in self.procs:              # migrate / resize: checkpoint, then relaunch
                 self._ask_stop(row, "move")
-
-    def _launch_ready(self, now: float) -> None:
-        """Launch every started job whose devices are no longer held by stopping processes."""
-        if not self.to_launch:
-            return
-        draining = set()
-        for p in self.procs.values():
-            draining.update(p.gpus.tolist())
-        for row, tr in list(self.to_launch.items()):
-            if row in self.procs or draining.intersection(tr.gpus.tolist()):
-                continue
-            del self.to_launch[row]
-            self._launch(row, tr, now)
-
-    def _launch(self, row: int, tr: Transition, now: float) -> None:
-        job_id = self.ids[row]
-        sub = self.subs[row]
-        rec = self.store.job(job_id)
-        attempt = (rec.attempt if rec else 0) + 1
-        gtype = self.cluster.types[tr.gpu_type]
-        c = self.cluster
-        ranks = []
-        per_node: dict[int, int] = {}
-        for g in tr.gpus.tolist():
-            node = int(c.gpu_node[g])
-            per_node[node] = per_node.get(node, -1) + 1
-            device = g - int(c.node_first_gpu[node])
-            ranks.append(Rank(node, per_node[node], "" if gtype == "cpu" else str(device)))
-        env = dict(sub.env)
-        env.update({"QUANTA_JOB_ID": str(job_id), "QUANTA_JOB_DIR": str(self.workdir(job_id)),
-                    "QUANTA_TOTAL_STEPS": str(sub.steps or 0), "QUANTA_GLOBAL_BATCH": str(sub.batch_size),
-                    "QUANTA_GPU_TYPE": gtype, "QUANTA_CHECKPOINT_EVERY": str(sub.checkpoint_every)})
-        if dataclasses.is_dataclass(tr.plan):      # the policy's execution plan, for the job
-            plan = dataclasses.asdict(tr.plan)
-            env["QUANTA_PLAN"] = json.dumps(plan)
-            env["QUANTA_ACCUMULATION"] = str(max(1, int(plan.get("ga_steps", 1))))
-        if rec is not None and rec.checkpoint_step > 0:   # the SDK fails clearly if it is gone
-            env["QUANTA_CHECKPOINT_STEP"] = str(rec.checkpoint_step)
-        token = secrets.token_hex(8)
-        launch = Launch(str(job_id), self.workdir(job_id), list(sub.command), ranks, gtype, attempt,
-                        cwd=sub.cwd, env=env, grace_s=sub.grace_s, token=token)
-        nodes = ",".join(self.cluster.nodes[n].name for n in sorted({r.node for r in ranks}))
-        try:
-            self._claim_folder(job_id, rec)
-            # the launch is recorded before it starts: a restart finds the launcher by its token
-            # (or learns that it never started) instead of starting a second one
-            self.store.update(job_id, token=token, attempt=attempt, devices=tr.gpus.tolist(),
-                              gpu_type=gtype, nodes=nodes, stopping="")
-            faults.point("launch-intent")
-            handle = self.backend.launch(launch)
-        except Exception as err:   # noqa: BLE001 - the job's failure to start, never the service's
-            self._launch_failed(row, err, now)
-            return
-        faults.point("launched")
-        self.warned.discard(row)
-        self.reasons.pop(row, None)
-        accounting.started(self.store, job_id, attempt, gtype, len(tr.gpus), self.epoch + now)
-        self.procs[row] = _Proc(tr.gpus.copy(), launched_at=self.clock())
-        first = np.isnan(self.table.first_start[row]) or rec is None or rec.start is None
-        cols = dict(state="running", reason="", gpus=len(tr.gpus), gpu_type=gtype,
-                    devices=tr.gpus.tolist(), nodes=nodes, handle=handle, attempt=attempt)
-        if rec is not None and rec.start is None:
-            cols["start"] = self.epoch + now
-        self.store.update(job_id, ("start" if first else "resume",
-                                   f"{len(tr.gpus)} x {gtype} on {cols['nodes']}"), **cols)
-        faults.point("started")
-
-    def _claim_folder(self, job_id: int, rec: JobRecord | None) -> None:
-        """Make the job's folder this job's: a folder another database's job left there (same id,
-        other store) is moved aside to jobs/.orphaned/, never resumed from. A folder without an
-        identity counts as this job's only if this job was launched before (an upgrade)."""
-        wd = self.workdir(job_id)
-        mine = {"store": self.store_id, "job": job_id}
-        ident = read_json(wd / IDENTITY)
-        if ident == mine:
-            (wd / CHECKPOINT_ERROR).unlink(missing_ok=True)
-            return
-        if wd.exists() and any(wd.iterdir()) and not (ident is None and rec is not None
-                                                      and rec.attempt > 0):
-            owner = ident.get("store", "unknown") if isinstance(ident, dict) else "unknown"
-            dest = self.jobs_dir / ".orphaned" / f"{job_id}-{owner}-{int(time.time() * 1000)}"
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            wd.rename(dest)
-            self.store.update(job_id, ("folder-moved", f"{wd} held another database's job "
-                                       f"{job_id} (store {owner}); moved to {dest}"))
-        wd.mkdir(parents=True, exist_ok=True)
-        (wd / CHECKPOINT_ERROR).unlink(missing_ok=True)
-        write_json(wd / IDENTITY, mine)
-
-    def _launch_failed(self, row: int, err: Exception, now: float) -> None:
-        """The launch raised (the backend could not start the launcher, or the job's folder is
-        unusable): said in the job's events and its log; an error that a retry would repeat
-        fails the job, any other is a failure retried after a back-off."""
-        from quanta.runtime.launch import is_permanent
-        job_id = self.ids[row]
-        msg = " ".join(f"could not start: {type(err).__name__}: {err}".split())[:500]
-        try:
-            from quanta.runtime.accounts import open_private   # never through a planted link
-            with os.fdopen(open_private(self.workdir(job_id) / "job.log"), "a",
-                           errors="replace") as f:
-                f.write(f"quanta: {msg}\n")
-        except OSError:
-            pass
-        self.store.update(job_id, ("launch-error", msg), devices=[], **ENDED)
-        self.procs.pop(row, None)
-        self.procs[row] = _Proc(np.empty(0, np.int64))
-        self._handle_exit(row, Exit(str(job_id), 127, msg,
-                                    isinstance(err, QuantaError) or is_permanent(err)), now)
 
     def _update_reasons(self, active: np.ndarray) -> None:
         """Why each waiting job waits: the policy's own reason (Decision.reasons: a queue layer's
