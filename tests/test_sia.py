@@ -2,6 +2,7 @@
 more than 2x past what it has run with, and every job gets GPUs while capacity allows."""
 
 import numpy as np
+import pytest
 
 from quanta.model import Cluster, JobSpec, NodeSpec
 from quanta.policies import make_policy
@@ -157,3 +158,46 @@ def test_cost_terms_rounded_to_two_decimals_as_in_sias_simulator():
     assert pinned.decimals == 2 and pinned.first_start_counted and not pinned.penalise_waiting
     quanta = make_policy(get_world("quanta").policy_spec("sia"))
     assert quanta.decimals == -1 and not quanta.first_start_counted
+
+
+# One round of `quanta simulate --world sia-sim --trace sia_saturn_workload-2.csv --policy sia`
+# (t = 480 s): per job, its candidates as (type, GPUs, cost); job 4 restores its checkpoint, so
+# Sia's simulator pins it (a constraint X = 1, sia.py:1021-1028). Capacity 24 T4, 24 RTX, 16 A100.
+SATURN2_T480 = {
+    0: [(0, 1, 0.27), (0, 2, -0.11), (0, 4, -0.38), (1, 1, -0.14), (1, 2, -0.41), (1, 4, -0.6),
+        (2, 1, -0.52), (2, 2, -0.77), (2, 4, -0.75)],
+    1: [(0, 1, 0.09), (0, 2, -0.26), (0, 4, -0.46), (0, 8, -0.6), (0, 12, -0.66), (0, 16, -0.69),
+        (1, 1, -0.31), (1, 2, -0.54), (1, 4, -0.67), (1, 8, -0.77), (1, 16, -0.83), (2, 1, -0.5),
+        (2, 2, -0.67), (2, 4, -0.76), (2, 8, -0.86), (2, 16, -0.84)],
+    2: [(0, 1, 0.09), (0, 2, -0.24), (0, 4, -0.4), (0, 8, -0.52), (1, 1, -0.31), (1, 2, -0.53),
+        (1, 4, -0.64), (1, 8, -0.71), (2, 1, -0.48), (2, 2, -0.65), (2, 4, -0.78), (2, 8, -0.77)],
+    3: [(0, 1, 0.03), (0, 2, -0.3), (0, 4, -0.48), (1, 1, -0.35), (1, 2, -0.57), (1, 4, -0.69),
+        (2, 1, -0.51), (2, 2, -0.73), (2, 4, -0.77)],
+    4: [(0, 1, 0.0)],
+}
+
+
+def test_a_job_pinned_mid_restore_leaves_the_others_their_optimum():
+    """A pinned candidate is a constraint, not a cost of -1e6: with that cost the MILP's relative
+    gap (1e-4 of ~1e6) let HiGHS stop at any allocation keeping the pin, and on this round it
+    left job 1 out with 53 GPUs free (166 such preemptions in the saturn-2 replay, none in the
+    reference). The others get the exact optimum of their own programme."""
+    import itertools
+
+    from quanta.policies.config_ilp import choose_configs
+    rows = [(j, t, n, c) for j, cands in SATURN2_T480.items() for t, n, c in cands]
+    cj, ct, cn = (np.array([r[k] for r in rows]) for k in range(3))
+    cost = np.array([r[3] for r in rows])
+    cap = np.array([24, 24, 16])
+    fixed = cj == 4
+    got = choose_configs(5, cj, ct, cn, cost, cap, fixed=fixed)
+    assert fixed[got].sum() == 1 and np.bincount(cj[got], minlength=5).max() == 1
+    best = np.inf
+    per_job = [[None] + list(np.flatnonzero(cj == j)) for j in range(4)]
+    held = np.bincount(ct[fixed], weights=cn[fixed], minlength=3)
+    for pick in itertools.product(*per_job):
+        ks = [k for k in pick if k is not None]
+        if (np.bincount(ct[ks], weights=cn[ks], minlength=3) + held <= cap).all():
+            best = min(best, cost[ks].sum())
+    assert cost[got].sum() - cost[fixed].sum() == pytest.approx(best, abs=1e-9)
+    assert set(cj[got].tolist()) == {0, 1, 2, 3, 4}        # every job admitted: GPUs to spare

@@ -6,7 +6,7 @@ Usage::
 
     python bench/anchors/sia.py --sia PATH --workload W --policy sia|pollux|gavel
                                 [--cluster aws:6,rtx:3,dgx-ext:2] [--max-jobs N] [--seed 0]
-                                [--out DIR] [--reuse]
+                                [--solver cbc|highs] [--out DIR] [--reuse]
 
 ``PATH`` is a checkout of siasosp23/artifacts (or its ``sia-simulator/`` folder) or the bare git dir
 that ``fetch github:siasosp23/artifacts`` gives. ``W`` is a workload CSV in Sia's format
@@ -31,7 +31,10 @@ genetic algorithm, ``pollux_unaware.py`` lines 347-398, draws from ``np.random``
 seeds it, so unseeded runs differ from one another); (2) only when ``--cluster`` differs from the
 default, replace the node counts in ``simulator_config.cluster_nnodes`` (the module dict that
 ``multi_simulator*.py`` read; the reference offers no command-line option for this but
-``--cluster_scale``). ``PYTHONHASHSEED=0`` and ``OMP_NUM_THREADS=1`` are set for the child. Nothing else.
+``--cluster_scale``); (3) only with ``--solver highs``, hand the integer programmes that ``sia.py``
+line 1034 gives CBC to HiGHS instead (cvxpy's ``SCIPY`` interface, ``mip_rel_gap`` = CBC's
+``allowablePercentageGap`` / 100): an experiment on how much the solver's choice among tied optima
+moves the results, Quanta solving with HiGHS (the run is then named ``..._highs``). ``PYTHONHASHSEED=0`` and ``OMP_NUM_THREADS=1`` are set for the child. Nothing else.
 
 First use exports the simulator into ``~/.cache/anchors/sia/src/<commit>/`` (from a bare mirror with
 ``git archive``, leaving out blobs the mirror lacks: ``traces/helios_saturn.csv``, which the simulator
@@ -104,14 +107,24 @@ POLICIES = {
 DRIVER = """\
 import json, random, runpy, sys
 import numpy
-cluster, seed, script = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+cluster, seed, solver, script = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 if cluster is not None:
     import simulator_config
     simulator_config.cluster_nnodes.clear()
     simulator_config.cluster_nnodes.update(cluster)
+if solver == "highs":
+    import cvxpy
+    _solve = cvxpy.Problem.solve
+    def solve(self, *args, **kw):
+        if kw.get("solver") == cvxpy.CBC:
+            gap = kw.pop("allowablePercentageGap")
+            kw.pop("numberThreads", None)
+            kw.update(solver=cvxpy.SCIPY, scipy_options={"mip_rel_gap": gap / 100})
+        return _solve(self, *args, **kw)
+    cvxpy.Problem.solve = solve
 random.seed(seed)
 numpy.random.seed(seed)
-sys.argv = [script] + sys.argv[4:]
+sys.argv = [script] + sys.argv[5:]
 runpy.run_path(script, run_name="__main__")
 """
 
@@ -284,17 +297,17 @@ def read_workload(path: Path, max_jobs: int | None) -> list[dict]:
 # run and convert
 
 def run_reference(py: Path, sim: Path, wl_csv: Path, policy: str, cluster: dict[str, int], seed: int,
-                  run_dir: Path, reuse: bool) -> dict:
+                  run_dir: Path, reuse: bool, solver: str = "cbc") -> dict:
     script, args = POLICIES[policy]
     log = run_dir / "sim.log"
     cl = None if cluster == DEFAULT_CLUSTER else cluster
     sim_cmd = [script, str(wl_csv), *args, f"--output={log}"]
-    argv = [str(py), "-c", DRIVER, json.dumps(cl), str(seed), *sim_cmd]
+    argv = [str(py), "-c", DRIVER, json.dumps(cl), str(seed), solver, *sim_cmd]
     meta_path = run_dir / "meta.json"
     if reuse and meta_path.is_file():
         meta = json.loads(meta_path.read_text())
         if meta.get("simulator_argv") == sim_cmd and meta.get("rc") == 0 and meta.get("cluster") == cluster \
-                and meta.get("seed") == seed and (run_dir / "sim.log.gz").is_file():
+                and meta.get("seed") == seed and meta.get("solver", "cbc") == solver and (run_dir / "sim.log.gz").is_file():
             print(f"{ME}: --reuse: converting the finished run in {run_dir}", file=sys.stderr)
             return meta
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
@@ -311,7 +324,8 @@ def run_reference(py: Path, sim: Path, wl_csv: Path, policy: str, cluster: dict[
             with f.open("rb") as src, gzip.open(str(f) + ".gz", "wb") as dst:
                 shutil.copyfileobj(src, dst)
             f.unlink()
-    meta = {"simulator_argv": sim_cmd, "cwd": str(sim), "cluster": cluster, "seed": seed, "rc": rc,
+    meta = {"simulator_argv": sim_cmd, "cwd": str(sim), "cluster": cluster, "seed": seed, "solver": solver,
+            "rc": rc,
             "wall_s": round(wall, 2), "python": str(py),
             "env": {"OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"},
             "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
@@ -387,6 +401,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-jobs", type=int, default=None, help="keep only the first N jobs (a short slice)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the global RNGs (Pollux's GA; default 0)")
     ap.add_argument("--out", default=str(RECORDED / "sia"), help="results folder (default quanta/data/reference/sia)")
+    ap.add_argument("--solver", default="cbc", choices=("cbc", "highs"),
+                    help="the integer programmes' solver: cbc (the reference's, sia.py:1034) or highs "
+                         "(HiGHS through cvxpy's SCIPY interface, same relative gap; Quanta's solver)")
     ap.add_argument("--reuse", action="store_true", help="if this exact run already finished in the cache, only convert it")
     a = ap.parse_args(argv)
     try:
@@ -402,7 +419,8 @@ def main(argv: list[str] | None = None) -> int:
             label += f"_first{a.max_jobs}"
         cl_label = "" if cluster == DEFAULT_CLUSTER else "__" + "-".join(f"{k}{v}" for k, v in cluster.items())
         run_name = f"{label}{cl_label}"
-        run_dir = CACHE / "runs" / (f"{run_name}__{a.policy}" + ("" if a.seed == 0 else f"__s{a.seed}"))
+        run_dir = CACHE / "runs" / (f"{run_name}__{a.policy}" + ("" if a.seed == 0 else f"__s{a.seed}")
+                                    + ("" if a.solver == "cbc" else f"__{a.solver}"))
         run_dir.mkdir(parents=True, exist_ok=True)
         wl_copy = run_dir / "workload.csv"
         with wl_copy.open("w", newline="") as f:
@@ -410,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
             w.writeheader()
             w.writerows(rows)
         py = ensure_venv()
-        meta = run_reference(py, sim, wl_copy, a.policy, cluster, a.seed, run_dir, a.reuse)
+        meta = run_reference(py, sim, wl_copy, a.policy, cluster, a.seed, run_dir, a.reuse, a.solver)
         jobs, notes = convert(rows, run_dir)
     except InputError as e:
         die(str(e))
@@ -418,11 +436,14 @@ def main(argv: list[str] | None = None) -> int:
     sim_cmd = " ".join([f"python {script} workload.csv", *args, "--output=sim.log"])
     bench_cmd = " ".join(["python bench/anchors/sia.py --sia PATH", f"--workload {a.workload}",
                           f"--policy {a.policy}"] + ([f"--cluster {a.cluster}"] if cluster != DEFAULT_CLUSTER else [])
-                         + ([f"--max-jobs {a.max_jobs}"] if a.max_jobs else []) + ([f"--seed {a.seed}"] if a.seed else []))
+                         + ([f"--max-jobs {a.max_jobs}"] if a.max_jobs else []) + ([f"--seed {a.seed}"] if a.seed else [])
+                         + ([f"--solver {a.solver}"] if a.solver != "cbc" else []))
     notes = [f"simulator command (cwd sia-simulator/): {sim_cmd}",
              f"run through bench/anchors/sia.py's driver: global random/numpy RNGs seeded with {a.seed}, "
              "PYTHONHASHSEED=0, OMP_NUM_THREADS=1" + ("" if cluster == DEFAULT_CLUSTER else
-                                                      f", simulator_config.cluster_nnodes set to {cluster}"),
+                                                      f", simulator_config.cluster_nnodes set to {cluster}")
+             + ("" if a.solver == "cbc" else ", CBC's integer programmes solved by HiGHS (cvxpy SCIPY, "
+                "mip_rel_gap = the reference's allowablePercentageGap / 100)"),
              f"workload: {wl_path.name}" + (f", first {a.max_jobs} jobs" if a.max_jobs else "")] + src_notes + notes
     summary = RunSummary(system="sia", workload=run_name, policy=a.policy,
                          cluster=",".join(f"{k}:{v}x{GPUS_PER_NODE[k]}" for k, v in cluster.items()),

@@ -48,10 +48,22 @@ def _matrix(n_jobs: int, cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndar
 
 def choose_configs(n_jobs: int, cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray,
                    cost: np.ndarray, capacity: np.ndarray, time_limit: float = 10.0,
-                   warm: Warm | None = None) -> np.ndarray | None:
+                   warm: Warm | None = None, fixed: np.ndarray | None = None) -> np.ndarray | None:
     """Indexes of the chosen candidates, or None if the solver found nothing. With `warm`, the
     LP relaxation of a programme with the same rows and columns as the last one is re-solved
-    from its basis (only the costs changed)."""
+    from its basis (only the costs changed). `fixed` (a mask over the candidates, at most one
+    per job) are chosen whatever the costs: their GPUs come off the capacity and their jobs out
+    of the programme, a constraint x = 1 as Sia's simulator pins a job mid-restore (sia.py:
+    1021-1028). (A large negative cost instead would dwarf the objective, and with it the MILP's
+    relative gap: HiGHS could then stop at any allocation that keeps the pins.)"""
+    if fixed is not None and fixed.any():
+        held = np.zeros(len(capacity))
+        np.add.at(held, cand_t[fixed], cand_n[fixed])
+        free = np.flatnonzero(~np.isin(cand_j, cand_j[fixed]))
+        rest = choose_configs(n_jobs, cand_j[free], cand_t[free], cand_n[free], cost[free],
+                              capacity - held.astype(capacity.dtype), time_limit, warm)
+        return None if rest is None else np.sort(np.concatenate([np.flatnonzero(fixed),
+                                                                free[rest]]))
     m = len(cand_j)
     if m == 0:
         return np.empty(0, dtype=np.int64)
@@ -265,13 +277,13 @@ def restart_factor(snap: Snapshot, delta: float | np.ndarray, grace: bool,
 
 def decide_configs(snap: Snapshot, cands: Candidates, cost: np.ndarray, state: dict,
                    time_limit: float, plans: dict[int, object] | None = None,
-                   warm: Warm | None = None) -> Decision:
+                   warm: Warm | None = None, fixed: np.ndarray | None = None) -> Decision:
     """Solve the programme and turn the chosen candidates into a decision (if the solver finds
     nothing, everything keeps what it holds); `plans` (snapshot row -> plan) go with the rows
-    that get GPUs."""
+    that get GPUs; `fixed` candidates are chosen whatever the costs (`choose_configs`)."""
     j = snap.jobs
     chosen = choose_configs(len(j), cands.job, cands.gtype, cands.count, cost, snap.capacity,
-                            time_limit, warm)
+                            time_limit, warm, fixed)
     if chosen is None:
         held = {i: j.plan[i] for i in np.flatnonzero(j.running).tolist() if j.plan[i] is not None}
         return Decision(j.gpus.copy(), j.gtype.copy(), plans=held, state=state)

@@ -41,7 +41,6 @@ from quanta.policies.registry import register
 RESTART_PENALTY_S = {"deepspeech2": 25.0, "imagenet": 250.0, "cifar10": 30.0, "bert": 120.0,
                      "yolov3": 45.0}
 DEFAULT_PENALTY_S = 30.0
-PIN = 1e6      # cost that makes the programme keep a pinned job's configuration
 
 
 def config_counts(node_size: int, capacity: int) -> list[int]:
@@ -130,10 +129,11 @@ class Sia(Policy):
         A = power_terms(g, self.p, self.decimals)
         sign = 1.0 if self.p < 0 else -1.0     # p < 0: minimise sum of A; p > 0: maximise it
         cost = sign * A - self.lambda_n * sign
-        if pinned.any():    # its only candidate, and it must be chosen (sia.py: constraint)
-            cost = np.where(pinned[c.job], -PIN, cost)
         plans = {i: ADAPTIVE_BATCH for i in range(n) if not self._rigid(j.specs[i])}
-        return decide_configs(snap, c, cost, st, self.time_limit, plans, Warm.of(self, snap) if self.warm_start else None)
+        # a pinned job's only candidate is chosen (sia.py:1021-1028: a constraint X = 1)
+        return decide_configs(snap, c, cost, st, self.time_limit, plans,
+                              Warm.of(self, snap) if self.warm_start else None,
+                              fixed=pinned[c.job] if pinned.any() else None)
 
     def _rigid(self, spec) -> bool:
         return not self.adaptive or bool(spec.min_gpus and spec.min_gpus == spec.max_gpus)
