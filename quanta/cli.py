@@ -289,6 +289,8 @@ def reproduce(
     ref_policy: Optional[str] = typer.Option(None, "--policy", help="only this reference policy"),
     seed: Optional[int] = typer.Option(None, help="seed for Quanta's runs (default: each "
                                        "reference run's own --seed, else 0)"),
+    ref_seed: Optional[int] = typer.Option(None, help="only the reference runs of this --seed "
+                                           "(some are recorded with several)"),
     as_json: bool = typer.Option(False, "--json", help="print the results as JSON"),
 ) -> None:
     """Quanta's policies on a system's own workloads, under its replay profile and under Quanta's
@@ -298,7 +300,7 @@ def reproduce(
     from quanta.reproduce import reproduce as run
     rows = run(system, workload, ref_policy, seed,
                progress=None if as_json else (lambda what: console.print(
-                   _plain(f"replaying {what}", "dim"))))
+                   _plain(f"replaying {what}", "dim"))), ref_seed=ref_seed)
     if as_json:
         print(_json.dumps(rows, indent=1))
         return
@@ -314,7 +316,8 @@ def reproduce(
             table.add_column(col, justify="right")
     for r in rows:
         rep, q, ref = r["replay"], r["quanta"], r["ref_avg_jct_s"]
-        table.add_row(r["workload"], r["policy"], str(r["jobs"]),
+        table.add_row(r["workload"], r["policy"] + (f" ({r['variant']})" if r["variant"] else ""),
+                      str(r["jobs"]),
                       f"{ref / 3600:.3f}", f"{rep['avg_jct_matched_s'] / 3600:.3f}",
                       f"{rep['avg_jct_matched_s'] / ref - 1:+.1%}", f"{rep['median_abs_err']:.1%}",
                       f"{q['avg_jct_matched_s'] / 3600:.3f}",
@@ -344,7 +347,8 @@ def reproduce(
                 continue
             cells.append(f"{r['ref_by_app'][a] / 3600:.2f} / {r['replay']['by_app'].get(a, float('nan')) / 3600:.2f}"
                          f" / {r['quanta']['by_app'].get(a, float('nan')) / 3600:.2f}")
-        apps.add_row(f"{r['workload']} / {r['policy']}", *cells)
+        apps.add_row(f"{r['workload']} / {r['policy']}" + (f" ({r['variant']})" if r["variant"] else ""),
+                     *cells)
     if names:
         console.print(apps)
     console.print("[dim]reference runs and the command and commit of each: "

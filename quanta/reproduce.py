@@ -45,6 +45,13 @@ def seed_of(summary: dict) -> int:
     return int(m.group(1)) if m else 0
 
 
+def variant_of(summary: dict) -> str:
+    """What tells a reference run apart from the others of its workload and policy: its --seed
+    and --solver when its command gives them ("seed 1", "solver highs"), else ""."""
+    return ", ".join(f"{k} {v}" for k, v in re.findall(r"--(seed|solver) (\S+)",
+                                                        summary.get("command", "")))
+
+
 def _bundled_trace(workload: str) -> tuple[str, int | None]:
     """`name` or `name_firstN` -> the bundled trace file of that name (and N jobs)."""
     m = re.fullmatch(r"(.+)_first(\d+)", workload)
@@ -173,25 +180,30 @@ def compare(ref: Reference, adapter: Adapter, world: str, seed: int | None = Non
 
 
 def reproduce(system: str, workload: str | None = None, policy: str | None = None,
-              seed: int | None = None, progress: Callable[[str], None] | None = None) -> list[dict]:
+              seed: int | None = None, progress: Callable[[str], None] | None = None,
+              ref_seed: int | None = None) -> list[dict]:
+    """Every recorded run of `system` (only `workload`, `policy`, and the reference's seed
+    `ref_seed` if given), replayed; Quanta's runs take `seed`, else each reference run's own."""
     adapter = ADAPTERS.get(system)
     if adapter is None:
         raise QuantaError(f"no recorded references for '{system}' (known: {', '.join(sorted(ADAPTERS))})",
                           field="SYSTEM")
     refs = [r for r in recorded(adapter)
             if (workload is None or r.summary["workload"] == workload)
-            and (policy is None or r.summary["policy"] == policy)]
+            and (policy is None or r.summary["policy"] == policy)
+            and (ref_seed is None or adapter.seed(r.summary) == ref_seed)]
     if not refs:
         raise QuantaError(f"no recorded reference run of {system} matches "
-                          f"(workload={workload or 'any'}, policy={policy or 'any'})",
+                          f"(workload={workload or 'any'}, policy={policy or 'any'}"
+                          + ("" if ref_seed is None else f", seed {ref_seed}") + ")",
                           source=str(REFERENCE_DIR / adapter.system))
     out = []
     for ref in refs:
         s = ref.summary
         if progress:
-            progress(f"{s['workload']} / {s['policy']}")
+            progress(f"{s['workload']} / {s['policy']}" + (f" ({variant_of(s)})" if variant_of(s) else ""))
         apps = [j["application"] for j in ref.jobs]
-        row = {"workload": s["workload"], "policy": s["policy"],
+        row = {"workload": s["workload"], "policy": s["policy"], "variant": variant_of(s),
                "quanta_policy": adapter.policies[s["policy"]], "jobs": s["jobs"],
                "ref_avg_jct_s": s["avg_jct_s"], "ref_makespan_s": s["makespan_s"],
                "ref_by_app": _by_app(None, apps, [float(j["jct_s"]) for j in ref.jobs]),

@@ -59,10 +59,11 @@ def _fmt(x: float | None) -> str:
     return repr(float(x))
 
 
-def write_run(folder: Path, run: RunSummary, jobs: list[JobResult]) -> tuple[Path, Path]:
-    """Write ``<workload>__<policy>.csv`` and ``.json`` into ``folder``; return both paths."""
+def write_run(folder: Path, run: RunSummary, jobs: list[JobResult], suffix: str = "") -> tuple[Path, Path]:
+    """Write ``<workload>__<policy><suffix>.csv`` and ``.json`` into ``folder`` (``suffix`` tells
+    apart runs of one workload and policy, e.g. ``__s1`` for another seed); return both paths."""
     folder.mkdir(parents=True, exist_ok=True)
-    stem = f"{run.workload}__{run.policy}"
+    stem = f"{run.workload}__{run.policy}{suffix}"
     csv_path, json_path = folder / f"{stem}.csv", folder / f"{stem}.json"
     jobs = sorted(jobs, key=lambda j: (j.submit_s, j.job_id))
     with csv_path.open("w", newline="") as f:

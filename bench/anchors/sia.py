@@ -44,7 +44,8 @@ CSV it ran, the simulator's own per-round log (``sim.log.gz``, the ``--output`` 
 (``stdout.txt.gz``) and ``meta.json`` (command, commit, wall time, exit code).
 
 Results (``--out``, default ``quanta/data/reference/sia/``): ``<run>__<policy>.csv/.json`` in the common
-format. From the simulator's own last log record (``cluster.py`` ``step_log``): ``submit_s`` =
+format (``<run>__<policy>__s<seed>`` for a seed other than 0, ``..._highs`` with ``--solver highs``).
+From the simulator's own last log record (``cluster.py`` ``step_log``): ``submit_s`` =
 ``submission_time`` (the workload's ``time``), ``end_s`` = ``completion_time``, ``jct_s`` = end - submit
 (= ``Cluster.get_jcts``, ``cluster.py`` lines 519-525; the per-job JCTs the simulator prints and puts in
 ``summary.json``). ``start_s``: the simulator never sets ``Job.start_time`` (``job.py`` line 62; it is
@@ -449,7 +450,9 @@ def main(argv: list[str] | None = None) -> int:
                          cluster=",".join(f"{k}:{v}x{GPUS_PER_NODE[k]}" for k, v in cluster.items()),
                          reference_repo=REFERENCE_REPO, reference_commit=commit, command=bench_cmd,
                          wall_s=meta["wall_s"], notes=notes)
-    csv_path, json_path = write_run(Path(a.out), summary, jobs)
+    # another seed or solver than the recorded default's: its own files beside it
+    suffix = ("" if a.seed == 0 else f"__s{a.seed}") + ("" if a.solver == "cbc" else f"__{a.solver}")
+    csv_path, json_path = write_run(Path(a.out), summary, jobs, suffix)
     s = json.loads(json_path.read_text())
     print(json.dumps({"workload": run_name, "policy": a.policy, "jobs": s["jobs"],
                       "avg_jct_h": round(s["avg_jct_s"] / 3600, 4) if s["avg_jct_s"] else None,
