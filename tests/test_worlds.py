@@ -259,24 +259,31 @@ def test_sia_sim_gives_pollux_what_sias_simulator_gives_it():
     assert held[:3] == [1, 2, 4] and max(held) == 4 and np.isfinite(res.table.end[0])
 
 
-@pytest.mark.slow          # about 5 minutes: Pollux's genetic algorithm every round
+@pytest.mark.slow          # about 4 minutes: Pollux's genetic algorithm every round, three seeds
 def test_reproduce_pollux_stays_within_its_recorded_tolerance():
-    """Regression guard on a recorded Pollux run (first 60 jobs of Sia's newtrace workload 1,
-    run through Sia's own simulator's Pollux baseline, seed 0). This workload has no imagenet
-    job, whose GPU type under the heterogeneity-unaware Pollux is a draw of the genetic search
-    that moves a slice's average by tens of percent (bench/anchors/sia.md sections 13 and 18).
-    The replay runs the reference's search and the jobs' own batch (section 18). Bounds are what
-    this code measures (seed 0, the reference's) plus a margin."""
+    """Regression guard on recorded Pollux runs (first 60 jobs of Sia's newtrace workload 1,
+    run through Sia's own simulator's Pollux baseline with seeds 0, 1 and 2). Its genetic search
+    is a draw: the reference's own average moves by up to 12.6% from one seed to another and its
+    per-job JCTs by a median 27-36% (bench/anchors/sia.md section 19), so the bounds are on the
+    means over the three seeds, each replayed with its seed. This workload has no imagenet job,
+    whose GPU type under the heterogeneity-unaware Pollux moves a slice by tens of percent.
+    Bounds are what this code measures plus a margin."""
+    from statistics import mean
+
     from quanta.reproduce import reproduce
-    (r,) = reproduce("pollux", workload="sia_newtrace_workload-1_first60", ref_seed=0)
-    assert r["replay"]["matched"] == 60
-    assert abs(r["replay"]["avg_jct_s"] / r["ref_avg_jct_s"] - 1) < 0.05     # measured -0.4%
-    assert abs(r["replay"]["makespan_s"] / r["ref_makespan_s"] - 1) < 0.05   # measured -1.6%
-    assert r["replay"]["median_abs_err"] < 0.30                               # measured 27.4%
-    for app, ref in r["ref_by_app"].items():              # measured +14.1%, -11.3%, -4.7%
-        assert abs(r["replay"]["by_app"][app] / ref - 1) < 0.18, app
-    assert abs(r["replay"]["avg_jct_s"] - r["ref_avg_jct_s"]) < abs(r["quanta"]["avg_jct_s"]
-                                                                    - r["ref_avg_jct_s"])
+    rows = reproduce("pollux", workload="sia_newtrace_workload-1_first60")
+    assert sorted(r["variant"] for r in rows) == ["", "seed 1", "seed 2"]
+    assert all(r["replay"]["matched"] == 60 for r in rows)
+    ref, rep = (mean(r["ref_avg_jct_s"] for r in rows), mean(r["replay"]["avg_jct_s"] for r in rows))
+    assert abs(rep / ref - 1) < 0.06                                        # measured -2.3%
+    mk = mean(r["replay"]["makespan_s"] for r in rows) / mean(r["ref_makespan_s"] for r in rows)
+    assert abs(mk - 1) < 0.06                                               # measured -2.4%
+    for app in rows[0]["ref_by_app"]:                      # measured +1.8%, -5.3%, -3.5%
+        got = mean(r["replay"]["by_app"][app] for r in rows)
+        assert abs(got / mean(r["ref_by_app"][app] for r in rows) - 1) < 0.10, app
+    assert all(r["replay"]["median_abs_err"] < 0.40 for r in rows)          # measured 21-33%
+    quanta = mean(r["quanta"]["avg_jct_s"] for r in rows)
+    assert abs(rep - ref) < abs(quanta - ref)
 
 
 def test_reference_runs_of_other_seeds_are_told_apart():
