@@ -314,10 +314,12 @@ def reproduce(
             table.add_column(col, overflow="fold")
         else:
             table.add_column(col, justify="right")
+    def label(r: dict) -> str:          # the reference policy, and its seed where it has several
+        return r["policy"] + (f" ({r['variant']})" if r["variant"] else "")
+
     for r in rows:
         rep, q, ref = r["replay"], r["quanta"], r["ref_avg_jct_s"]
-        table.add_row(r["workload"], r["policy"] + (f" ({r['variant']})" if r["variant"] else ""),
-                      str(r["jobs"]),
+        table.add_row(r["workload"], label(r), str(r["jobs"]),
                       f"{ref / 3600:.3f}", f"{rep['avg_jct_matched_s'] / 3600:.3f}",
                       f"{rep['avg_jct_matched_s'] / ref - 1:+.1%}", f"{rep['median_abs_err']:.1%}",
                       f"{q['avg_jct_matched_s'] / 3600:.3f}",
@@ -347,8 +349,7 @@ def reproduce(
                 continue
             cells.append(f"{r['ref_by_app'][a] / 3600:.2f} / {r['replay']['by_app'].get(a, float('nan')) / 3600:.2f}"
                          f" / {r['quanta']['by_app'].get(a, float('nan')) / 3600:.2f}")
-        apps.add_row(f"{r['workload']} / {r['policy']}" + (f" ({r['variant']})" if r["variant"] else ""),
-                     *cells)
+        apps.add_row(f"{r['workload']} / {label(r)}", *cells)
     if names:
         console.print(apps)
     console.print("[dim]reference runs and the command and commit of each: "

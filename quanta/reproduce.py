@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -188,7 +189,10 @@ def reproduce(system: str, workload: str | None = None, policy: str | None = Non
     if adapter is None:
         raise QuantaError(f"no recorded references for '{system}' (known: {', '.join(sorted(ADAPTERS))})",
                           field="SYSTEM")
-    refs = [r for r in recorded(adapter)
+    every = recorded(adapter)
+    # runs that share a workload and a policy (other seeds, another solver) are told apart
+    shared = Counter((r.summary["workload"], r.summary["policy"]) for r in every)
+    refs = [r for r in every
             if (workload is None or r.summary["workload"] == workload)
             and (policy is None or r.summary["policy"] == policy)
             and (ref_seed is None or adapter.seed(r.summary) == ref_seed)]
@@ -200,10 +204,11 @@ def reproduce(system: str, workload: str | None = None, policy: str | None = Non
     out = []
     for ref in refs:
         s = ref.summary
+        variant = variant_of(s) if shared[(s["workload"], s["policy"])] > 1 else ""
         if progress:
-            progress(f"{s['workload']} / {s['policy']}" + (f" ({variant_of(s)})" if variant_of(s) else ""))
+            progress(f"{s['workload']} / {s['policy']}" + (f" ({variant})" if variant else ""))
         apps = [j["application"] for j in ref.jobs]
-        row = {"workload": s["workload"], "policy": s["policy"], "variant": variant_of(s),
+        row = {"workload": s["workload"], "policy": s["policy"], "variant": variant,
                "quanta_policy": adapter.policies[s["policy"]], "jobs": s["jobs"],
                "ref_avg_jct_s": s["avg_jct_s"], "ref_makespan_s": s["makespan_s"],
                "ref_by_app": _by_app(None, apps, [float(j["jct_s"]) for j in ref.jobs]),
