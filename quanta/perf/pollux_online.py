@@ -53,7 +53,7 @@ def fit_pollux(num_nodes, num_replicas, local_bsz, step_time, sync_time) -> np.n
     gradient (Pollux differentiates it with autograd). A finite-difference gradient stops
     elsewhere: on 330 point sets of a sia-sim run, predicted step times differed from the
     reference's fit by more than 5% on 65 and by up to 160%; with the exact gradient by at most
-    1.7% (bench/anchors/sia.md section 19)."""
+    2.8% (scipy 1.17's L-BFGS-B against the reference's 1.10; bench/anchors/sia.md section 19)."""
     from scipy.optimize import Bounds, minimize
     n = np.asarray(num_nodes, dtype=float)
     k = np.asarray(num_replicas, dtype=float)
