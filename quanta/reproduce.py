@@ -20,6 +20,7 @@ from typing import Callable
 
 import numpy as np
 
+from quanta.core.jobtable import DROPPED
 from quanta.errors import QuantaError
 from quanta.paths import DATA_DIR
 
@@ -174,7 +175,8 @@ def compare(ref: Reference, adapter: Adapter, world: str, seed: int | None = Non
         "avg_jct_s": rows[0]["avg_jct_s"], "makespan_s": rows[0]["makespan_s"],
         # over the jobs the reference finished (Gavel drops some multi-GPU jobs: gavel.md W7)
         "avg_jct_matched_s": float(np.mean([ours[k] for k in common])) if common else float("nan"),
-        "matched": len(common), "median_abs_err": float(np.median(err)) if err else float("nan"),
+        "matched": len(common), "dropped": int((t.state == DROPPED).sum()),
+        "median_abs_err": float(np.median(err)) if err else float("nan"),
         "by_app": _by_app(common, [apps[k] for k in common], [ours[k] for k in common]),
         "world": world,
     }

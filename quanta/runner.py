@@ -157,7 +157,8 @@ def run_simulations(req: SimulationRequest, console=None, keep_results: bool = F
         sim = Simulator(specs, cluster, pol, world.perf_for_run(perf, name), restart=restart,
                         failures=failures, until=until, record_events=req.events,
                         rounds_from_first_arrival=world.rounds_from_first_arrival,
-                        impossible_arrivals_decide=world.impossible_arrivals_decide)
+                        impossible_arrivals_decide=world.impossible_arrivals_decide,
+                        failed_rounds=world.failed_rounds)
         if i == 0:
             header += check_feasible(specs, sim, trace, cluster, req.drop_impossible)
         if console is not None:

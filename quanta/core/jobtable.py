@@ -18,13 +18,13 @@ from quanta.perf.base import PerfModel
 if TYPE_CHECKING:
     from quanta.core.snapshot import JobsView
 
-FUTURE, PENDING, RUNNING, DONE, UNSCHEDULABLE = 0, 1, 2, 3, 4
+FUTURE, PENDING, RUNNING, DONE, UNSCHEDULABLE, DROPPED = 0, 1, 2, 3, 4, 5
 KIND_CODES = {"start": 0, "preempt": 1, "migrate": 2, "resize": 3, "reshare": 4, "reconfigure": 5}
 # the lowest code of a kind that a migration or reconfiguration counter counts
 _COUNTED_FROM = min(KIND_CODES[k] for k in ("migrate", "resize", "reconfigure"))
 SHARE_MODES = {"": 0, "pack": 1, "slice": 2}   # how a job shares its GPUs with its partner
 STATE_NAMES = {FUTURE: "future", PENDING: "pending", RUNNING: "running", DONE: "finished",
-               UNSCHEDULABLE: "unschedulable"}
+               UNSCHEDULABLE: "unschedulable", DROPPED: "dropped"}
 
 
 class JobTable:
@@ -314,8 +314,20 @@ class JobTable:
         return True
 
     def finish(self, row: int, now: float) -> None:
-        self.mark(row, now)
+        self._release(row, now)
         self.prog0[row] = self.total[row]
+        self.state[row] = DONE
+        self.end[row] = now
+
+    def drop(self, row: int, now: float) -> None:
+        """The job leaves without finishing (a reference that gives up on it: gavel-sim's failed
+        leases): no end, no JCT; its progress stays what it was."""
+        self._release(row, now)
+        self.state[row] = DROPPED
+
+    def _release(self, row: int, now: float) -> None:
+        """Fold the accumulators at `now` and clear everything the job held."""
+        self.mark(row, now)
         self.rate[row] = 0.0
         self.gpus[row] = 0
         self.gtype[row] = -1
@@ -330,5 +342,3 @@ class JobTable:
         self.cpus[row] = 0.0
         self.mem_gb[row] = 0.0
         self.net_gbps[row] = 0.0
-        self.state[row] = DONE
-        self.end[row] = now

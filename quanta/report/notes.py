@@ -1,6 +1,6 @@
 """What a reader of a run's results must know, as one-line notes (report.md's Notes, the CLI):
 GPU types a policy never used, speeds that are estimates rather than measurements, job types no
-performance model knows, injected node failures, a run cut at `--until-h`."""
+performance model knows, injected node failures, jobs a world dropped, a run cut at `--until-h`."""
 
 from __future__ import annotations
 
@@ -76,8 +76,12 @@ def unused_type_notes(results: Sequence, cluster: Cluster) -> list[str]:
 def run_notes(specs: Sequence[JobSpec], cluster: Cluster, perf, results: Sequence, *,
               until_h: float | None = None, node_mtbf_h: float = 0.0, repair_h: float = 1.0,
               seed: int = 0) -> list[str]:
-    from quanta.core.jobtable import DONE, UNSCHEDULABLE
+    from quanta.core.jobtable import DONE, DROPPED, UNSCHEDULABLE
     notes = unused_type_notes(results, cluster) + speed_notes(specs, cluster, perf)
+    dropped = [f"{r.policy} {n}" for r in results if (n := int((r.table.state == DROPPED).sum()))]
+    if dropped:
+        notes.append("jobs the world dropped unfinished (no JCT; state 'dropped' in jobs.csv): "
+                     + ", ".join(dropped))
     if node_mtbf_h > 0:
         notes.append(f"injected node failures: each node fails after an exponential time with "
                      f"mean {node_mtbf_h:g} h and stays down {repair_h:g} h (seed {seed}); the "
@@ -86,7 +90,7 @@ def run_notes(specs: Sequence[JobSpec], cluster: Cluster, perf, results: Sequenc
         left = []
         for r in results:
             st = r.table.state
-            n = int(((st != DONE) & (st != UNSCHEDULABLE)).sum())
+            n = int(((st != DONE) & (st != UNSCHEDULABLE) & (st != DROPPED)).sum())
             left.append(f"{r.policy} {n}")
         notes.append(f"stopped at --until-h {until_h:g} h: jobs not finished: " + ", ".join(left)
                      + "; JCT, queue and fairness columns cover the finished jobs only")

@@ -44,6 +44,19 @@ class RestartCost:
         return float(self.per_type.get(spec.job_type, self.default))
 
 
+@dataclass(frozen=True)
+class FailedRounds:
+    """Rounds in which a job holds GPUs but makes no progress, as a reference simulator has them
+    (gavel-sim: a multi-GPU lease with fewer steps left than GPUs fails, worlds/gavel_sim.py).
+    After each round's decision `fails(table, rows, now)` says which of the jobs holding GPUs
+    (driver rows) fail this round: they keep their GPUs to its end and progress by nothing. A job
+    whose `drop_after`-th failure in a row that is leaves at the next round without finishing
+    (state dropped, no JCT); a round it runs without failing resets its count."""
+
+    fails: Callable[[JobTable, np.ndarray, float], np.ndarray]
+    drop_after: int = 5
+
+
 @dataclass
 class SimResult:
     policy: str
@@ -82,7 +95,8 @@ class Simulator:
                  *, restart: RestartCost | None = None, failures: FailureModel | None = None,
                  outages: Sequence[NodeOutage] = (), until: float | None = None,
                  progress: Callable[[float], None] | None = None, record_events: bool = False,
-                 rounds_from_first_arrival: bool = False, impossible_arrivals_decide: bool = False):
+                 rounds_from_first_arrival: bool = False, impossible_arrivals_decide: bool = False,
+                 failed_rounds: FailedRounds | None = None):
         self.cluster = cluster
         self.policy = policy
         self.perf = perf
@@ -114,6 +128,9 @@ class Simulator:
         # the arrival of a job that can never run is an event too (Tiresias' simulator runs a
         # scheduling pass at every arrival); by default only arrivals that can run are
         self.impossible_arrivals_decide = impossible_arrivals_decide
+        self.failed_rounds = failed_rounds
+        self.fail_count = np.zeros(len(self.table), dtype=np.int64)
+        self.stalled: dict[int, float] = {}   # row -> its rate, while a failed round holds it at 0
 
     # -------------------------------------------------------------------------------------------
     def _apply(self, now: float, trs: list, version: np.ndarray, push) -> int:
@@ -253,6 +270,33 @@ class Simulator:
                 version[row] += 1
                 self._push_next(np.array([row]), version, push)
 
+    def _failed_round(self, now: float, active: np.ndarray, version: np.ndarray, push) -> list[int]:
+        """After a round's decision: the jobs whose round fails (`FailedRounds`) progress by
+        nothing until the next round; a job that held GPUs through a failed round and runs this
+        one without failing gets its rate back. Returns the jobs to drop at the next round."""
+        t, rule = self.table, self.failed_rounds
+        held = active[t.state[active] == RUNNING]
+        failed = rule.fails(t, held, now)
+        drop = []
+        for r in held[failed].tolist():
+            if t.rate.item(r) > 0:          # running at its rate (not already stalled): stall it
+                self.stalled[r] = t.rate.item(r)
+                t.mark(r, now)
+                t.rate[r] = 0.0
+                version[r] += 1             # its completion is off
+            self.fail_count[r] += 1
+            if self.fail_count.item(r) >= rule.drop_after:
+                drop.append(r)
+        for r in held[~failed].tolist():
+            self.fail_count[r] = 0
+            rate = self.stalled.pop(r, None)
+            if rate is not None and t.rate.item(r) == 0.0:   # kept its GPUs: runs at its rate again
+                t.mark(r, now)
+                t.rate[r] = rate
+                version[r] += 1
+                self._push_next(np.array([r]), version, push)
+        return drop
+
     def _rate(self, row: int, gtype: int, count: int, nodes: int, cons: bool, partner: int,
               mode: str, plan=None, cpus: float = 0.0, mem_gb: float = 0.0, partner_plan=None,
               parts=None, fork=None, net_gbps: float = 0.0) -> float:
@@ -365,6 +409,7 @@ class Simulator:
         stalled = False
         batches = 0
         submit = t.submit
+        dropping: list[int] = []   # jobs that failed their last allowed round (FailedRounds)
         while True:
             next_arr = submit[ptr] if ptr < n else np.inf
             next_ev = heap[0][0] if heap else np.inf
@@ -454,6 +499,19 @@ class Simulator:
                 # nothing runs: the round clock jumps to this arrival, a round starts now
                 origin, tick_ver, tick_pending = now, tick_ver + 1, False
                 kinds.add("tick")
+            if dropping and "tick" in kinds:   # their last failed round is over: they leave
+                for r in dropping:
+                    if t.state.item(r) == RUNNING:
+                        occ.release(r)
+                        n_running -= 1
+                    t.drop(r, now)
+                    self.stalled.pop(r, None)
+                    version[r] += 1
+                    if self.event_log is not None:
+                        self.event_log.append((now, r, "drop", -1, 0, 0, ""))
+                active = np.setdiff1d(active, dropping)
+                dropping = []
+                kinds.add("completion")
             decide = ("tick" in kinds) if interval else True
             if self.agent_rate is not None and "tick" in kinds:
                 self._retune(now, version, push)
@@ -462,6 +520,8 @@ class Simulator:
                 transitions += len(trs)
                 if trs:
                     n_running += self._apply(now, trs, version, push)
+                if self.failed_rounds is not None and "tick" in kinds:
+                    dropping = self._failed_round(now, active, version, push)
                 if loop.wake_at is not None and loop.wake_at > now:
                     wake_ver += 1
                     push(loop.wake_at, WAKE, -1, wake_ver)

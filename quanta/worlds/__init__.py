@@ -20,7 +20,7 @@ from typing import Callable, Mapping, Sequence
 
 from quanta.errors import QuantaError
 from quanta.model.job import JobSpec
-from quanta.sim.engine import RestartCost
+from quanta.sim.engine import FailedRounds, RestartCost
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,9 @@ class World:
     # one run's performance model, given the world's (`perf`) and the policy's name: where the
     # reference's jobs learn for themselves (sia-sim's job agents), a fresh one per run
     run_perf: Callable[[object, str], object] | None = None
+    # rounds in which a job holds GPUs and makes no progress, and when the reference drops a job
+    # for them (gavel-sim's failed multi-GPU leases); None: every round a job runs progresses
+    failed_rounds: FailedRounds | None = None
 
     def perf_for_run(self, perf, policy_name: str):
         return perf if self.run_perf is None else self.run_perf(perf, policy_name)

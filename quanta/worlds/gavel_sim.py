@@ -18,15 +18,20 @@ scheduler/scheduler.py), as bench/anchors/gavel.md reads it (items W1-W8 there, 
   interior-point solution, progress credit, the run's seed for the agnostic type shuffle) is
   `quanta.policies.gavel.gavel_sim_params`, pinned here for each Gavel policy.
 
-Not modelled (gavel.md row 20, a reference bug): a multi-GPU micro-task with fewer steps left than
-GPUs fails and the job is dropped after 5 failures; Gavel then leaves the job out of its average.
+- Failed leases (W7, a reference bug; scheduler.py:1316-1333, 2958-2962, 2990-3008, 44): a
+  multi-GPU micro-task splits its steps over its workers, `steps // scale_factor` to each but the
+  last; with fewer steps left than GPUs a worker gets none and the micro-task fails at the end of
+  its round, credited nothing, and after 5 failures in a row (MAX_FAILED_ATTEMPTS) the job is
+  dropped: no JCT, out of Gavel's averages. Here: `short_leases` (`FailedRounds`): such a job
+  holds its GPUs through the round without progress and leaves, dropped, at the round after its
+  fifth. Gavel does not count a pair's failures (scheduler.py:2990): shared jobs are left out.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from quanta.sim.engine import RestartCost
+from quanta.sim.engine import FailedRounds, RestartCost
 from quanta.worlds import PlacementFree, World, world
 
 ROUND_S = 360.0
@@ -70,6 +75,13 @@ class WholeSteps(PlacementFree):
         return super().shared_rate(*args, **kw)
 
 
+def short_leases(table, rows: np.ndarray, now: float) -> np.ndarray:
+    """Which of `rows` (jobs holding GPUs at a round's start) get a lease Gavel's simulator fails
+    (W7): a job alone on its GPUs with at least one but fewer whole steps left than it has GPUs."""
+    left = np.rint(table.total[rows] - table.progress(rows, now))
+    return (left >= 1) & (left < table.req[rows]) & (table.partner[rows] < 0)
+
+
 def _params(seed: int) -> dict[str, str]:
     from quanta.policies.gavel import gavel_sim_params
     out = {}
@@ -84,16 +96,19 @@ def _params(seed: int) -> dict[str, str]:
 def gavel_sim() -> World:
     return World(
         "gavel-sim", "Gavel's simulator: 360 s rounds from the first arrival, whole steps per "
-                     "round, no restart cost, placement-independent throughput, Gavel's mechanism",
+                     "round, no restart cost, placement-independent throughput, Gavel's mechanism, "
+                     "failed short multi-GPU leases",
         restart=lambda _delay: RestartCost(0.0),
         perf=lambda base: WholeSteps(base),
         policy_params=_params,
         restart_fixed=True,
         rounds_from_first_arrival=True,
+        failed_rounds=FailedRounds(short_leases, drop_after=5),   # MAX_FAILED_ATTEMPTS
         # the cluster of Gavel's paper experiments and of every recorded run: 36 V100 + 36 P100 +
         # 36 K80, one GPU a server (--cluster_spec 36:36:36 --num_gpus_per_server 1:1:1); what
         # `quanta reproduce gavel` replays on
         cluster="v100:36x1,p100:36x1,k80:36x1",
         notes=("world gavel-sim: no restart cost; rounds of 360 s from the first arrival; jobs "
                "run floor(360 T) steps a round; throughput independent of placement; Gavel's "
-               "policies with Gavel's mechanism (gavel_sim_params)",))
+               "policies with Gavel's mechanism (gavel_sim_params); a multi-GPU job with fewer "
+               "steps left than GPUs fails its round and is dropped after 5 (no JCT)",))
