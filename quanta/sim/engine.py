@@ -96,7 +96,9 @@ class Simulator:
                  outages: Sequence[NodeOutage] = (), until: float | None = None,
                  progress: Callable[[float], None] | None = None, record_events: bool = False,
                  rounds_from_first_arrival: bool = False, impossible_arrivals_decide: bool = False,
-                 failed_rounds: FailedRounds | None = None):
+                 failed_rounds: FailedRounds | None = None,
+                 pair_end: Callable[[JobTable, int, int, float, float], float] | None = None,
+                 round_leases: bool = False):
         self.cluster = cluster
         self.policy = policy
         self.perf = perf
@@ -129,6 +131,15 @@ class Simulator:
         # scheduling pass at every arrival); by default only arrivals that can run are
         self.impossible_arrivals_decide = impossible_arrivals_decide
         self.failed_rounds = failed_rounds
+        # a round-based world's record of the end of a job that finishes while sharing its GPUs
+        # (table, row, partner row, now, the round's start) -> its end, if later than now
+        # (gavel-sim: the pair's micro-task ends with the later of its two jobs' steps)
+        self.pair_end = pair_end
+        # round-based policies: a job whose partner leaves its GPUs mid-round keeps the pair's
+        # rate to the round's end (a reference's lease: steps fixed when the round began), alone
+        # from the next round on; row -> its rate alone
+        self.round_leases = round_leases
+        self.alone_next_round: dict[int, float] = {}
         self.fail_count = np.zeros(len(self.table), dtype=np.int64)
         self.stalled: dict[int, float] = {}   # row -> its rate, while a failed round holds it at 0
 
@@ -357,6 +368,12 @@ class Simulator:
         net = float(t.net_gbps[row])
         rate = self._rate(row, g, len(gpus), self.occ.nodes_of(gpus), cons, -1, "", plan, cpus, mem,
                           net_gbps=net)
+        if self.round_leases and self.policy.interval:   # its lease runs on to the round's end
+            # then the rate a start on these GPUs gets (_apply: the table's at its request)
+            plain = len(gpus) == t.req.item(row) and cons and plan is None and not cpus \
+                and not mem and not net
+            self.alone_next_round[row] = t.rates.item(row, g) if plain else rate
+            rate = t.rate.item(row)
         more = {"plan": [plan], "cpus": np.array([cpus]), "mem_gb": np.array([mem]),
                 "net_gbps": np.array([net])} if t.extras_seen else {}
         t.apply_transitions(now, np.array([row]), np.array([KIND_CODES["reshare"]]), np.array([g]),
@@ -431,8 +448,14 @@ class Simulator:
                     mate = int(t.partner[obj])
                     mates = (list(occ.tenants(obj)[0]) if occ.spans else [mate]) \
                         if mate >= 0 else ()
+                    end = now
+                    if mate >= 0 and self.pair_end is not None and interval:
+                        # the round it finishes in (one ending exactly now is the last one)
+                        k = max(np.ceil((now - origin) / interval) - 1.0, 0.0)
+                        end = max(now, self.pair_end(t, obj, mate, now, origin + k * interval))
                     occ.release(obj)
                     t.finish(obj, now)
+                    t.end[obj] = end
                     if mates:
                         self._left(mates, now, version, push)
                     if self.event_log is not None:
@@ -499,6 +522,14 @@ class Simulator:
                 # nothing runs: the round clock jumps to this arrival, a round starts now
                 origin, tick_ver, tick_pending = now, tick_ver + 1, False
                 kinds.add("tick")
+            if self.alone_next_round and "tick" in kinds:   # leases of the round past: alone
+                for r, rate in self.alone_next_round.items():
+                    if t.state.item(r) == RUNNING and t.partner.item(r) < 0:
+                        t.mark(r, now)
+                        t.rate[r] = rate
+                        version[r] += 1
+                        self._push_next(np.array([r]), version, push)
+                self.alone_next_round.clear()
             if dropping and "tick" in kinds:   # their last failed round is over: they leave
                 for r in dropping:
                     if t.state.item(r) == RUNNING:

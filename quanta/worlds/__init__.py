@@ -57,6 +57,12 @@ class World:
     # rounds in which a job holds GPUs and makes no progress, and when the reference drops a job
     # for them (gavel-sim's failed multi-GPU leases); None: every round a job runs progresses
     failed_rounds: FailedRounds | None = None
+    # the recorded end of a job that finishes while sharing its GPUs in a round (Simulator's
+    # `pair_end`); None: when its own last step ends
+    pair_end: Callable | None = None
+    # a job whose partner leaves mid-round keeps the pair's rate to the round's end (Simulator's
+    # `round_leases`)
+    round_leases: bool = False
 
     def perf_for_run(self, perf, policy_name: str):
         return perf if self.run_perf is None else self.run_perf(perf, policy_name)

@@ -25,6 +25,11 @@ scheduler/scheduler.py), as bench/anchors/gavel.md reads it (items W1-W8 there, 
   dropped: no JCT, out of Gavel's averages. Here: `short_leases` (`FailedRounds`): such a job
   holds its GPUs through the round without progress and leaves, dropped, at the round after its
   fifth. Gavel does not count a pair's failures (scheduler.py:2990): shared jobs are left out.
+- A packed pair is one micro-task (scheduler.py:1001-1040, 1296-1316): each job's steps are fixed
+  when the round begins, and the pair ends with the later of the two. Here: a job that finishes
+  in a pair is recorded as ending when its partner's steps of the round end (`pair_end`), and
+  the partner runs on at the pair's rate to the round's end (`round_leases`), alone from the
+  next round.
 """
 
 from __future__ import annotations
@@ -82,6 +87,21 @@ def short_leases(table, rows: np.ndarray, now: float) -> np.ndarray:
     return (left >= 1) & (left < table.req[rows]) & (table.partner[rows] < 0)
 
 
+def pair_end(table, row: int, mate: int, now: float, round_start: float) -> float:
+    """When Gavel's simulator records the end of job `row`, which finishes its last steps at
+    `now` packed with job `mate` in the round that began at `round_start`: the pair is one
+    micro-task, and it ends with the later of its two jobs' steps of the round, each job's
+    `min(int(360 T), steps left) / T` at its rate T in the pair (scheduler.py:1001-1040, the
+    pair's finish time the largest; 1296-1316, both jobs' latest timestamp that time)."""
+    g = table.cluster.types[int(table.gtype[mate])]
+    T = float(table.perf.unrounded_shared_rate(table.specs[mate], table.specs[row], g,
+                                               int(table.gpus[mate]), mode="pack"))
+    # the mate's steps left at the round's start (it has run at its whole-step rate since)
+    left = table.total[mate] - table.progress(np.array([mate]), now)[0] + \
+        table.rate[mate] * (now - round_start)
+    return round_start + min(np.floor(ROUND_S * T), np.rint(left)) / T
+
+
 def _params(seed: int) -> dict[str, str]:
     from quanta.policies.gavel import gavel_sim_params
     out = {}
@@ -97,13 +117,15 @@ def gavel_sim() -> World:
     return World(
         "gavel-sim", "Gavel's simulator: 360 s rounds from the first arrival, whole steps per "
                      "round, no restart cost, placement-independent throughput, Gavel's mechanism, "
-                     "failed short multi-GPU leases",
+                     "failed short multi-GPU leases, pairs as one micro-task",
         restart=lambda _delay: RestartCost(0.0),
         perf=lambda base: WholeSteps(base),
         policy_params=_params,
         restart_fixed=True,
         rounds_from_first_arrival=True,
         failed_rounds=FailedRounds(short_leases, drop_after=5),   # MAX_FAILED_ATTEMPTS
+        pair_end=pair_end,
+        round_leases=True,
         # the cluster of Gavel's paper experiments and of every recorded run: 36 V100 + 36 P100 +
         # 36 K80, one GPU a server (--cluster_spec 36:36:36 --num_gpus_per_server 1:1:1); what
         # `quanta reproduce gavel` replays on
