@@ -98,7 +98,8 @@ class Simulator:
                  rounds_from_first_arrival: bool = False, impossible_arrivals_decide: bool = False,
                  failed_rounds: FailedRounds | None = None,
                  pair_end: Callable[[JobTable, int, int, float, float], float] | None = None,
-                 round_leases: bool = False):
+                 round_leases: bool = False,
+                 round_length: Callable[[JobTable, np.ndarray, float], float] | None = None):
         self.cluster = cluster
         self.policy = policy
         self.perf = perf
@@ -140,6 +141,12 @@ class Simulator:
         # from the next round on; row -> its rate alone
         self.round_leases = round_leases
         self.alone_next_round: dict[int, float] = {}
+        # round-based policies: the reference's own round clock, `round_length(table, rows
+        # holding GPUs, now)` giving the length of the round starting now (gavel-sim: its
+        # longest lease, a little under the interval); an arrival after the reference's next
+        # round starts but before Quanta's tick joins the round after (Quanta's rounds stay
+        # exactly `interval` long: the same whole steps a round)
+        self.round_length = round_length
         self.fail_count = np.zeros(len(self.table), dtype=np.int64)
         self.stalled: dict[int, float] = {}   # row -> its rate, while a failed round holds it at 0
 
@@ -427,6 +434,8 @@ class Simulator:
         batches = 0
         submit = t.submit
         dropping: list[int] = []   # jobs that failed their last allowed round (FailedRounds)
+        ref_now = ref_next = np.inf   # the reference's current and next round start (round_length)
+        late: list[int] = []       # arrivals after the reference's next round start: not yet seen
         while True:
             next_arr = submit[ptr] if ptr < n else np.inf
             next_ev = heap[0][0] if heap else np.inf
@@ -511,6 +520,8 @@ class Simulator:
                 if self.event_log is not None:
                     self.event_log.extend((now, r, "submit", -1, 0, 0, "") for r in new.tolist())
                 a_sub[new] = acc
+                if now > ref_next and n_running:   # the reference's next round began before
+                    late.extend(new.tolist())
                 active = np.concatenate([active, new])
                 events_total += len(new)
                 if new.size or (bad.size and self.impossible_arrivals_decide):
@@ -522,6 +533,8 @@ class Simulator:
                 # nothing runs: the round clock jumps to this arrival, a round starts now
                 origin, tick_ver, tick_pending = now, tick_ver + 1, False
                 kinds.add("tick")
+                if self.round_length is not None:   # the reference's clock restarts here too
+                    ref_next, late = now, []
             if self.alone_next_round and "tick" in kinds:   # leases of the round past: alone
                 for r, rate in self.alone_next_round.items():
                     if t.state.item(r) == RUNNING and t.partner.item(r) < 0:
@@ -546,13 +559,21 @@ class Simulator:
             decide = ("tick" in kinds) if interval else True
             if self.agent_rate is not None and "tick" in kinds:
                 self._retune(now, version, push)
-            if decide and len(active):
-                trs = loop.step(now, active, tuple(sorted(kinds)))
+            seen = active
+            if late and "tick" in kinds:       # they join the reference's round after this one
+                seen = np.setdiff1d(active, late)
+                late = []
+            if decide and len(seen):
+                trs = loop.step(now, seen, tuple(sorted(kinds)))
                 transitions += len(trs)
                 if trs:
                     n_running += self._apply(now, trs, version, push)
                 if self.failed_rounds is not None and "tick" in kinds:
                     dropping = self._failed_round(now, active, version, push)
+                if self.round_length is not None and "tick" in kinds:
+                    ref_now = now if ref_next == np.inf else ref_next
+                    held = active[t.state[active] == RUNNING]
+                    ref_next = ref_now + self.round_length(t, held, now) if held.size else np.inf
                 if loop.wake_at is not None and loop.wake_at > now:
                     wake_ver += 1
                     push(loop.wake_at, WAKE, -1, wake_ver)

@@ -63,6 +63,9 @@ class World:
     # a job whose partner leaves mid-round keeps the pair's rate to the round's end (Simulator's
     # `round_leases`)
     round_leases: bool = False
+    # the reference's round clock: the length of the round starting now, from the leases of the
+    # jobs holding GPUs (Simulator's `round_length`); None: rounds exactly `interval` long
+    round_length: Callable | None = None
 
     def perf_for_run(self, perf, policy_name: str):
         return perf if self.run_perf is None else self.run_perf(perf, policy_name)
