@@ -7,7 +7,7 @@ scheduler/scheduler.py), as bench/anchors/gavel.md reads it (items W1-W8 there, 
   360 s (`--time_per_iteration 360`) from there. Gavel's next round starts when the round's
   longest micro-task ends, a little before 360 s when every lease has a fractional last step.
   Quanta's rounds stay exactly 360 s (every job runs the same whole steps a round), and Gavel's
-  clock runs beside them (`round_length`): a job arriving after Gavel's next round began, a
+  clock runs beside them (`GavelClock`): a job arriving after Gavel's next round began, a
   fraction of a second before Quanta's, waits for the round after, as in Gavel.
 - Whole steps per round (W2): a micro-task runs int(360 T) steps and its GPUs idle to the end of
   the round (scheduler.py:959-993, 1030-1039). Here: the rate a job runs at is floor(360 T) / 360
@@ -104,20 +104,33 @@ def pair_end(table, row: int, mate: int, now: float, round_start: float) -> floa
     return round_start + min(np.floor(ROUND_S * T), np.rint(left)) / T
 
 
-def round_length(table, rows: np.ndarray, now: float) -> float:
-    """The length of Gavel's round that starts now (W1): it ends when its longest micro-task
-    does, each job's `min(int(360 T), steps left) / T` at its rate T (alone, or in its pair)
-    (scheduler.py:1001-1040, 1281-1295), a little under 360 s when every lease has a fractional
-    last step."""
-    perf, types, specs = table.perf, table.cluster.types, table.specs
-    longest = 0.0
-    for r in rows.tolist():
-        g, n, p = types[int(table.gtype[r])], int(table.gpus[r]), int(table.partner[r])
-        T = float(perf.unrounded_shared_rate(specs[r], specs[p], g, n, mode="pack") if p >= 0
-                  else perf.rate(specs[r], g, n))
-        left = float(np.rint(table.total[r] - table.progress(np.array([r]), now)[0]))
-        longest = max(longest, min(np.floor(ROUND_S * T), left) / T)
-    return longest
+class GavelClock:
+    """`round_length` for gavel-sim: the length of Gavel's round that starts now (W1). It ends
+    when its longest micro-task does, each job's `min(int(360 T), steps left) / T` at its rate T
+    (alone, or in its pair) (scheduler.py:1001-1040, 1281-1295): a little under 360 s when every
+    lease has a fractional last step. A job's rate on an allocation (GPU type, count, partner:
+    placement does not matter here, W5) is kept for the run once asked."""
+
+    def __init__(self) -> None:
+        self.table = None
+        self.rates: dict[tuple[int, int, int, int], float] = {}
+
+    def __call__(self, table, rows: np.ndarray, now: float) -> float:
+        if table is not self.table:            # another run
+            self.table, self.rates = table, {}
+        perf, types, specs = table.perf, table.cluster.types, table.specs
+        T = np.empty(len(rows))
+        for i, key in enumerate(zip(rows.tolist(), table.gtype[rows].tolist(),
+                                    table.gpus[rows].tolist(), table.partner[rows].tolist())):
+            r, g, n, p = key
+            rate = self.rates.get(key)
+            if rate is None:
+                rate = self.rates[key] = float(
+                    perf.unrounded_shared_rate(specs[r], specs[p], types[g], n, mode="pack")
+                    if p >= 0 else perf.rate(specs[r], types[g], n))
+            T[i] = rate
+        left = np.rint(table.total[rows] - table.progress(rows, now))
+        return float(np.max(np.minimum(np.floor(ROUND_S * T), left) / T))
 
 
 def _params(seed: int) -> dict[str, str]:
@@ -144,7 +157,7 @@ def gavel_sim() -> World:
         failed_rounds=FailedRounds(short_leases, drop_after=5),   # MAX_FAILED_ATTEMPTS
         pair_end=pair_end,
         round_leases=True,
-        round_length=round_length,
+        round_length=GavelClock(),
         # the cluster of Gavel's paper experiments and of every recorded run: 36 V100 + 36 P100 +
         # 36 K80, one GPU a server (--cluster_spec 36:36:36 --num_gpus_per_server 1:1:1); what
         # `quanta reproduce gavel` replays on
