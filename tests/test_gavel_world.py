@@ -29,12 +29,14 @@ def test_rounds_start_at_the_first_arrival_and_restart_when_nothing_runs():
     jobs = [JobSpec("a", 100.0, 1, JOB, total_steps=5000.0),
             JobSpec("b", 200.0, 1, JOB, total_steps=5000.0),
             JobSpec("c", 50_000.0, 1, JOB, total_steps=10.0)]
-    res, _ = _run("gavel-sim", jobs)
+    res, perf = _run("gavel-sim", jobs)
     t = res.table
-    # a's arrival starts the first round; b waits for the next one, 360 s later; when nothing
-    # runs, the clock jumps to c's arrival and a round starts there (Gavel W1, W3)
+    # a's arrival starts the first round; b waits for the next one, which starts when the round's
+    # only lease, a's last 5000 steps, ends; when nothing runs, the clock jumps to c's arrival and
+    # a round starts there (Gavel W1, W3)
     assert t.first_start[0] == 100.0
-    assert t.first_start[1] == 460.0
+    assert t.first_start[1] == t.end[0] == pytest.approx(100.0 + 5000.0 / perf.rate(
+        jobs[0], "v100", 1), rel=1e-4)
     assert t.first_start[2] == 50_000.0
     # Quanta's world: rounds at the multiples of 360 s
     res_q, _ = _run("quanta", jobs, policy="gavel-las:interval=360")
@@ -75,18 +77,19 @@ def test_a_multi_gpu_job_with_fewer_steps_left_than_gpus_fails_its_rounds_and_is
     from quanta.core.jobtable import DONE, DROPPED
     S = math.floor(360 * CatalogModel().rate(JobSpec("x", 0.0, 4, JOB, total_steps=1.0), "v100", 4))
     jobs = [JobSpec("a", 0.0, 4, JOB, total_steps=3 * S + left),
+            JobSpec("c", 0.0, 1, JOB, total_steps=1e6),    # runs whole rounds beside a
             JobSpec("b", 10.0, 4, JOB, total_steps=S)]
-    res, _ = _run("gavel-sim", jobs, policy="gavel-fifo")
+    res, _ = _run("gavel-sim", jobs, policy="gavel-fifo", nodes=(("v100", 5),))
     t = res.table
     if dropped:
         assert t.state[0] == DROPPED and math.isnan(t.end[0])
-        assert t.first_start[1] == 8 * 360.0      # 3 rounds of work, 5 failed, dropped at the 9th
+        assert t.first_start[2] == 8 * 360.0      # 3 rounds of work, 5 failed, dropped at the 9th
         assert t.att0[0] == pytest.approx(4 * 8 * 360.0)   # GPU-seconds held: the 8 rounds
         assert t.prog0[0] == pytest.approx(3 * S)           # the failed rounds credited nothing
     else:
         assert t.state[0] == DONE and 3 * 360 < t.end[0] < 4 * 360
-        assert t.first_start[1] == 4 * 360.0
-    assert t.state[1] == DONE
+        assert t.first_start[2] < 8 * 360.0      # (when Gavel's allocation next takes it in)
+    assert t.state[2] == DONE
     # Quanta's own world has no failed leases: the job finishes in its fourth round
     res_q, _ = _run("quanta", jobs, policy="gavel-fifo:interval=360")
     assert res_q.table.state[0] == DONE
@@ -124,7 +127,8 @@ def test_an_arrival_after_gavels_round_ended_early_waits_for_the_next_one():
     """Gavel's next round starts when the round's longest micro-task ends (W1): int(360 T)
     steps at T take a little under 360 s, so a job arriving at exactly 360 s comes after the
     second round began and waits for the third. Quanta's rounds stay 360 s long (the same whole
-    steps a round); the job's place follows Gavel's clock."""
+    steps a round); the job's place follows Gavel's clock. A round whose jobs all finish ends
+    with the last of them, and the next one starts there."""
     a = JobSpec("a", 0.0, 1, JOB, total_steps=1e5)
     T = CatalogModel().rate(a, "v100", 1)
     assert math.floor(360 * T) / T < 360.0 - 1e-3
@@ -139,6 +143,12 @@ def test_an_arrival_after_gavels_round_ended_early_waits_for_the_next_one():
                     make_policy(w.policy_spec("gavel-fifo", 0)), w.perf(CatalogModel()),
                     restart=w.restart(30.0), rounds_from_first_arrival=True)
     assert list(sim.run().table.first_start) == [0.0, 360.0]
+    # a round whose leases all end early (its jobs finish) ends early: the job that waited for
+    # it starts when the last one ends, not at 360 s
+    short = JobSpec("a", 0.0, 1, JOB, total_steps=100.0)
+    res, _ = _run("gavel-sim", [short, JobSpec("b", 2.0, 1, JOB, total_steps=1e3)],
+                  policy="gavel-fifo", nodes=(("v100", 2),))
+    assert res.table.first_start[1] == res.table.end[0] == pytest.approx(100 / T, rel=1e-4)
 
 
 def test_gavel_mechanism_pinned_per_policy_with_the_runs_seed():

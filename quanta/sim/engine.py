@@ -528,9 +528,11 @@ class Simulator:
                     kinds.add("arrival")
             if not kinds:
                 continue
-            if interval and self.rounds_from_first_arrival and "arrival" in kinds \
-                    and "tick" not in kinds and n_running == 0:
-                # nothing runs: the round clock jumps to this arrival, a round starts now
+            if interval and self.rounds_from_first_arrival and "tick" not in kinds \
+                    and n_running == 0 and ("arrival" in kinds or "completion" in kinds
+                                            and now >= ref_next and len(active)):
+                # nothing runs: the round clock jumps to this arrival, a round starts now (or,
+                # with the reference's clock, to this completion: its next round has begun)
                 origin, tick_ver, tick_pending = now, tick_ver + 1, False
                 kinds.add("tick")
                 if self.round_length is not None:   # the reference's clock restarts here too
@@ -577,7 +579,8 @@ class Simulator:
                 if loop.wake_at is not None and loop.wake_at > now:
                     wake_ver += 1
                     push(loop.wake_at, WAKE, -1, wake_ver)
-                if not trs and n_running == 0 and ptr == n and down_nodes == 0 and len(active):
+                if not trs and n_running == 0 and ptr == n and down_nodes == 0 and len(active) \
+                        and len(seen) == len(active):    # (a late arrival is seen next round)
                     stalled = True
                     break
             if interval and len(active) and not tick_pending:

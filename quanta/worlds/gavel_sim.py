@@ -8,7 +8,9 @@ scheduler/scheduler.py), as bench/anchors/gavel.md reads it (items W1-W8 there, 
   longest micro-task ends, a little before 360 s when every lease has a fractional last step.
   Quanta's rounds stay exactly 360 s (every job runs the same whole steps a round), and Gavel's
   clock runs beside them (`GavelClock`): a job arriving after Gavel's next round began, a
-  fraction of a second before Quanta's, waits for the round after, as in Gavel.
+  fraction of a second before Quanta's, waits for the round after, as in Gavel; and when the
+  last running job finishes after Gavel's round ended (every lease of the round ended early),
+  the next round starts then, not at Quanta's next tick.
 - Whole steps per round (W2): a micro-task runs int(360 T) steps and its GPUs idle to the end of
   the round (scheduler.py:959-993, 1030-1039). Here: the rate a job runs at is floor(360 T) / 360
   (`WholeSteps`); the speed a policy credits a round's steps with stays T (W6, `credit=progress`).
