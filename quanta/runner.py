@@ -156,10 +156,7 @@ def run_simulations(req: SimulationRequest, console=None, keep_results: bool = F
         specs = world.jobs_for(name, wl.specs)
         sim = Simulator(specs, cluster, pol, world.perf_for_run(perf, name), restart=restart,
                         failures=failures, until=until, record_events=req.events,
-                        rounds_from_first_arrival=world.rounds_from_first_arrival,
-                        impossible_arrivals_decide=world.impossible_arrivals_decide,
-                        failed_rounds=world.failed_rounds, pair_end=world.pair_end,
-                        round_leases=world.round_leases, round_length=world.round_length)
+                        **world.engine_options())
         if i == 0:
             header += check_feasible(specs, sim, trace, cluster, req.drop_impossible)
         if console is not None:

@@ -84,8 +84,7 @@ def test_a_pair_runs_together_end_to_end_under_gavel_sim():
     jobs = [JobSpec(f"p{i}", 0.0, 1, kind, total_steps=hour[i]) for i, kind in enumerate(PACK)]
     c = Cluster((NodeSpec("v1000", "v100", 1),))
     res = Simulator(jobs, c, make_policy(w.policy_spec("gavel-las-packed", 0)), perf,
-                    restart=w.restart(30.0),
-                    rounds_from_first_arrival=w.rounds_from_first_arrival).run()
+                    restart=w.restart(30.0), **w.engine_options()).run()
     assert res.shared.max() == 1               # the one GPU holds both jobs, every round
     assert (res.table.state == 3).all()
     assert list(res.table.first_start) == [0.0, 0.0]
@@ -99,6 +98,6 @@ def test_programme_pairs_refuses_a_trace_too_big_for_its_dense_pair_state(monkey
     jobs = [JobSpec(f"p{i}", 0.0, 1, kind, total_steps=1000.0) for i, kind in enumerate(PACK)]
     c = Cluster((NodeSpec("v1000", "v100", 1),))
     sim = Simulator(jobs, c, make_policy(w.policy_spec("gavel-las-packed", 0)), w.perf(CatalogModel()),
-                    restart=w.restart(30.0), rounds_from_first_arrival=w.rounds_from_first_arrival)
+                    restart=w.restart(30.0), **w.engine_options())
     with pytest.raises(QuantaError, match="at most 1 jobs"):
         sim.run()

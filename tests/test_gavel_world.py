@@ -19,9 +19,7 @@ def _run(world, jobs, policy="gavel-las", nodes=(("v100", 4),)):
     perf = w.perf(CatalogModel())
     c = Cluster(tuple(NodeSpec(f"{t}{i}", t, g) for i, (t, g) in enumerate(nodes)))
     sim = Simulator(jobs, c, make_policy(w.policy_spec(policy, 0)), perf,
-                    restart=w.restart(30.0), rounds_from_first_arrival=w.rounds_from_first_arrival,
-                    failed_rounds=w.failed_rounds, pair_end=w.pair_end,
-                    round_leases=w.round_leases, round_length=w.round_length)
+                    restart=w.restart(30.0), **w.engine_options())
     return sim.run(), perf
 
 

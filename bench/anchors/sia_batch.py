@@ -106,8 +106,7 @@ def from_replay(workload: str, policy: str, max_jobs: int | None) -> dict[str, l
     clock = {"now": 0.0}
     agents = _Recording(perf, policy == "pollux", lambda: clock["now"])
     sim = Simulator(w.jobs_for(policy, wl.specs), resolve_cluster(w.cluster), build_policy(policy, w, 0),
-                    agents, restart=w.restart(30.0),
-                    rounds_from_first_arrival=w.rounds_from_first_arrival)
+                    agents, restart=w.restart(30.0), **w.engine_options())
     # the engine's clock when it asks for rates: at transitions, phase ends and rounds
     for name in ("_apply", "_next_phase", "_retune"):
         def timed(*args, _f=getattr(sim, name), _at=1 if name == "_next_phase" else 0):

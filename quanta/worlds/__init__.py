@@ -67,6 +67,14 @@ class World:
     # jobs holding GPUs (Simulator's `round_length`); None: rounds exactly `interval` long
     round_length: Callable | None = None
 
+    def engine_options(self) -> dict:
+        """The Simulator's keyword arguments that this world sets (its rounds, arrivals, failed
+        rounds, pair leases and round clock): every driver of a run in this world passes them."""
+        return {"rounds_from_first_arrival": self.rounds_from_first_arrival,
+                "impossible_arrivals_decide": self.impossible_arrivals_decide,
+                "failed_rounds": self.failed_rounds, "pair_end": self.pair_end,
+                "round_leases": self.round_leases, "round_length": self.round_length}
+
     def perf_for_run(self, perf, policy_name: str):
         return perf if self.run_perf is None else self.run_perf(perf, policy_name)
 
