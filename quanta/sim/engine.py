@@ -434,7 +434,7 @@ class Simulator:
         batches = 0
         submit = t.submit
         dropping: list[int] = []   # jobs that failed their last allowed round (FailedRounds)
-        ref_now = ref_next = np.inf   # the reference's current and next round start (round_length)
+        ref_next = np.inf          # the reference's next round start (round_length)
         late: list[int] = []       # arrivals after the reference's next round start: not yet seen
         while True:
             next_arr = submit[ptr] if ptr < n else np.inf
