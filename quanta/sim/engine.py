@@ -25,6 +25,7 @@ from quanta.perf.goodput import is_adaptive
 from quanta.placement.occupancy import Occupancy
 from quanta.policies.base import Policy, PolicyError
 from quanta.sim.faults import FailureModel, NodeOutage
+from quanta.sim.rounds import FailedRounds, ReferenceRounds, RoundClock
 
 COMPLETE, FAIL, RECOVER, TICK, WAKE, PHASE = 0, 1, 2, 4, 5, 6
 KIND_OF = {k: KIND_CODES[k.value] for k in Kind}
@@ -42,19 +43,6 @@ class RestartCost:
 
     def __call__(self, spec: JobSpec) -> float:
         return float(self.per_type.get(spec.job_type, self.default))
-
-
-@dataclass(frozen=True)
-class FailedRounds:
-    """Rounds in which a job holds GPUs but makes no progress, as a reference simulator has them
-    (gavel-sim: a multi-GPU lease with fewer steps left than GPUs fails, worlds/gavel_sim.py).
-    After each round's decision `fails(table, rows, now)` says which of the jobs holding GPUs
-    (driver rows) fail this round: they keep their GPUs to its end and progress by nothing. A job
-    whose `drop_after`-th failure in a row that is leaves at the next round without finishing
-    (state dropped, no JCT); a round it runs without failing resets its count."""
-
-    fails: Callable[[JobTable, np.ndarray, float], np.ndarray]
-    drop_after: int = 5
 
 
 @dataclass
@@ -90,16 +78,14 @@ def _live(event: tuple, version: np.ndarray, state: np.ndarray, wake_ver: int) -
     return True
 
 
-class Simulator:
+class Simulator(ReferenceRounds):
     def __init__(self, specs: Sequence[JobSpec], cluster: Cluster, policy: Policy, perf: PerfModel,
                  *, restart: RestartCost | None = None, failures: FailureModel | None = None,
                  outages: Sequence[NodeOutage] = (), until: float | None = None,
                  progress: Callable[[float], None] | None = None, record_events: bool = False,
                  rounds_from_first_arrival: bool = False, impossible_arrivals_decide: bool = False,
-                 failed_rounds: FailedRounds | None = None,
-                 pair_end: Callable[[JobTable, int, int, float, float], float] | None = None,
-                 round_leases: bool = False,
-                 round_length: Callable[[JobTable, np.ndarray, float], float] | None = None):
+                 failed_rounds: FailedRounds | None = None, round_leases: bool = False,
+                 round_clock: RoundClock | None = None):
         self.cluster = cluster
         self.policy = policy
         self.perf = perf
@@ -131,24 +117,8 @@ class Simulator:
         # the arrival of a job that can never run is an event too (Tiresias' simulator runs a
         # scheduling pass at every arrival); by default only arrivals that can run are
         self.impossible_arrivals_decide = impossible_arrivals_decide
-        self.failed_rounds = failed_rounds
-        # a round-based world's record of the end of a job that finishes while sharing its GPUs
-        # (table, row, partner row, now, the round's start) -> its end, if later than now
-        # (gavel-sim: the pair's micro-task ends with the later of its two jobs' steps)
-        self.pair_end = pair_end
-        # round-based policies: a job whose partner leaves its GPUs mid-round keeps the pair's
-        # rate to the round's end (a reference's lease: steps fixed when the round began), alone
-        # from the next round on; row -> its rate alone
-        self.round_leases = round_leases
-        self.alone_next_round: dict[int, float] = {}
-        # round-based policies: the reference's own round clock, `round_length(table, rows
-        # holding GPUs, now)` giving the length of the round starting now (gavel-sim: its
-        # longest lease, a little under the interval); an arrival after the reference's next
-        # round starts but before Quanta's tick joins the round after (Quanta's rounds stay
-        # exactly `interval` long: the same whole steps a round)
-        self.round_length = round_length
-        self.fail_count = np.zeros(len(self.table), dtype=np.int64)
-        self.stalled: dict[int, float] = {}   # row -> its rate, while a failed round holds it at 0
+        # a reference simulator's round semantics (sim/rounds.py; a replay world's, else off)
+        self._init_rounds(failed_rounds, round_leases, round_clock)
 
     # -------------------------------------------------------------------------------------------
     def _apply(self, now: float, trs: list, version: np.ndarray, push) -> int:
@@ -249,6 +219,15 @@ class Simulator:
             elif f < np.inf:
                 push(f, COMPLETE, r, v)
 
+    def _set_rate(self, row: int, rate: float, now: float, version: np.ndarray, push) -> None:
+        """`row` runs at `rate` from now on, on what it holds; its next event is pushed (unless
+        `push` is None: at rate 0 there is none)."""
+        self.table.mark(row, now)
+        self.table.rate[row] = rate
+        version[row] += 1
+        if push is not None:
+            self._push_next(np.array([row]), version, push)
+
     def _next_phase(self, row: int, now: float, version: np.ndarray, push) -> None:
         """`row` reached the end of a training phase: the same allocation at the next phase's rate."""
         t = self.table
@@ -282,38 +261,8 @@ class Simulator:
             self._segment_end(row, now)
             rate = self._rate(row, *args)
             if rate != t.rate.item(row):
-                t.mark(row, now)
-                t.rate[row] = rate
+                self._set_rate(row, rate, now, version, push)
                 t.min_rate[row] = min(t.min_rate.item(row), rate)
-                version[row] += 1
-                self._push_next(np.array([row]), version, push)
-
-    def _failed_round(self, now: float, active: np.ndarray, version: np.ndarray, push) -> list[int]:
-        """After a round's decision: the jobs whose round fails (`FailedRounds`) progress by
-        nothing until the next round; a job that held GPUs through a failed round and runs this
-        one without failing gets its rate back. Returns the jobs to drop at the next round."""
-        t, rule = self.table, self.failed_rounds
-        held = active[t.state[active] == RUNNING]
-        failed = rule.fails(t, held, now)
-        drop = []
-        for r in held[failed].tolist():
-            if t.rate.item(r) > 0:          # running at its rate (not already stalled): stall it
-                self.stalled[r] = t.rate.item(r)
-                t.mark(r, now)
-                t.rate[r] = 0.0
-                version[r] += 1             # its completion is off
-            self.fail_count[r] += 1
-            if self.fail_count.item(r) >= rule.drop_after:
-                drop.append(r)
-        for r in held[~failed].tolist():
-            self.fail_count[r] = 0
-            rate = self.stalled.pop(r, None)
-            if rate is not None and t.rate.item(r) == 0.0:   # kept its GPUs: runs at its rate again
-                t.mark(r, now)
-                t.rate[r] = rate
-                version[r] += 1
-                self._push_next(np.array([r]), version, push)
-        return drop
 
     def _rate(self, row: int, gtype: int, count: int, nodes: int, cons: bool, partner: int,
               mode: str, plan=None, cpus: float = 0.0, mem_gb: float = 0.0, partner_plan=None,
@@ -375,12 +324,10 @@ class Simulator:
         net = float(t.net_gbps[row])
         rate = self._rate(row, g, len(gpus), self.occ.nodes_of(gpus), cons, -1, "", plan, cpus, mem,
                           net_gbps=net)
-        if self.round_leases and self.policy.interval:   # its lease runs on to the round's end
-            # then the rate a start on these GPUs gets (_apply: the table's at its request)
-            plain = len(gpus) == t.req.item(row) and cons and plan is None and not cpus \
-                and not mem and not net
-            self.alone_next_round[row] = t.rates.item(row, g) if plain else rate
-            rate = t.rate.item(row)
+        # (a lease fixed for the round: alone from the next round, at the rate a start on these
+        # GPUs gets where the allocation is plain, as _apply gives it)
+        rate = self._lease_rate(row, rate, len(gpus) == t.req.item(row) and cons and plan is None
+                                and not cpus and not mem and not net)
         more = {"plan": [plan], "cpus": np.array([cpus]), "mem_gb": np.array([mem]),
                 "net_gbps": np.array([net])} if t.extras_seen else {}
         t.apply_transitions(now, np.array([row]), np.array([KIND_CODES["reshare"]]), np.array([g]),
@@ -433,9 +380,6 @@ class Simulator:
         stalled = False
         batches = 0
         submit = t.submit
-        dropping: list[int] = []   # jobs that failed their last allowed round (FailedRounds)
-        ref_next = np.inf          # the reference's next round start (round_length)
-        late: list[int] = []       # arrivals after the reference's next round start: not yet seen
         while True:
             next_arr = submit[ptr] if ptr < n else np.inf
             next_ev = heap[0][0] if heap else np.inf
@@ -457,11 +401,7 @@ class Simulator:
                     mate = int(t.partner[obj])
                     mates = (list(occ.tenants(obj)[0]) if occ.spans else [mate]) \
                         if mate >= 0 else ()
-                    end = now
-                    if mate >= 0 and self.pair_end is not None and interval:
-                        # the round it finishes in (one ending exactly now is the last one)
-                        k = max(np.ceil((now - origin) / interval) - 1.0, 0.0)
-                        end = max(now, self.pair_end(t, obj, mate, now, origin + k * interval))
+                    end = self._end_of(obj, mate, now)
                     occ.release(obj)
                     t.finish(obj, now)
                     t.end[obj] = end
@@ -520,62 +460,38 @@ class Simulator:
                 if self.event_log is not None:
                     self.event_log.extend((now, r, "submit", -1, 0, 0, "") for r in new.tolist())
                 a_sub[new] = acc
-                if now > ref_next and n_running:   # the reference's next round began before
-                    late.extend(new.tolist())
+                self._arrived(new, now, n_running)
                 active = np.concatenate([active, new])
                 events_total += len(new)
                 if new.size or (bad.size and self.impossible_arrivals_decide):
                     kinds.add("arrival")
             if not kinds:
                 continue
-            if interval and self.rounds_from_first_arrival and "tick" not in kinds \
-                    and n_running == 0 and ("arrival" in kinds or "completion" in kinds
-                                            and now >= ref_next and len(active)):
-                # nothing runs: the round clock jumps to this arrival, a round starts now (or,
-                # with the reference's clock, to this completion: its next round has begun)
+            if interval and self.rounds_from_first_arrival and \
+                    self._round_restarts(now, kinds, n_running, len(active)):
+                # nothing runs: the round clock jumps to this arrival (or completion), a round
+                # starts now
                 origin, tick_ver, tick_pending = now, tick_ver + 1, False
                 kinds.add("tick")
-                if self.round_length is not None:   # the reference's clock restarts here too
-                    ref_next, late = now, []
-            if self.alone_next_round and "tick" in kinds:   # leases of the round past: alone
-                for r, rate in self.alone_next_round.items():
-                    if t.state.item(r) == RUNNING and t.partner.item(r) < 0:
-                        t.mark(r, now)
-                        t.rate[r] = rate
-                        version[r] += 1
-                        self._push_next(np.array([r]), version, push)
-                self.alone_next_round.clear()
-            if dropping and "tick" in kinds:   # their last failed round is over: they leave
-                for r in dropping:
-                    if t.state.item(r) == RUNNING:
-                        occ.release(r)
-                        n_running -= 1
-                    t.drop(r, now)
-                    self.stalled.pop(r, None)
-                    version[r] += 1
-                    if self.event_log is not None:
-                        self.event_log.append((now, r, "drop", -1, 0, 0, ""))
-                active = np.setdiff1d(active, dropping)
-                dropping = []
-                kinds.add("completion")
+            seen = active
+            if "tick" in kinds:
+                if self.alone_next_round or self.dropping:   # a reference's rounds
+                    if self.dropping:
+                        kinds.add("completion")
+                    active, gone = self._round_start(now, active, version, push)
+                    n_running -= gone
+                seen = self._seen(active)
             decide = ("tick" in kinds) if interval else True
             if self.agent_rate is not None and "tick" in kinds:
                 self._retune(now, version, push)
-            seen = active
-            if late and "tick" in kinds:       # they join the reference's round after this one
-                seen = np.setdiff1d(active, late)
-                late = []
             if decide and len(seen):
                 trs = loop.step(now, seen, tuple(sorted(kinds)))
                 transitions += len(trs)
                 if trs:
                     n_running += self._apply(now, trs, version, push)
-                if self.failed_rounds is not None and "tick" in kinds:
-                    dropping = self._failed_round(now, active, version, push)
-                if self.round_length is not None and "tick" in kinds:
-                    ref_now = now if ref_next == np.inf else ref_next
-                    held = active[t.state[active] == RUNNING]
-                    ref_next = ref_now + self.round_length(t, held, now) if held.size else np.inf
+                if "tick" in kinds and (self.failed_rounds is not None
+                                        or self.round_clock is not None):
+                    self._round_decided(now, active, version, push)
                 if loop.wake_at is not None and loop.wake_at > now:
                     wake_ver += 1
                     push(loop.wake_at, WAKE, -1, wake_ver)

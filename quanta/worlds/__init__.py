@@ -20,7 +20,8 @@ from typing import Callable, Mapping, Sequence
 
 from quanta.errors import QuantaError
 from quanta.model.job import JobSpec
-from quanta.sim.engine import FailedRounds, RestartCost
+from quanta.sim.engine import RestartCost
+from quanta.sim.rounds import FailedRounds, RoundClock
 
 
 @dataclass(frozen=True)
@@ -57,23 +58,20 @@ class World:
     # rounds in which a job holds GPUs and makes no progress, and when the reference drops a job
     # for them (gavel-sim's failed multi-GPU leases); None: every round a job runs progresses
     failed_rounds: FailedRounds | None = None
-    # the recorded end of a job that finishes while sharing its GPUs in a round (Simulator's
-    # `pair_end`); None: when its own last step ends
-    pair_end: Callable | None = None
     # a job whose partner leaves mid-round keeps the pair's rate to the round's end (Simulator's
     # `round_leases`)
     round_leases: bool = False
-    # the reference's round clock: the length of the round starting now, from the leases of the
-    # jobs holding GPUs (Simulator's `round_length`); None: rounds exactly `interval` long
-    round_length: Callable | None = None
+    # the reference's round clock (sim/rounds.py): its rounds' lengths from the jobs' leases, and
+    # when a job finishing in a pair is recorded as ending; None: rounds exactly `interval` long
+    round_clock: RoundClock | None = None
 
     def engine_options(self) -> dict:
         """The Simulator's keyword arguments that this world sets (its rounds, arrivals, failed
         rounds, pair leases and round clock): every driver of a run in this world passes them."""
         return {"rounds_from_first_arrival": self.rounds_from_first_arrival,
                 "impossible_arrivals_decide": self.impossible_arrivals_decide,
-                "failed_rounds": self.failed_rounds, "pair_end": self.pair_end,
-                "round_leases": self.round_leases, "round_length": self.round_length}
+                "failed_rounds": self.failed_rounds, "round_leases": self.round_leases,
+                "round_clock": self.round_clock}
 
     def perf_for_run(self, perf, policy_name: str):
         return perf if self.run_perf is None else self.run_perf(perf, policy_name)

@@ -31,7 +31,7 @@ scheduler/scheduler.py), as bench/anchors/gavel.md reads it (items W1-W8 there, 
   fifth. Gavel does not count a pair's failures (scheduler.py:2990): shared jobs are left out.
 - A packed pair is one micro-task (scheduler.py:1001-1040, 1296-1316): each job's steps are fixed
   when the round begins, and the pair ends with the later of the two. Here: a job that finishes
-  in a pair is recorded as ending when its partner's steps of the round end (`pair_end`), and
+  in a pair is recorded as ending when its partner's steps of the round end (`GavelClock`), and
   the partner runs on at the pair's rate to the round's end (`round_leases`), alone from the
   next round.
 """
@@ -40,7 +40,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from quanta.sim.engine import FailedRounds, RestartCost
+from quanta.sim.engine import RestartCost
+from quanta.sim.rounds import FailedRounds
 from quanta.worlds import PlacementFree, World, world
 
 ROUND_S = 360.0
@@ -91,33 +92,22 @@ def short_leases(table, rows: np.ndarray, now: float) -> np.ndarray:
     return (left >= 1) & (left < table.req[rows]) & (table.partner[rows] < 0)
 
 
-def pair_end(table, row: int, mate: int, now: float, round_start: float) -> float:
-    """When Gavel's simulator records the end of job `row`, which finishes its last steps at
-    `now` packed with job `mate` in the round that began at `round_start`: the pair is one
-    micro-task, and it ends with the later of its two jobs' steps of the round, each job's
-    `min(int(360 T), steps left) / T` at its rate T in the pair (scheduler.py:1001-1040, the
-    pair's finish time the largest; 1296-1316, both jobs' latest timestamp that time)."""
-    g = table.cluster.types[int(table.gtype[mate])]
-    T = float(table.perf.unrounded_shared_rate(table.specs[mate], table.specs[row], g,
-                                               int(table.gpus[mate]), mode="pack"))
-    # the mate's steps left at the round's start (it has run at its whole-step rate since)
-    left = table.total[mate] - table.progress(np.array([mate]), now)[0] + \
-        table.rate[mate] * (now - round_start)
-    return round_start + min(np.floor(ROUND_S * T), np.rint(left)) / T
-
-
 class GavelClock:
-    """`round_length` for gavel-sim: the length of Gavel's round that starts now (W1). It ends
-    when its longest micro-task does, each job's `min(int(360 T), steps left) / T` at its rate T
-    (alone, or in its pair) (scheduler.py:1001-1040, 1281-1295): a little under 360 s when every
-    lease has a fractional last step. A job's rate on an allocation (GPU type, count, partner:
-    placement does not matter here, W5) is kept for the run once asked."""
+    """Gavel's round clock for gavel-sim (sim/rounds.py's RoundClock). A round ends when its
+    longest micro-task does (W1), each job's lease `min(int(360 T), steps left) / T` at its rate
+    T, alone or in its pair (scheduler.py:1001-1040, 1281-1295): a little under 360 s when every
+    lease has a fractional last step. A pair is one micro-task: a job finishing in a pair is
+    recorded as ending when the pair does, with the later of its two leases (scheduler.py:
+    1296-1316, both jobs' latest timestamp the pair's finish time). A job's rate on an allocation
+    (GPU type, count, partner: placement does not matter here, W5) is kept for the run once
+    asked."""
 
     def __init__(self) -> None:
         self.table = None
         self.rates: dict[tuple[int, int, int, int], float] = {}
+        self.ends: dict[int, float] = {}       # row -> when its lease of this round ends
 
-    def __call__(self, table, rows: np.ndarray, now: float) -> float:
+    def length(self, table, rows: np.ndarray, now: float) -> float:
         if table is not self.table:            # another run
             self.table, self.rates = table, {}
         perf, types, specs = table.perf, table.cluster.types, table.specs
@@ -132,7 +122,12 @@ class GavelClock:
                     if p >= 0 else perf.rate(specs[r], types[g], n))
             T[i] = rate
         left = np.rint(table.total[rows] - table.progress(rows, now))
-        return float(np.max(np.minimum(np.floor(ROUND_S * T), left) / T))
+        lease = np.minimum(np.floor(ROUND_S * T), left) / T
+        self.ends = dict(zip(rows.tolist(), (now + lease).tolist()))
+        return float(lease.max())
+
+    def end_in_pair(self, row: int, mate: int, now: float) -> float:
+        return self.ends.get(mate, now)
 
 
 def _params(seed: int) -> dict[str, str]:
@@ -157,9 +152,8 @@ def gavel_sim() -> World:
         restart_fixed=True,
         rounds_from_first_arrival=True,
         failed_rounds=FailedRounds(short_leases, drop_after=5),   # MAX_FAILED_ATTEMPTS
-        pair_end=pair_end,
         round_leases=True,
-        round_length=GavelClock(),
+        round_clock=GavelClock(),
         # the cluster of Gavel's paper experiments and of every recorded run: 36 V100 + 36 P100 +
         # 36 K80, one GPU a server (--cluster_spec 36:36:36 --num_gpus_per_server 1:1:1); what
         # `quanta reproduce gavel` replays on
