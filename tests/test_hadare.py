@@ -161,7 +161,7 @@ def test_copy_search_takes_what_a_plain_greedy_over_every_copy_takes():
     # can help; a plain greedy that re-rates every trial with mixed_rate over all copies (the
     # previous loop) must choose the same copies, on clusters with mixed link speeds (0: unknown)
     from quanta.perf.base import link_gbps
-    from quanta.policies.hadar import spec_of
+    from quanta.policies.hadar_rates import spec_of
     from quanta.policies.hadare import HadarE
 
     class Plain(HadarE):

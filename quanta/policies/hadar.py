@@ -69,7 +69,6 @@ import numpy as np
 
 from quanta.core.decision import Decision
 from quanta.core.snapshot import Snapshot
-from quanta.perf.base import Part, aggregation_seconds, link_gbps, mixed_rate
 from quanta.policies.base import Policy
 from quanta.policies.hadar_dual import (
     Prices,
@@ -77,15 +76,10 @@ from quanta.policies.hadar_dual import (
     best_schedule,
     exponential_price,
 )
+from quanta.policies.hadar_rates import AllocationRates
 from quanta.policies.registry import register
 
 FULL_CAP = 4096          # rounds a `horizon=full` plan looks ahead at most (past it: idle price)
-
-
-def spec_of(snap: Snapshot, r: int):
-    """The JobSpec of snapshot row r (without building the whole specs column)."""
-    j = snap.jobs
-    return j.all_specs[int(j.rows[r])]
 
 
 class _Round(NamedTuple):
@@ -107,7 +101,7 @@ class _Round(NamedTuple):
                    "exponential prices, a job admitted on its best-payoff schedule only if the "
                    "payoff is positive")
 @dataclass
-class Hadar(Policy):
+class Hadar(AllocationRates, Policy):
     interval: float = 360.0        # round length (s), as Gavel
     eta: float = 1.0               # price scaling [U]
     horizon: str = "2"             # rounds reserved and priced ahead; "full": a job's whole run
@@ -133,57 +127,6 @@ class Hadar(Policy):
             raise ValueError(f"hadar: bounds must be 'weights' or 'round', got {self.bounds!r}")
         if self.starts < 1:
             raise ValueError("hadar: starts must be >= 1")
-
-    # ------------------------------------------------------------------ rates of allocations
-    def mix_rate(self, snap: Snapshot, r: int) -> Callable[[np.ndarray], float] | None:
-        """Steps/s of job r on a gang over several types given as GPUs per node (the
-        performance model's rule for mixed allocations, quanta.perf.base.mixed_rate)."""
-        cl = snap.cluster
-        if not self.mix or len(cl.types) < 2:
-            return None
-        spec = spec_of(snap, r)
-
-        def rate(per_node: np.ndarray) -> float:
-            parts = []
-            for k in np.unique(cl.node_type[per_node > 0]).tolist():
-                on_k = per_node[cl.node_type == k]
-                c, nd = int(on_k.sum()), int(np.count_nonzero(on_k))
-                parts.append(Part(cl.types[k], c, nd, nd <= cl.min_nodes(k, c)))
-            return mixed_rate(snap.perf, spec, parts)
-        return rate
-
-    def held_rate(self, snap: Snapshot, r: int, counts: np.ndarray) -> float:
-        """Steps/s of job r on the GPUs per type it holds (several types: mixed_rate, forked
-        copies averaged every fork_s seconds if it is forked)."""
-        cl, j = snap.cluster, snap.jobs
-        types = np.flatnonzero(counts)
-        if len(types) == 1:
-            k = int(types[0])
-            if counts[k] == j.req[r]:
-                return float(j.rates[r, k])
-            return float(snap.perf.rate(spec_of(snap, r), cl.types[k], int(counts[k])))
-        parts = [Part(cl.types[k], int(counts[k]), cl.min_nodes(k, int(counts[k])), True)
-                 for k in types.tolist()]
-        fork = None
-        if j.fork_s[r] > 0:
-            agg = aggregation_seconds(snap.perf, spec_of(snap, r), len(parts),
-                                      link_gbps(cl, np.arange(len(cl.nodes))))
-            fork = (float(j.fork_s[r]), agg)
-        return float(mixed_rate(snap.perf, spec_of(snap, r), parts, fork))
-
-    def held_rates(self, snap: Snapshot, held: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """held_rate of each row (vectorised for the common case: the requested GPUs of one
-        type)."""
-        j = snap.jobs
-        k = held[rows].argmax(axis=1)
-        plain = (held[rows, k] == j.req[rows]) & ((held[rows] > 0).sum(axis=1) == 1)
-        out = np.where(plain, j.rates[rows, k], 0.0)
-        spread = plain & ~j.consolidated[rows] & (j.rate[rows] > 0)
-        if spread.any():                 # over more nodes than it needs: what it makes now
-            out[spread] = np.minimum(out[spread], j.rate[rows[spread]])
-        for i in np.flatnonzero(~plain).tolist():
-            out[i] = self.held_rate(snap, int(rows[i]), held[rows[i]])
-        return out
 
     def idle_round(self, snap: Snapshot) -> bool:
         """True when the round can change nothing (replan=changed): no waiting job fits the GPUs
@@ -484,18 +427,6 @@ class Hadar(Policy):
                              float(rd.restart[r]), float(self.interval), starts, prices,
                              snap.cluster.node_type, self.mix_rate(snap, r), size=float(rd.size[r]),
                              rate_at=self.spread_rate(snap, r), prune=self.prune)
-
-    def spread_rate(self, snap: Snapshot, r: int) -> Callable[[int, int], float]:
-        """Steps/s of job r on its requested GPUs of type k over m nodes (the consolidated rate
-        when m is the fewest that hold them)."""
-        cl, j = snap.cluster, snap.jobs
-        z = int(j.req[r])
-
-        def rate(k: int, m: int) -> float:
-            if m <= cl.min_nodes(k, z):
-                return float(j.rates[r, k])
-            return float(snap.perf.rate(spec_of(snap, r), cl.types[k], z, m, False))
-        return rate
 
     def _kept(self, snap: Snapshot, rd: _Round, rows: np.ndarray, d_run: np.ndarray) -> list[Schedule]:
         """Running jobs kept on what they hold (their own gang)."""

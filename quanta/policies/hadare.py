@@ -43,7 +43,8 @@ import numpy as np
 from quanta.core.decision import Decision
 from quanta.core.snapshot import Snapshot
 from quanta.perf.base import DEFAULT_AGG_BW_GBPS, Part, aggregation_seconds
-from quanta.policies.hadar import Hadar, Schedule, spec_of
+from quanta.policies.hadar import Hadar, Schedule
+from quanta.policies.hadar_rates import spec_of
 from quanta.policies.registry import register
 
 # whether the core places a forked job's copies per node (Decision.copies)
