@@ -75,6 +75,33 @@ def test_sia_sim_runs_at_the_measured_profiles():
             < 0.95 * base.rate_with(job, "a100", 16, 2, True, ADAPTIVE_BATCH))
 
 
+def test_sia_sim_projects_between_types_with_the_simulators_1_gpu_throughputs():
+    """Sia projects a job's learned throughput to a type it has not run on by the ratio of the
+    two types' 1-GPU throughputs, each the largest batch over the largest step time of the
+    type's own 1-GPU placement rows (cluster.py:227-276). yolov3: A100 56.71 samples/s, T4 27.94
+    (ratio 2.03); Quanta's own world bootstraps from the artifact's seed profiles, whose A100
+    rows are the `dgx` ones (81.41: ratio 2.91), which made the replay's yolov3 jobs expect 44%
+    more of the A100s than the reference's did after their first T4 point."""
+    import csv
+    from pathlib import Path
+    from quanta.worlds.sia_sim import MeasuredPerf
+    folder = Path(__file__).resolve().parents[1] / "quanta/data/profiles/sia_pollux/yolov3"
+
+    def expected(cluster):
+        rows = [r for r in csv.DictReader(open(folder / f"placements-{cluster}.csv"))
+                if sum(map(int, str(int(float(r["placement"]))))) == 1]
+        return (max(float(r["local_bsz"]) for r in rows)
+                / max(float(r["step_time"]) for r in rows))
+
+    job = JobSpec(job_id="y", submit_time=0.0, job_type="yolov3", num_gpus=1, batch_size=8)
+    perf = MeasuredPerf(CatalogModel())
+    a100, t4 = perf.atomic_throughput(job, "a100"), perf.atomic_throughput(job, "t4")
+    assert abs(a100 - expected("dgx-ext")) < 1e-9 and abs(t4 - expected("aws")) < 1e-9
+    assert abs(a100 / t4 - 2.03) < 0.01
+    own = CatalogModel()
+    assert own.atomic_throughput(job, "a100") / own.atomic_throughput(job, "t4") > 2.8
+
+
 def test_sia_sim_replay_is_deterministic(tmp_path):
     rows = ["cifar10-0,0,cifar10,4,2048", "deepspeech2-1,30,deepspeech2,6,320",
             "bert-2,90,bert,8,384"]

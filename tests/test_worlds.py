@@ -135,6 +135,21 @@ def test_a_replay_world_runs_on_its_references_cluster_unless_one_is_named(tmp_p
     assert cl["spec"] == "a100:2x8" and cl["gpus"] == 16, cl
 
 
+@pytest.mark.slow
+def test_reproduce_sia_philly_3_meets_the_targets_with_the_references_type_ratios():
+    """philly-3 under Sia (160 jobs, ~50 s): the issue's three targets. Its makespan was +10.6%
+    while the replay projected a job's learned throughput to other GPU types by the seed
+    profiles' 1-GPU ratios (yolov3: A100 2.91x a T4) instead of the reference's own (2.03x):
+    its last yolov3 job kept 4 T4s for its last 3.6 h (bench/anchors/sia.md section 21)."""
+    from quanta.reproduce import reproduce
+    (row,) = reproduce("sia", workload="sia_philly_workload-3", policy="sia")
+    rp = row["replay"]
+    assert abs(rp["avg_jct_s"] / row["ref_avg_jct_s"] - 1) < 0.10                 # measured -0.5%
+    assert abs(rp["makespan_s"] / row["ref_makespan_s"] - 1) < 0.10                # measured +1.0%
+    for app, ref in row["ref_by_app"].items():
+        assert abs(rp["by_app"][app] / ref - 1) < 0.15, app                      # worst bert +3.0%
+
+
 def test_reproduce_sia_slice_stays_within_its_recorded_tolerance():
     """Regression guard on the recorded slice (first 30 jobs of Sia's Philly workload 1, run
     through Sia's own simulator: quanta/data/reference/sia/). Bounds are what this code measures
@@ -143,10 +158,10 @@ def test_reproduce_sia_slice_stays_within_its_recorded_tolerance():
     rows = {r["policy"]: r for r in reproduce("sia", workload="sia_philly_workload-1_first30")}
     sia, gavel = rows["sia"], rows["gavel"]
     assert sia["replay"]["matched"] == 30 and gavel["replay"]["matched"] == 30
-    # measured -6.8% (its one imagenet job: 6.13 h against 7.06 h); the whole workloads'
-    # averages are -3.9% to +3.4% (sia.md section 19)
+    # measured -6.6% (its one imagenet job: 6.13 h against 7.06 h); the whole workloads'
+    # averages are -2.8% to +5.0% (sia.md section 21)
     assert abs(sia["replay"]["avg_jct_s"] / sia["ref_avg_jct_s"] - 1) < 0.15
-    assert sia["replay"]["median_abs_err"] < 0.15                                  # measured 13.4%
+    assert sia["replay"]["median_abs_err"] < 0.15                                  # measured 12.8%
     # the Gavel baseline follows the reference round by round (bench/anchors/sia.md section 16)
     assert abs(gavel["replay"]["avg_jct_s"] / gavel["ref_avg_jct_s"] - 1) < 0.02  # measured -0.1%
     assert gavel["replay"]["median_abs_err"] < 0.03                                # measured 0.9%

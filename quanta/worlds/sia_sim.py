@@ -26,7 +26,8 @@ Everything here is read from that code; paths are relative to sia-simulator/.
   model is Pollux's fit of the points it has trained on, per GPU type, projected to other types
   by the ratio of 1-GPU throughputs (job.py:397-412 update_params, goodput.py:149-208,
   sia.py:423-507 with --project_throughputs; type order aws, dgx-ext, rtx from
-  simulator_config.py:11: learn, project_order).
+  simulator_config.py:11: learn, project_order), each type's taken from its own measured
+  placement rows (cluster.py:227-276; `MeasuredPerf.atomic_throughput`).
 - Throughput: every job runs slower than its profile by its application's calibration slowdown
   ("fitted to real-world data"): cifar10 1.8, imagenet 1.2, yolov3 1.2, bert 1.2,
   deepspeech2 1.2, ncf 1.5 (simulator_config.py SLOWDOWNS; job.py `calibration_factor` =
@@ -187,6 +188,20 @@ class MeasuredPerf:
             return None
         return split_batch(batch, k, most, p.init_batch, p.max_batch, always_step=predicted,
                            atomic_cap=None if predicted else tab.max_by_replicas.get(k))
+
+    def atomic_throughput(self, job: JobSpec, gpu_type: str) -> float | None:
+        """Samples/s on one GPU of the type that Sia's policy projects a job's learned
+        throughput between types with (--project_throughputs: the ratio of two types' values,
+        sia.py:484-486): from the type's own measured 1-GPU placement rows, the largest batch
+        over the largest step time (cluster.py:227-276 compute_throughput_ratios). Quanta's own
+        world bootstraps from the artifact's seed profiles instead (`traces/seed/`, whose A100
+        rows are the smaller `dgx` profiles: yolov3 A100/T4 2.91 there against 2.03 here)."""
+        from quanta.perf.goodput import canonical_type
+        app = self._goodput_app(job)
+        tab = None if app is None else self._table(app, canonical_type(gpu_type))
+        if tab is None or tab.atomic <= 0:
+            return self.base.atomic_throughput(job, gpu_type)
+        return tab.atomic
 
     def iteration_rate(self, job: JobSpec, gpu_type: str, num_gpus: int) -> float | None:
         """Iterations per second that Sia's simulator's Gavel baseline predicts for the job on
@@ -365,6 +380,7 @@ class _Tables:
     max_by_placement: dict[int, int]           # largest atomic batch profiled per placement
     max_by_replicas: dict[int, int]            # ... per replica count (placement rows)
     scalability: np.ndarray                    # (nodes, replicas, atomic batch) rows
+    atomic: float                              # 1-GPU samples/s Sia projects types with
 
     def max_local(self, placement: tuple[int, ...]) -> int | None:
         """Sia's get_max_local_bsz (applications.py:310-324)."""
@@ -391,6 +407,7 @@ def _load_measured(app: str, gpu_type: str) -> _Tables | None:
     groups: dict[int, dict[float, list[tuple[float, float]]]] = {}
     keyed: dict[tuple[float, float, float], list[tuple[float, float]]] = {}
     by_replicas: dict[int, int] = {}
+    one_gpu: list[tuple[float, float]] = []     # (atomic batch, step time) of 1-GPU rows
     with open(pl, newline="") as f:
         for r in csv.DictReader(f):
             pid = int(float(r["placement"]))
@@ -400,6 +417,8 @@ def _load_measured(app: str, gpu_type: str) -> _Tables | None:
             keyed.setdefault((len(digits), sum(map(int, digits)), b), []).append((st, sy))
             k = sum(map(int, digits))             # applications.py:40-43
             by_replicas[k] = max(by_replicas.get(k, 0), int(b))
+            if k == 1:
+                one_gpu.append((b, st))
     exact = {}
     for pid, by_b in groups.items():
         xs = np.array(sorted(by_b))
@@ -416,8 +435,11 @@ def _load_measured(app: str, gpu_type: str) -> _Tables | None:
                 scal.append(row)
                 ys.append(np.array([float(r["step_time"]), float(r["sync_time"])]))
     nd = LinearNDInterpolator(np.array(pts), np.array(ys))
+    # cluster.py:227-276 compute_throughput_ratios: the largest 1-GPU batch over the largest
+    # 1-GPU step time, each over all the type's 1-GPU placement rows
+    atomic = (max(b for b, _ in one_gpu) / max(st for _, st in one_gpu)) if one_gpu else 0.0
     return _Tables(exact, nd, {pid: int(xs[-1]) for pid, (xs, _s, _y) in exact.items()}, by_replicas,
-                   np.array(scal).reshape(-1, 3))
+                   np.array(scal).reshape(-1, 3), atomic)
 
 
 def _prepare(policy: str, specs: Sequence[JobSpec]) -> list[JobSpec]:
