@@ -26,6 +26,7 @@ from quanta.placement.occupancy import Occupancy
 from quanta.policies.base import Policy, PolicyError
 from quanta.sim.faults import FailureModel, NodeOutage
 from quanta.sim.rounds import FailedRounds, ReferenceRounds, RoundClock
+from quanta.sim.shapes import odd_shapes, same_shape_moves
 
 COMPLETE, FAIL, RECOVER, TICK, WAKE, PHASE = 0, 1, 2, 4, 5, 6
 KIND_OF = {k: KIND_CODES[k.value] for k in Kind}
@@ -85,7 +86,7 @@ class Simulator(ReferenceRounds):
                  progress: Callable[[float], None] | None = None, record_events: bool = False,
                  rounds_from_first_arrival: bool = False, impossible_arrivals_decide: bool = False,
                  failed_rounds: FailedRounds | None = None, round_leases: bool = False,
-                 round_clock: RoundClock | None = None):
+                 round_clock: RoundClock | None = None, free_moves: bool = False):
         self.cluster = cluster
         self.policy = policy
         self.perf = perf
@@ -111,6 +112,12 @@ class Simulator(ReferenceRounds):
         # jobs whose rate changes as they train (goodput jobs' epochs): re-rated at each phase end
         self.phased = bool(self.table.phase_ends) or self.agent_rate is not None
         self.alloc_args: dict[int, tuple] = {}   # row -> its allocation's _rate arguments
+        # a performance model that rates the real GPUs per node (sia-sim's measured profiles):
+        # asked for a job whose GPUs are not spread whole nodes first (sim/shapes.py)
+        self.shape_rate = getattr(perf, "rate_at_shape", None)
+        # a move to other GPUs of the same type with the same GPUs per node costs no restart
+        # (Sia's simulator: job.py:524-542 compares only the per-node counts)
+        self.free_moves = free_moves
         # round-based policies: rounds at the multiples of the interval (False), or from the first
         # arrival on, the first round at that arrival (Gavel's simulator)
         self.rounds_from_first_arrival = rounds_from_first_arrival
@@ -145,6 +152,11 @@ class Simulator(ReferenceRounds):
         mixed = parts_l.count(None) < len(trs)
         if mixed:                          # GPUs of several types: ask the model
             req_ok &= np.array([p is None for p in parts_l])
+        shapes = None
+        if self.shape_rate is not None:    # GPUs per node where not whole nodes first
+            shapes = odd_shapes(self.cluster, gtype, gpus_l)
+            if shapes:
+                req_ok &= np.array([i not in shapes for i in range(len(trs))])
         rate = np.where(req_ok, t.rates[rows, np.maximum(gtype, 0)], 0.0)
         if self.agent_rate is not None:    # the segments of the jobs that move or stop end now
             for r in rows_l:
@@ -161,14 +173,15 @@ class Simulator(ReferenceRounds):
             pplan = plan_now.get(p, t.plan[p]) if plan_now is not None and p >= 0 else None
             rate[i] = self._rate(rows_l[i], types_l[i], count.item(i), nodes_l[i], cons_l[i],
                                  p, mode_l[i], plans_l[i], cpus_l[i], mem_l[i], pplan,
-                                 parts_l[i], fork_l[i], net_l[i])
+                                 parts_l[i], fork_l[i], net_l[i],
+                                 shapes.get(i) if shapes else None)
         if self.phased:                    # how to re-rate each job when its phase ends
             for i in np.flatnonzero(on).tolist():
                 p = partner_l[i]
                 self.alloc_args[rows_l[i]] = (
                     types_l[i], count.item(i), nodes_l[i], cons_l[i], p, mode_l[i], plans_l[i],
                     cpus_l[i], mem_l[i], plan_now.get(p, t.plan[p]) if p >= 0 else None,
-                    parts_l[i], fork_l[i], net_l[i])
+                    parts_l[i], fork_l[i], net_l[i], shapes.get(i) if shapes else None)
         bad = on & (rate <= 0)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
@@ -177,6 +190,10 @@ class Simulator(ReferenceRounds):
         resumed = (kind != KIND_CODES["start"]) | ~np.isnan(t.first_start[rows])
         first = self.restart_s[rows] if self.restart.first_start_as_restart else self.restart.first_start_s
         delay = np.where(on, np.where(resumed, self.restart_s[rows], first), 0.0)
+        if self.free_moves:
+            held = [t.placement.get(r, ()) for r in rows_l]
+            free = same_shape_moves(self.cluster, kind, gtype, t.gtype[rows], held, gpus_l)
+            delay = np.where(free, 0.0, delay)
         reshare = kind == KIND_CODES["reshare"]
         if reshare.any():   # a job restoring keeps its remaining restore time; others: none
             delay = np.where(reshare, np.maximum(t.t0[rows] - now, 0.0), delay)
@@ -266,10 +283,14 @@ class Simulator(ReferenceRounds):
 
     def _rate(self, row: int, gtype: int, count: int, nodes: int, cons: bool, partner: int,
               mode: str, plan=None, cpus: float = 0.0, mem_gb: float = 0.0, partner_plan=None,
-              parts=None, fork=None, net_gbps: float = 0.0) -> float:
+              parts=None, fork=None, net_gbps: float = 0.0, shape=None) -> float:
         specs = self.table.specs
         if self.agent_rate is not None and partner < 0 and parts is None and is_adaptive(plan):
             r = self.agent_rate(specs[row], self.cluster.types[gtype], count, nodes)
+            if r is not None:
+                return r
+        if shape is not None and partner < 0 and parts is None:
+            r = self.shape_rate(specs[row], self.cluster.types[gtype], shape, plan)
             if r is not None:
                 return r
         return allocation_rate(self.perf, specs[row], self.cluster.types[gtype], count, nodes, cons,

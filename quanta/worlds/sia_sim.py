@@ -16,6 +16,14 @@ Everything here is read from that code; paths are relative to sia-simulator/.
   priorities X / (the job's time on the type / every job's time on it), ties type by type
   (`gavel-throughput` parameters pinned below), and its predicted iterations per second
   (gavel.py:515-546; `MeasuredPerf.iteration_rate`).
+- The Gavel baseline's workers (gavel.py:332-428): per type, largest jobs first, a job keeping
+  its GPUs unless a larger one took one, the others served server by server from a forward-only
+  pointer, so a job may span more servers than it needs (`gavel-throughput:workers=gavel`).
+- Throughput on the real placement (applications.py:247-292): a job whose GPUs are not whole
+  nodes first is rated on its GPUs per node (`MeasuredPerf.rate_at_shape`, asked by the engine:
+  sim/shapes.py); Sia's and Pollux's job agents rate by GPU and node counts.
+- A move to other GPUs of the same type with the same GPUs per node is free (job.py:524-542
+  reallocate compares only the per-node counts: `free_moves`).
 - What Sia's policy knows (`sia` policy parameters pinned below; sia.md section 9): its goodput
   estimates tune the batch only up to the job's requested batch (job.py:249 `max_batch_size =
   target_batch_size`: batch_cap); a job still restoring a checkpoint keeps its allocation
@@ -108,6 +116,11 @@ class SlowedPerf:
                     mode="pack", **kw):
         return self._f(job) * self.base.shared_rate(job, other, gpu_type, num_gpus, num_nodes,
                                                     consolidated, mode, **kw)
+
+    def rate_at_shape(self, job, gpu_type, shape, plan=None):
+        got = getattr(self.base, "rate_at_shape", None)
+        r = None if got is None else got(job, gpu_type, shape, plan)
+        return None if r is None else self._f(job) * r
 
     def iteration_rate(self, job, gpu_type, num_gpus):
         got = getattr(self.base, "iteration_rate", None)
@@ -321,6 +334,29 @@ class MeasuredPerf:
     def rate(self, job, gpu_type, num_gpus, num_nodes=1, consolidated=None):
         return self.rate_with(job, gpu_type, num_gpus, num_nodes, consolidated)
 
+    def rate_at_shape(self, job, gpu_type, shape: tuple[int, ...], plan=None) -> float | None:
+        """Progress per second on the real placement `shape` (GPUs per node), as Sia's
+        simulator rates every job (applications.py:247-292 on the job's placement): e.g. the Gavel
+        baseline's 4 T4s as 2 + 2 when its worker assignment spreads them. None where the profiles
+        give no answer (the engine then rates the job by its GPU and node counts)."""
+        from quanta.perf.goodput import canonical_type, is_adaptive
+        app = self._goodput_app(job)
+        if app is None or (plan is not None and "<=" in str(plan)):
+            return None
+        t = canonical_type(gpu_type)
+        key = ("shape", app, t, shape, job.phase, str(plan), job.batch_size)
+        hit = self._cache.get(key, -1.0)
+        if hit == -1.0:
+            got = None
+            if self.knows(app, t):
+                got = self.config_at(job, app, t, shape, 2 if len(shape) > 1 else 1,
+                                     is_adaptive(plan))
+            if got is not None:
+                sh, m, s, (step, sync) = got
+                got = self.progress_rate(job, app, sh, m, s, step, sync)[0]
+            hit = self._cache[key] = got
+        return hit
+
     def rate_matrix(self, jobs, types):
         out = np.array(self.base.rate_matrix(jobs, types), dtype=float)
         for i, job in enumerate(jobs):
@@ -460,7 +496,7 @@ def _policy_params(seed: int) -> dict[str, str]:
                        "first_start_counted=true,search=ga,population=100,generations=100,"
                        f"seed={seed}"),
             "gavel-throughput": ("interval=360,rate_units=iterations,solution=central,"
-                                 "priority=cluster,decimals=5,tie_types=t4/a100/rtx")}
+                                 "priority=cluster,decimals=5,tie_types=t4/a100/rtx,workers=gavel")}
 
 
 @world("sia-sim")
@@ -474,6 +510,8 @@ def sia_sim() -> World:
         prepare=_prepare,
         restart_fixed=True,
         keep_clock=True,
+        # a job restarts only when its GPUs per node change (job.py:524-542 reallocate)
+        free_moves=True,
         # the simulator's default cluster (simulator_config.py:9,11): 6 x 4 T4 (aws), 3 x 8 RTX
         # 2080Ti (rtx), 2 x 8 A100 (dgx-ext); what `quanta reproduce sia` replays on
         cluster="t4:6x4,rtx:3x8,a100:2x8",

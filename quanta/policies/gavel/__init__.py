@@ -56,6 +56,10 @@ mechanism; GAVEL_SIM lists the values that make the policy behave as Gavel's sim
   deficit and X go type by type in this order (types not named follow in cluster order), then by
   arrival, as Sia's simulator's stable sort of a list built type by type leaves them (gavel.py:
   293-305, its types in simulator_config's order); "" (Quanta): by arrival, then type.
+- workers: which GPUs of its type a job of the round gets: "" (Quanta's mechanism: consolidated
+  where the free GPUs allow, a job keeping its type and count keeps its GPUs) or "gavel" (Gavel's
+  worker assignment, server by server, a kept job losing its GPUs to a larger one: workers.py;
+  Sia's simulator's Gavel baseline, gavel.py:332-428).
 - credit: the time a round credits to a job that ran: "held" (the round's length; Quanta) or
   "progress" (the steps it made divided by its rate on that type: the time its steps took, which
   is Gavel's micro-task time when a round is a whole number of steps, scheduler.py:1308-1310 and
@@ -78,6 +82,7 @@ from quanta.policies.gavel import central, ecos
 from quanta.policies.gavel.pairs import PairEntries
 from quanta.policies.gavel.rounds import BIG, packed_round, priority_round
 from quanta.policies.gavel.space_sharing import PackedAllocation, packed_max_min
+from quanta.policies.gavel.workers import gavel_workers
 from quanta.policies.registry import register
 
 OBJECTIVES = ("max_min", "ftf", "makespan", "throughput", "cost", "fifo", "hierarchical")
@@ -158,6 +163,7 @@ class Gavel(PairEntries, Policy):
     decimals: int = -1
     tie_types: str = ""
     credit: str = "held"
+    workers: str = ""
 
     def __post_init__(self) -> None:
         for name, value, known in (("objective", self.objective, OBJECTIVES),
@@ -167,7 +173,8 @@ class Gavel(PairEntries, Policy):
                                    ("solution", self.solution, SOLUTIONS),
                                    ("credit", self.credit, CREDITS),
                                    ("rate_units", self.rate_units, RATE_UNITS),
-                                   ("programme", self.programme, PROGRAMMES)):
+                                   ("programme", self.programme, PROGRAMMES),
+                                   ("workers", self.workers, ("", "gavel"))):
             if value not in known:
                 raise QuantaError(f"gavel {name} '{value}' unknown (known: {', '.join(known)})")
         if self.recompute_every < 0:
@@ -425,18 +432,22 @@ class Gavel(PairEntries, Policy):
         else:
             deficit = X * elapsed[:, None] - received
         fifo = self.objective == "fifo"
+        picked: list[int] | None = [] if self.workers == "gavel" else None
         gpus, gtype = priority_round(
             X, j.rates, j.req, snap.capacity, prio, deficit, rows,
             type_order=self._type_order(snap, st) if self.queues == "per_type" else None,
             backfill=self.backfill and not fifo,
             eps=1e-6 if self.solution == "vertex" else 0.0,
             allocated=st["in_X"][rows] if self.hold_unallocated else None,
-            tie_types=self._tie_types(snap) if self.tie_types else None)
+            tie_types=self._tie_types(snap) if self.tie_types else None, picked=picked)
         if self.priority == "cluster":      # the round is credited as it is decided
             on = gpus > 0
             st["job_time"][rows[on], gtype[on]] += self.interval
             np.add.at(st["type_time"], gtype[on], self.interval)
-        return Decision(gpus, gtype, state=st)
+        dec = Decision(gpus, gtype, state=st)
+        if picked is not None:
+            dec.exact = gavel_workers(snap, gpus, gtype, picked)
+        return dec
 
     def _cluster_priority(self, st: dict, rows: np.ndarray, X: np.ndarray) -> np.ndarray:
         """Sia's simulator's priorities (gavel.py:111-125, 249-274): a job seen for the first

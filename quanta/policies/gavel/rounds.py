@@ -20,8 +20,8 @@ BIG = 1e9
 def priority_round(X: np.ndarray, T: np.ndarray, z: np.ndarray, N: np.ndarray, prio: np.ndarray,
                    deficit: np.ndarray, rank: np.ndarray, type_order: np.ndarray | None = None,
                    backfill: bool = False, allocated: np.ndarray | None = None,
-                   eps: float = 1e-6, tie_types: np.ndarray | None = None
-                   ) -> tuple[np.ndarray, np.ndarray]:
+                   eps: float = 1e-6, tie_types: np.ndarray | None = None,
+                   picked: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """One round: (gpus, type) per job.
 
     Entries are the (job, type) pairs with T > 0 and X > eps, sorted by priority, then deficit,
@@ -35,7 +35,8 @@ def priority_round(X: np.ndarray, T: np.ndarray, z: np.ndarray, N: np.ndarray, p
     GPUs it takes stay idle for the round (scheduler.py:936-938).
     `tie_types` (type indexes; one list only): entries equal in priority, deficit and X go type by
     type in that order, then by `rank`, as Sia's simulator's stable sort of a list built type by
-    type leaves them (sia-simulator gavel.py:293-305); without it, by `rank`, then type index."""
+    type leaves them (sia-simulator gavel.py:293-305); without it, by `rank`, then type index.
+    `picked`: if given, the jobs that run are appended to it in the order the walk chose them."""
     n, K = X.shape
     pos = X > eps
     cand = (T > 0) & (pos | backfill)
@@ -69,6 +70,8 @@ def priority_round(X: np.ndarray, T: np.ndarray, z: np.ndarray, N: np.ndarray, p
         free[k] -= zl[j]
         if runs[j]:
             gpus[j], gtype[j] = zl[j], k
+            if picked is not None:
+                picked.append(j)
         if max(free) < zmin:
             break
     return np.array(gpus, dtype=np.int64), np.array(gtype, dtype=np.int64)
