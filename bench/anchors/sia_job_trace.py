@@ -12,7 +12,8 @@ source export, workload slice, seeds and environment), under a driver that wraps
 lines for the named jobs. Replay side: `quanta reproduce sia`'s sia-sim run of the same
 workload, with the same kind of wrappers around `Sia._candidates` and
 `LearningJobs.segment_end`. Lines go to DIR/reference.txt and DIR/replay.txt (default
-/tmp/sia_job_trace); both are grep-able by `t=` and `job=`. Estimates are the policy's goodputs
+/tmp/sia_job_trace); both are grep-able by `t=` (the round last decided: a point is learned
+during the round after it) and `job=`. Estimates are the policy's goodputs
 before its per-job normalisation (reference: samples/s of the learned or projected fit; Quanta:
 the same quantity, 1.0 for a job with no model yet). Slow: the reference takes the time of a
 `bench/anchors/sia.py` run (about 4 minutes for 160 jobs).
@@ -110,6 +111,8 @@ def reference(sia: Path, workload: str, max_jobs: int | None, jobs: str, out: Pa
     dest.write_text("\n".join(lines) + "\n")
     if proc.returncode != 0:
         anchor.die(f"the reference exited with {proc.returncode}: {proc.stderr[-1500:]}", 1)
+    if not lines:
+        raise anchor.InputError(f"--jobs {jobs}: no such job reached Sia's policy in {workload}")
     return dest
 
 
@@ -168,6 +171,8 @@ def replay(workload: str, max_jobs: int | None, jobs: str, out: Path) -> Path:
         sia_agents.LearningJobs.segment_end = seg
     dest = out / "replay.txt"
     dest.write_text("\n".join(lines) + "\n")
+    if not lines:
+        raise anchor.InputError(f"--jobs {jobs}: no such job reached Sia's policy in {workload}")
     return dest
 
 
