@@ -41,6 +41,9 @@ class RestartCost:
     per_type: Mapping[str, float] = field(default_factory=dict)
     first_start_s: float = 0.0   # seconds a job's first start pays (process start-up, runtime)
     first_start_as_restart: bool = False   # the first start pays the job's restart delay instead
+    # a move to other GPUs of the same type with the same GPUs per node is free (Sia's simulator:
+    # job.py:524-542 restarts a job only when its per-node counts change; sim/shapes.py)
+    same_shape_free: bool = False
 
     def __call__(self, spec: JobSpec) -> float:
         return float(self.per_type.get(spec.job_type, self.default))
@@ -86,7 +89,7 @@ class Simulator(ReferenceRounds):
                  progress: Callable[[float], None] | None = None, record_events: bool = False,
                  rounds_from_first_arrival: bool = False, impossible_arrivals_decide: bool = False,
                  failed_rounds: FailedRounds | None = None, round_leases: bool = False,
-                 round_clock: RoundClock | None = None, free_moves: bool = False):
+                 round_clock: RoundClock | None = None):
         self.cluster = cluster
         self.policy = policy
         self.perf = perf
@@ -115,9 +118,6 @@ class Simulator(ReferenceRounds):
         # a performance model that rates the real GPUs per node (sia-sim's measured profiles):
         # asked for a job whose GPUs are not spread whole nodes first (sim/shapes.py)
         self.shape_rate = getattr(perf, "rate_at_shape", None)
-        # a move to other GPUs of the same type with the same GPUs per node costs no restart
-        # (Sia's simulator: job.py:524-542 compares only the per-node counts)
-        self.free_moves = free_moves
         # round-based policies: rounds at the multiples of the interval (False), or from the first
         # arrival on, the first round at that arrival (Gavel's simulator)
         self.rounds_from_first_arrival = rounds_from_first_arrival
@@ -190,7 +190,7 @@ class Simulator(ReferenceRounds):
         resumed = (kind != KIND_CODES["start"]) | ~np.isnan(t.first_start[rows])
         first = self.restart_s[rows] if self.restart.first_start_as_restart else self.restart.first_start_s
         delay = np.where(on, np.where(resumed, self.restart_s[rows], first), 0.0)
-        if self.free_moves:
+        if self.restart.same_shape_free:
             held = [t.placement.get(r, ()) for r in rows_l]
             free = same_shape_moves(self.cluster, kind, gtype, t.gtype[rows], held, gpus_l)
             delay = np.where(free, 0.0, delay)

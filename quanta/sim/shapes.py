@@ -4,8 +4,8 @@ The engine gives a performance model a job's GPU count and node count; a model t
 GPUs per node (`rate_at_shape(job, gpu_type, shape, plan)`: sia-sim's measured profiles, where
 4 T4s as 2 + 2 step 1.8x slower than on one node) is asked for the jobs whose GPUs are not laid
 out whole nodes first, the layout count and nodes stand for. A world may also make a move to
-other GPUs of the same type with the same GPUs per node free (`free_moves`: Sia's simulator
-restarts a job only when its per-node counts change, job.py:524-542).
+other GPUs of the same type with the same GPUs per node free (`RestartCost.same_shape_free`:
+Sia's simulator restarts a job only when its per-node counts change, job.py:524-542).
 """
 
 from __future__ import annotations

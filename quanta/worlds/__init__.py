@@ -64,18 +64,14 @@ class World:
     # the reference's round clock (sim/rounds.py): its rounds' lengths from the jobs' leases, and
     # when a job finishing in a pair is recorded as ending; None: rounds exactly `interval` long
     round_clock: RoundClock | None = None
-    # a move to other GPUs of the same type with the same GPUs per node costs no restart
-    # (Simulator's `free_moves`; sia-sim)
-    free_moves: bool = False
 
     def engine_options(self) -> dict:
         """The Simulator's keyword arguments that this world sets (its rounds, arrivals, failed
-        rounds, pair leases, round clock, free moves): every driver of a run in this world
-        passes them."""
+        rounds, pair leases and round clock): every driver of a run in this world passes them."""
         return {"rounds_from_first_arrival": self.rounds_from_first_arrival,
                 "impossible_arrivals_decide": self.impossible_arrivals_decide,
                 "failed_rounds": self.failed_rounds, "round_leases": self.round_leases,
-                "round_clock": self.round_clock, "free_moves": self.free_moves}
+                "round_clock": self.round_clock}
 
     def perf_for_run(self, perf, policy_name: str):
         return perf if self.run_perf is None else self.run_perf(perf, policy_name)

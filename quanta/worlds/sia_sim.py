@@ -23,7 +23,7 @@ Everything here is read from that code; paths are relative to sia-simulator/.
   nodes first is rated on its GPUs per node (`MeasuredPerf.rate_at_shape`, asked by the engine:
   sim/shapes.py); Sia's and Pollux's job agents rate by GPU and node counts.
 - A move to other GPUs of the same type with the same GPUs per node is free (job.py:524-542
-  reallocate compares only the per-node counts: `free_moves`).
+  reallocate compares only the per-node counts: `RestartCost.same_shape_free`).
 - What Sia's policy knows (`sia` policy parameters pinned below; sia.md section 9): its goodput
   estimates tune the batch only up to the job's requested batch (job.py:249 `max_batch_size =
   target_batch_size`: batch_cap); a job still restoring a checkpoint keeps its allocation
@@ -300,32 +300,45 @@ class MeasuredPerf:
         gain = float(efficiency(sqr, var, model.init_batch, batch)) * batch / model.init_batch
         return gain, (float(sqr), float(var))
 
-    def _measured_rate(self, job, app, gpu_type, num_gpus, num_nodes, plan):
-        """Progress per second of the job on the allocation, or None where the profiles give no
-        answer."""
-        from quanta.perf.goodput import canonical_type, is_adaptive
-        if num_gpus <= 0:
-            return 0.0
-        got = self._config(job, app, canonical_type(gpu_type), num_gpus, num_nodes,
-                           is_adaptive(plan))
+    def _measured_app(self, job, plan):
+        """The job's application where the measured profiles rate it at this plan, else None (a
+        scheduler's capped estimate, plan "<= B", is the base model's)."""
+        app = self._goodput_app(job)
+        return None if app is None or (plan is not None and "<=" in str(plan)) else app
+
+    def _progress_on(self, job, app: str, t: str, shape: tuple[int, ...], nodes: int, plan
+                     ) -> float | None:
+        """Progress per second of the job on the placement `shape` of type t (the batch tuned
+        for `nodes` nodes with an adaptive plan), or None where the profiles give no answer."""
+        from quanta.perf.goodput import is_adaptive
+        if not self.knows(app, t):
+            return None
+        got = self.config_at(job, app, t, shape, nodes, is_adaptive(plan))
         if got is None:
             return None
         shape, m, s, (step, sync) = got
         return self.progress_rate(job, app, shape, m, s, step, sync)[0]
 
+    def _cached(self, key: tuple, compute) -> float | None:
+        hit = self._cache.get(key, -1.0)
+        if hit == -1.0:
+            hit = self._cache[key] = compute()
+        return hit
+
     def rate_with(self, job, gpu_type, num_gpus, num_nodes=1, consolidated=None, plan=None,
                   cpus=0.0, mem_gb=0.0, net_gbps=0.0):
         from quanta.perf.base import rate_with
-        app = self._goodput_app(job)
-        if app is not None and plan is not None and "<=" in str(plan):
-            app = None              # a scheduler's capped estimate: the base model's
+        from quanta.perf.goodput import canonical_type
+        app = self._measured_app(job, plan)
         if app is not None:
-            key = (app, gpu_type, num_gpus, max(1, num_nodes), job.phase, str(plan),
-                   job.batch_size)
-            hit = self._cache.get(key, -1.0)
-            if hit == -1.0:
-                hit = self._cache[key] = self._measured_rate(job, app, gpu_type, num_gpus,
-                                                             num_nodes, plan)
+            if num_gpus <= 0:
+                return 0.0
+            t = canonical_type(gpu_type)
+            shape = _shape(num_gpus, num_nodes, GPUS_PER_NODE.get(t, 8))
+            nodes = 2 if num_nodes > 1 and num_gpus > 1 else 1
+            hit = self._cached((app, gpu_type, num_gpus, max(1, num_nodes), job.phase, str(plan),
+                                job.batch_size),
+                               lambda: self._progress_on(job, app, t, shape, nodes, plan))
             if hit is not None:
                 return hit
         return rate_with(self.base, job, gpu_type, num_gpus, num_nodes, consolidated, plan, cpus,
@@ -339,23 +352,14 @@ class MeasuredPerf:
         simulator rates every job (applications.py:247-292 on the job's placement): e.g. the Gavel
         baseline's 4 T4s as 2 + 2 when its worker assignment spreads them. None where the profiles
         give no answer (the engine then rates the job by its GPU and node counts)."""
-        from quanta.perf.goodput import canonical_type, is_adaptive
-        app = self._goodput_app(job)
-        if app is None or (plan is not None and "<=" in str(plan)):
+        from quanta.perf.goodput import canonical_type
+        app = self._measured_app(job, plan)
+        if app is None:
             return None
         t = canonical_type(gpu_type)
-        key = ("shape", app, t, shape, job.phase, str(plan), job.batch_size)
-        hit = self._cache.get(key, -1.0)
-        if hit == -1.0:
-            got = None
-            if self.knows(app, t):
-                got = self.config_at(job, app, t, shape, 2 if len(shape) > 1 else 1,
-                                     is_adaptive(plan))
-            if got is not None:
-                sh, m, s, (step, sync) = got
-                got = self.progress_rate(job, app, sh, m, s, step, sync)[0]
-            hit = self._cache[key] = got
-        return hit
+        return self._cached(("shape", app, t, shape, job.phase, str(plan), job.batch_size),
+                            lambda: self._progress_on(job, app, t, shape,
+                                                      2 if len(shape) > 1 else 1, plan))
 
     def rate_matrix(self, jobs, types):
         out = np.array(self.base.rate_matrix(jobs, types), dtype=float)
@@ -504,14 +508,14 @@ def sia_sim() -> World:
     return World(
         "sia-sim", "Sia's simulator: per-application restart delays (first start too) and "
                    "calibration slowdowns, NCF rigid at batch 32768 under Sia, the paper's rounds",
-        restart=lambda _delay: RestartCost(DEFAULT_RESCALE_S, RESCALE_S, first_start_as_restart=True),
+        # a job restarts only when its GPUs per node change (job.py:524-542 reallocate)
+        restart=lambda _delay: RestartCost(DEFAULT_RESCALE_S, RESCALE_S, first_start_as_restart=True,
+                                           same_shape_free=True),
         perf=lambda base: SlowedPerf(MeasuredPerf(base), SLOWDOWNS),
         policy_params=_policy_params,
         prepare=_prepare,
         restart_fixed=True,
         keep_clock=True,
-        # a job restarts only when its GPUs per node change (job.py:524-542 reallocate)
-        free_moves=True,
         # the simulator's default cluster (simulator_config.py:9,11): 6 x 4 T4 (aws), 3 x 8 RTX
         # 2080Ti (rtx), 2 x 8 A100 (dgx-ext); what `quanta reproduce sia` replays on
         cluster="t4:6x4,rtx:3x8,a100:2x8",
