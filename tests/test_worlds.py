@@ -150,6 +150,26 @@ def test_reproduce_sia_philly_3_meets_the_targets_with_the_references_type_ratio
         assert abs(rp["by_app"][app] / ref - 1) < 0.15, app                      # worst bert +3.0%
 
 
+def test_sia_sims_gavel_baseline_takes_ecos_point_of_the_optimal_set():
+    """Sia's simulator solves its Gavel baseline's programme with ECOS (gavel.py:22); many
+    allocations are optimal and ECOS's decides which jobs share which types. philly-3 (160 jobs):
+    with ECOS's point (pinned) the average is +0.1% and the per-job median error 0.3%; with the
+    centre of the optimal set it was +5.1% (bench/anchors/sia.md section 23)."""
+    import dataclasses
+
+    from quanta.reproduce import ADAPTERS, compare, recorded
+    ad = ADAPTERS["sia"]
+    (ref,) = [r for r in recorded(ad) if r.summary["workload"] == "sia_philly_workload-3"
+              and r.summary["policy"] == "gavel"]
+    r = compare(ref, ad, ad.world)
+    assert abs(r["avg_jct_s"] / ref.summary["avg_jct_s"] - 1) < 0.01
+    assert r["median_abs_err"] < 0.01
+    central = dataclasses.replace(ad, policies={**ad.policies,
+                                                "gavel": "gavel-throughput:solution=central"})
+    c = compare(ref, central, ad.world)
+    assert c["avg_jct_s"] / ref.summary["avg_jct_s"] - 1 > 0.03
+
+
 def test_reproduce_sia_slice_stays_within_its_recorded_tolerance():
     """Regression guard on the recorded slice (first 30 jobs of Sia's Philly workload 1, run
     through Sia's own simulator: quanta/data/reference/sia/). Bounds are what this code measures
@@ -163,8 +183,8 @@ def test_reproduce_sia_slice_stays_within_its_recorded_tolerance():
     assert abs(sia["replay"]["avg_jct_s"] / sia["ref_avg_jct_s"] - 1) < 0.15
     assert sia["replay"]["median_abs_err"] < 0.15                                  # measured 12.8%
     # the Gavel baseline follows the reference round by round (bench/anchors/sia.md section 16)
-    assert abs(gavel["replay"]["avg_jct_s"] / gavel["ref_avg_jct_s"] - 1) < 0.02  # measured -0.1%
-    assert gavel["replay"]["median_abs_err"] < 0.03                                # measured 0.9%
+    assert abs(gavel["replay"]["avg_jct_s"] / gavel["ref_avg_jct_s"] - 1) < 0.01  # measured +0.2%
+    assert gavel["replay"]["median_abs_err"] < 0.02                                # measured 0.7%
     # the replay profile is closer to the reference than Quanta's own world on both
     for r in (sia, gavel):
         assert abs(r["replay"]["avg_jct_s"] - r["ref_avg_jct_s"]) < abs(r["quanta"]["avg_jct_s"] - r["ref_avg_jct_s"])
@@ -183,7 +203,7 @@ def test_sia_sims_gavel_baseline_rounds_follow_sias_simulator():
     round 3: j2 (2.33) first -> v100, then j0 keeps k80, j1 waits."""
     w = get_world("sia-sim")
     pol = make_policy(w.policy_spec("gavel-throughput"))
-    assert (pol.solution, pol.priority, pol.decimals) == ("central", "cluster", 5)
+    assert (pol.solution, pol.priority, pol.decimals) == ("ecos", "cluster", 5)
     assert pol.tie_types == "t4/a100/rtx"          # simulator_config.py:11: aws, dgx-ext, rtx
     c = Cluster((NodeSpec("a", "v100", 1), NodeSpec("b", "k80", 1)))
     jobs = [JobSpec(f"j{i}", 0.0, 1, "x", total_steps=3000.0) for i in range(3)]

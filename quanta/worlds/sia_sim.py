@@ -499,7 +499,7 @@ def _policy_params(seed: int) -> dict[str, str]:
             "pollux": ("interval=60,p=-1,aware=false,learn=true,fair_share=true,type_cap=true,"
                        "first_start_counted=true,search=ga,population=100,generations=100,"
                        f"seed={seed}"),
-            "gavel-throughput": ("interval=360,rate_units=iterations,solution=central,"
+            "gavel-throughput": ("interval=360,rate_units=iterations,solution=ecos,"
                                  "priority=cluster,decimals=5,tie_types=t4/a100/rtx,workers=gavel")}
 
 

@@ -42,8 +42,8 @@ mechanism; GAVEL_SIM lists the values that make the policy behave as Gavel's sim
 - solution: which of the many optimal allocations: "vertex" (HiGHS, then the most throughput
   among the optima; Quanta) or "central" (the middle of the optimal set, as the interior-point
   solver ECOS that Gavel runs returns it: every job some time on every type; central.py) or
-  "ecos" (Gavel's programme in cvxpy, solved by ECOS: Gavel's own X; optional, needs cvxpy and
-  ecos; ecos.py). With "central" or "ecos" every entry of X is a positive priority, as in Gavel.
+  "ecos" (Gavel's programme as cvxpy hands it to ECOS, solved by ECOS: Gavel's own X; ecos.py).
+  With "central" or "ecos" every entry of X is a positive priority, as in Gavel.
 - programme (packed only): "classes" (Quanta: space_sharing.packed_max_min over classes of jobs,
   rounds.packed_round) or "pairs" (Gavel's max_min_fairness_packed: one variable per job and per
   pair of jobs of equal GPU count, max_min_fairness.py:274-358, and pairs as entries of their own
@@ -99,7 +99,7 @@ PROGRAMMES = ("classes", "pairs")
 # (Gavel's max_min_fairness and fifo), the others keep "fastest". Seed: Gavel's --seed.
 GAVEL_SIM = {"recompute_every": 1920.0, "reset_received": True, "priority": "smoothed",
              "queues": "per_type", "type_order": "fastest", "backfill": True,
-             "hold_unallocated": True, "fifo_stale_type": True, "solution": "central",
+             "hold_unallocated": True, "fifo_stale_type": True, "solution": "ecos",
              "credit": "progress"}
 
 
