@@ -321,7 +321,8 @@ def reproduce(
         rep, q, ref = r["replay"], r["quanta"], r["ref_avg_jct_s"]
         table.add_row(r["workload"], label(r), str(r["jobs"]),
                       f"{ref / 3600:.3f}", f"{rep['avg_jct_matched_s'] / 3600:.3f}",
-                      f"{rep['avg_jct_matched_s'] / ref - 1:+.1%}", f"{rep['median_abs_err']:.1%}",
+                      f"{rep['avg_jct_matched_s'] / ref - 1:+.1%}",
+                      "-" if rep["median_abs_err"] != rep["median_abs_err"] else f"{rep['median_abs_err']:.1%}",
                       f"{q['avg_jct_matched_s'] / 3600:.3f}",
                       f"{q['avg_jct_matched_s'] / ref - 1:+.1%}",
                       f"{r['ref_makespan_s'] / 3600:.2f}", f"{rep['makespan_s'] / 3600:.2f}")
@@ -331,7 +332,8 @@ def reproduce(
                          + ", ".join(f"{a} -> {b}" for a, b in mapping.items())
                          + f"; replay = Quanta under --world {world['world']}, quanta = Quanta's "
                          "own world; averages over the jobs the reference finished; mksp = "
-                         "makespan (h)", "dim"))
+                         "makespan (h); \"mean of N seeds\": the means over a workload's runs "
+                         "recorded with several seeds", "dim"))
     names = sorted({a for r in rows for a in r["ref_by_app"]})
     if len(names) > 8:
         console.print(f"[dim]{len(names)} job types: per-type averages with --json[/dim]")

@@ -218,4 +218,46 @@ def reproduce(system: str, workload: str | None = None, policy: str | None = Non
         row["replay"] = compare(ref, adapter, adapter.world, seed)
         row["quanta"] = compare(ref, adapter, "quanta", seed)
         out.append(row)
+    return out + seed_means(out)
+
+
+def seed_means(rows: list[dict]) -> list[dict]:
+    """One more row per workload and policy recorded with several seeds (and nothing else told
+    apart, such as another solver): the means over those runs, each replayed with its own seed
+    unless one was forced. Where the reference's search is a draw (Pollux's genetic algorithm:
+    its own runs move by up to 12.6% from seed to seed), one run against one run compares two
+    draws; the means compare the two distributions. variant "mean of N seeds"; no per-job
+    error (the jobs of different runs are not one another's)."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        if re.fullmatch(r"(seed \d+)?", r["variant"]):
+            groups.setdefault((r["workload"], r["policy"]), []).append(r)
+    out = []
+    for (workload, policy), runs in groups.items():
+        if len(runs) < 2:
+            continue
+
+        def mean_of(get) -> float:
+            return float(np.mean([get(r) for r in runs]))
+
+        def side(key: str) -> dict:
+            apps = sorted(set.intersection(*(set(r[key]["by_app"]) for r in runs)))
+            return {"avg_jct_s": mean_of(lambda r: r[key]["avg_jct_s"]),
+                    "makespan_s": mean_of(lambda r: r[key]["makespan_s"]),
+                    "avg_jct_matched_s": mean_of(lambda r: r[key]["avg_jct_matched_s"]),
+                    "matched": min(r[key]["matched"] for r in runs),
+                    "dropped": max(r[key]["dropped"] for r in runs),
+                    "median_abs_err": float("nan"),
+                    "by_app": {a: mean_of(lambda r, a=a: r[key]["by_app"][a]) for a in apps},
+                    "world": runs[0][key]["world"]}
+        ref_apps = sorted(set.intersection(*(set(r["ref_by_app"]) for r in runs)))
+        out.append({"workload": workload, "policy": policy,
+                    "variant": f"mean of {len(runs)} seeds", "seeds": len(runs),
+                    "quanta_policy": runs[0]["quanta_policy"], "jobs": runs[0]["jobs"],
+                    "ref_avg_jct_s": mean_of(lambda r: r["ref_avg_jct_s"]),
+                    "ref_makespan_s": mean_of(lambda r: r["ref_makespan_s"]),
+                    "ref_by_app": {a: mean_of(lambda r, a=a: r["ref_by_app"][a]) for a in ref_apps},
+                    "ref_command": "; ".join(r["ref_command"] for r in runs),
+                    "ref_commit": runs[0]["ref_commit"],
+                    "replay": side("replay"), "quanta": side("quanta")})
     return out

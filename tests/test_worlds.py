@@ -306,8 +306,11 @@ def test_reproduce_pollux_stays_within_its_recorded_tolerance():
     from statistics import mean
 
     from quanta.reproduce import reproduce
-    rows = reproduce("pollux", workload="sia_newtrace_workload-1_first60")
+    *rows, means = reproduce("pollux", workload="sia_newtrace_workload-1_first60")
     assert sorted(r["variant"] for r in rows) == ["", "seed 1", "seed 2"]
+    assert means["variant"] == "mean of 3 seeds" and means["seeds"] == 3
+    assert means["replay"]["avg_jct_s"] == pytest.approx(mean(r["replay"]["avg_jct_s"] for r in rows))
+    assert means["ref_by_app"]["bert"] == pytest.approx(mean(r["ref_by_app"]["bert"] for r in rows))
     assert all(r["replay"]["matched"] == 60 for r in rows)
     ref, rep = (mean(r["ref_avg_jct_s"] for r in rows), mean(r["replay"]["avg_jct_s"] for r in rows))
     assert abs(rep / ref - 1) < 0.06                                        # measured -4.7%
@@ -319,6 +322,27 @@ def test_reproduce_pollux_stays_within_its_recorded_tolerance():
     assert all(r["replay"]["median_abs_err"] < 0.40 for r in rows)          # measured 18-37%
     quanta = mean(r["quanta"]["avg_jct_s"] for r in rows)
     assert abs(rep - ref) < abs(quanta - ref)
+
+
+def test_seed_means_average_the_runs_of_a_workload_recorded_with_several_seeds():
+    from quanta.reproduce import seed_means
+
+    def run(workload, variant, ref, rep, app_ref, app_rep):
+        side = {"avg_jct_s": rep, "makespan_s": 2 * rep, "avg_jct_matched_s": rep, "matched": 3,
+                "dropped": 0, "median_abs_err": 0.1, "by_app": {"a": app_rep}, "world": "sia-sim"}
+        return {"workload": workload, "policy": "pollux", "variant": variant,
+                "quanta_policy": "pollux", "jobs": 3, "ref_avg_jct_s": ref,
+                "ref_makespan_s": 2 * ref, "ref_by_app": {"a": app_ref}, "ref_command": "c",
+                "ref_commit": "x", "replay": side, "quanta": side}
+    rows = [run("w", "", 100.0, 90.0, 10.0, 8.0), run("w", "seed 1", 300.0, 330.0, 30.0, 40.0),
+            run("v", "", 5.0, 5.0, 1.0, 1.0),                       # one seed: no mean
+            run("u", "", 5.0, 5.0, 1.0, 1.0), run("u", "solver highs", 9.0, 9.0, 1.0, 1.0)]
+    (m,) = seed_means(rows)
+    assert (m["workload"], m["variant"], m["seeds"]) == ("w", "mean of 2 seeds", 2)
+    assert (m["ref_avg_jct_s"], m["replay"]["avg_jct_s"], m["replay"]["makespan_s"]) == \
+        (200.0, 210.0, 420.0)
+    assert m["ref_by_app"] == {"a": 20.0} and m["replay"]["by_app"] == {"a": 24.0}
+    assert m["replay"]["median_abs_err"] != m["replay"]["median_abs_err"]   # none: NaN
 
 
 def test_reference_runs_of_other_seeds_are_told_apart():
