@@ -133,7 +133,7 @@ def ecos_min_max_ratio(T: np.ndarray, z: np.ndarray, N: np.ndarray, remaining: n
     m, n = Tc.shape
     inv = 1.0 / iso_time
     one = m == 1
-    x0, s0 = (1, 1 + m * n) if not one else (1, 0)
+    x0, s0 = 1, (0 if one else 1 + m * n)      # X after t (or after s, with one job)
     prog = _Cone(1 + m * n + (0 if one else m))
     c = np.zeros(prog.nvar)
     if one:
