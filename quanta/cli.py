@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -322,7 +323,7 @@ def reproduce(
         table.add_row(r["workload"], label(r), str(r["jobs"]),
                       f"{ref / 3600:.3f}", f"{rep['avg_jct_matched_s'] / 3600:.3f}",
                       f"{rep['avg_jct_matched_s'] / ref - 1:+.1%}",
-                      "-" if rep["median_abs_err"] != rep["median_abs_err"] else f"{rep['median_abs_err']:.1%}",
+                      "-" if math.isnan(rep["median_abs_err"]) else f"{rep['median_abs_err']:.1%}",
                       f"{q['avg_jct_matched_s'] / 3600:.3f}",
                       f"{q['avg_jct_matched_s'] / ref - 1:+.1%}",
                       f"{r['ref_makespan_s'] / 3600:.2f}", f"{rep['makespan_s'] / 3600:.2f}")

@@ -39,6 +39,7 @@ _SOLUTION_PRESENT = (0, 10, -1)
 class _Cone:
     """An ECOS programme being written: columns `nvar`, rows appended in order."""
     nvar: int
+    n_rows: int = 0
     rows: list = field(default_factory=list)
     cols: list = field(default_factory=list)
     vals: list = field(default_factory=list)
@@ -46,13 +47,11 @@ class _Cone:
 
     def add(self, r: np.ndarray, c: np.ndarray, v: np.ndarray, h: np.ndarray) -> None:
         """Rows len(h) of G (entries (r, c, v), r counted from this block's first row)."""
-        self.rows.append(np.asarray(r, dtype=np.int64) + len(self))
+        self.rows.append(np.asarray(r, dtype=np.int64) + self.n_rows)
         self.cols.append(np.asarray(c, dtype=np.int64))
         self.vals.append(np.asarray(v, dtype=float))
         self.h.append(np.asarray(h, dtype=float))
-
-    def __len__(self) -> int:
-        return sum(len(h) for h in self.h)
+        self.n_rows += len(self.h[-1])
 
     def base(self, x0: int, z: np.ndarray, N: np.ndarray) -> None:
         """Gavel's base constraints on X (variables x0 + i + j m, column-major as cvxpy flattens):
@@ -76,7 +75,7 @@ class _Cone:
         order = np.lexsort((r, cc))
         indptr = np.zeros(self.nvar + 1, dtype=np.int64)
         np.cumsum(np.bincount(cc, minlength=self.nvar), out=indptr[1:])
-        sol = _ecos.csolve((len(self), self.nvar, 0), np.asarray(c, dtype=float), v[order],
+        sol = _ecos.csolve((self.n_rows, self.nvar, 0), np.asarray(c, dtype=float), v[order],
                            r[order], indptr, np.concatenate(self.h),
                            {"l": l_rows, "q": soc, "e": 0}, verbose=False)
         return sol["x"] if sol["info"]["exitFlag"] in _SOLUTION_PRESENT else None
@@ -113,7 +112,7 @@ def ecos_max_min(T: np.ndarray, z: np.ndarray, N: np.ndarray, weight: np.ndarray
     prog.base(1, z, Nc)
     c = np.zeros(prog.nvar)
     c[0] = 1.0
-    X = _allocation(prog.solve(c, len(prog), []), 1, m, n, cols)
+    X = _allocation(prog.solve(c, prog.n_rows, []), 1, m, n, cols)
     if X is None:
         raise RuntimeError("ECOS found no max-min allocation")
     return X
@@ -144,13 +143,15 @@ def ecos_min_max_ratio(T: np.ndarray, z: np.ndarray, N: np.ndarray, remaining: n
                  np.concatenate([-np.ones(m), remaining * inv]), -(age * inv))
         c[0] = 1.0
     prog.base(x0, z, Nc)
-    l_rows = len(prog)
-    # per job, rows (tau + s, tau - s, 2) of h - Gv
-    xs = x0 + np.arange(n) * m
-    for i in range(m):
-        prog.add(np.concatenate([[0, 1], np.zeros(n), np.ones(n)]),
-                 np.concatenate([[s0 + i, s0 + i], xs + i, xs + i]),
-                 np.concatenate([[-1.0, 1.0], -Tc[i], -Tc[i]]), [0.0, 0.0, 2.0])
+    l_rows = prog.n_rows
+    # per job i, rows 3i..3i+2 of h - Gv: (tau_i + s_i, tau_i - s_i, 2)
+    i = np.arange(m)
+    xij = (x0 + i[:, None] + m * np.arange(n)[None, :]).ravel()      # X[i, j], job-major
+    tij = -Tc.ravel()
+    top, mid = np.repeat(3 * i, n), np.repeat(3 * i + 1, n)
+    prog.add(np.concatenate([3 * i, 3 * i + 1, top, mid]),
+             np.concatenate([s0 + i, s0 + i, xij, xij]),
+             np.concatenate([-np.ones(m), np.ones(m), tij, tij]), np.tile([0.0, 0.0, 2.0], m))
     return _allocation(prog.solve(c, l_rows, [3] * m), x0, m, n, cols)
 
 
@@ -161,7 +162,7 @@ def ecos_max_sum(T: np.ndarray, z: np.ndarray, N: np.ndarray, value: np.ndarray,
     m, n = Vc.shape
     prog = _Cone(m * n)
     prog.base(0, z, Nc)
-    X = _allocation(prog.solve(-Vc.ravel(order="F"), len(prog), []), 0, m, n, cols)
+    X = _allocation(prog.solve(-Vc.ravel(order="F"), prog.n_rows, []), 0, m, n, cols)
     if X is None:
         raise RuntimeError("ECOS found no max-throughput allocation")
     return X
