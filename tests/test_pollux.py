@@ -9,10 +9,12 @@ from conftest import ToyPerf
 from test_policies_baselines import snapshot
 from test_sia import snap_of
 
+from quanta.errors import QuantaError
 from quanta.model import Cluster, JobSpec, NodeSpec
 from quanta.perf.catalog_model import CatalogModel
 from quanta.perf.pollux_online import MERGED, pollux_step_time
 from quanta.policies import make_policy
+from quanta.policies.pollux import _carried
 from quanta.policies.pollux_ga import (
     Problem,
     VirtualNodes,
@@ -20,6 +22,7 @@ from quanta.policies.pollux_ga import (
     keep_one_type,
     ranks_of,
 )
+from quanta.worlds import get_world
 
 
 def PowerPerf(exponent, speed=None):
@@ -214,3 +217,21 @@ def test_ga_gives_each_job_gpus_of_one_type_within_its_cap_and_repeats_for_a_see
     again = decide()
     assert list(again.gpus) == list(dec.gpus) and all(
         np.array_equal(again.exact[i], dec.exact[i]) for i in dec.exact)
+
+
+def test_the_previous_front_seeds_each_job_by_job_or_by_position_as_the_reference():
+    """Job 5 and job 7 swapped places (attained service), job 9 left, job 11 came: by job, each
+    starts from its own row; the reference pairs the common jobs by position, so 7 starts from
+    5's row and 5 from 7's (pollux_unaware.py:65-85)."""
+    before, now = np.array([5, 7, 9]), np.array([7, 5, 11])
+    src, dst = _carried(before, now, "job")
+    assert dict(zip(dst.tolist(), src.tolist())) == {0: 1, 1: 0}
+    src, dst = _carried(before, now, "position")
+    assert dict(zip(dst.tolist(), src.tolist())) == {0: 0, 1: 1}
+    for carry in ("job", "position"):          # the order kept: the two pairings agree
+        src, dst = _carried(before, np.array([5, 7, 11]), carry)
+        assert dict(zip(dst.tolist(), src.tolist())) == {0: 0, 1: 1}
+        assert len(_carried(before, np.array([1, 2]), carry)[0]) == 0
+    with pytest.raises(QuantaError, match="carry must be job or position"):
+        make_policy("pollux:search=ga,carry=row")
+    assert "carry=position" in get_world("sia-sim").policy_params(0)["pollux"]

@@ -313,13 +313,13 @@ def test_reproduce_pollux_stays_within_its_recorded_tolerance():
     assert means["ref_by_app"]["bert"] == pytest.approx(mean(r["ref_by_app"]["bert"] for r in rows))
     assert all(r["replay"]["matched"] == 60 for r in rows)
     ref, rep = (mean(r["ref_avg_jct_s"] for r in rows), mean(r["replay"]["avg_jct_s"] for r in rows))
-    assert abs(rep / ref - 1) < 0.06                                        # measured -4.7%
+    assert abs(rep / ref - 1) < 0.06                                        # measured +0.3%
     mk = mean(r["replay"]["makespan_s"] for r in rows) / mean(r["ref_makespan_s"] for r in rows)
-    assert abs(mk - 1) < 0.06                                               # measured -4.1%
-    for app in rows[0]["ref_by_app"]:                      # measured -5.6%, -5.5%, -3.1%
+    assert abs(mk - 1) < 0.06                                               # measured -1.8%
+    for app in rows[0]["ref_by_app"]:                      # measured +6.5%, -4.6%, -1.1%
         got = mean(r["replay"]["by_app"][app] for r in rows)
         assert abs(got / mean(r["ref_by_app"][app] for r in rows) - 1) < 0.10, app
-    assert all(r["replay"]["median_abs_err"] < 0.40 for r in rows)          # measured 18-37%
+    assert all(r["replay"]["median_abs_err"] < 0.40 for r in rows)          # measured 22-30%
     quanta = mean(r["quanta"]["avg_jct_s"] for r in rows)
     assert abs(rep - ref) < abs(quanta - ref)
 

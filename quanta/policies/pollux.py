@@ -37,7 +37,12 @@ turns each of these on; bench/anchors/sia.md section 13 has each one's measured 
 - `first_start_counted`: the world charges a job's first start as a restart, so the snapshot's
   restart count includes it; Pollux's does not (job.py:537-542), so one is taken off;
 - `search=ga`: Pollux's genetic algorithm over virtual nodes instead of the exact programme
-  (quanta/policies/pollux_ga.py; `population`, `generations`, `seed`).
+  (quanta/policies/pollux_ga.py; `population`, `generations`, `seed`);
+- `carry=position`: each round's search starts from the previous round's Pareto front with its
+  rows handed to this round's jobs by position among the jobs of both rounds, as the reference
+  does although it re-sorts its jobs by attained service every round, so that two jobs that
+  swapped places start from each other's allocations (pollux_unaware.py:65-85, 140-143);
+  `carry=job` (default) gives each job its own row.
 """
 
 from __future__ import annotations
@@ -88,11 +93,18 @@ class Pollux(Policy):
     seed: int = 0                 # the genetic algorithm's random stream
     population: int = 100
     generations: int = 100
+    # how the previous round's front seeds this round's search: "job" (each job's row from its
+    # own row) or "position" (the reference's pairing by position among the jobs of both
+    # rounds, which re-sorts its jobs by attained service every round)
+    carry: str = "job"
 
     def __post_init__(self) -> None:
         if self.search not in ("ilp", "ga"):
             raise QuantaError(f"pollux: search must be ilp or ga, not '{self.search}'",
                               field="search")
+        if self.carry not in ("job", "position"):
+            raise QuantaError(f"pollux: carry must be job or position, not '{self.carry}'",
+                              field="carry")
         if self.learn and self.aware:
             raise QuantaError("pollux: learn=true is the heterogeneity-unaware Pollux of Sia's "
                               "simulator (one learned model for every GPU type); use aware=false",
@@ -256,11 +268,8 @@ class Pollux(Policy):
         if prev is not None:
             prev_rows, prev_x = prev
             init = np.zeros((len(prev_x), n, N), dtype=np.int64)
-            where = {int(r): a for a, r in enumerate(prev_rows.tolist())}
-            src = [where.get(int(r), -1) for r in rows.tolist()]
-            for a, s in enumerate(src):
-                if s >= 0:
-                    init[:, a] = prev_x[:, s]
+            src, dst = _carried(prev_rows, rows, self.carry)
+            init[:, dst] = prev_x[:, src]
         else:
             init = base[None].copy()
         X, F = nsga2(rng, prob, init, self.population, self.generations)
@@ -322,3 +331,22 @@ class Pollux(Policy):
             dec.gpu_type[i] = int(cl.gpu_type_idx[gpus[0]])
             dec.exact[i] = gpus
             dec.plans[i] = ADAPTIVE_BATCH
+
+
+def _carried(prev_rows: np.ndarray, rows: np.ndarray, carry: str) -> tuple[np.ndarray, np.ndarray]:
+    """(rows of the previous front, rows of this round's) that seed each other: by job, or as
+    the reference pairs them (pollux_unaware.py:65-85 `_adapt_prev_states`): the jobs of both
+    rounds in the previous round's order against the same jobs in this round's order. Its jobs
+    are sorted by attained service every round (lines 140-143), so wherever two of them swapped
+    places, each starts the search from the other's allocations. (Pollux's own policy sorts by
+    creation time, where the two orders agree.)"""
+    if carry == "position":
+        now, before = set(rows.tolist()), set(prev_rows.tolist())
+        src = [a for a, r in enumerate(prev_rows.tolist()) if r in now]
+        dst = [a for a, r in enumerate(rows.tolist()) if r in before]
+    else:
+        where = {int(r): a for a, r in enumerate(prev_rows.tolist())}
+        pairs = [(where[int(r)], a) for a, r in enumerate(rows.tolist()) if int(r) in where]
+        src, dst = [s for s, _ in pairs], [d for _, d in pairs]
+    return np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
+

@@ -61,7 +61,10 @@ Everything here is read from that code; paths are relative to sia-simulator/.
   smallest type's (multi_simulator_unaware.py:36-41: type_cap); restarts counted after the
   first start (job.py:537-542: first_start_counted); its search is the reference's, the genetic
   algorithm over virtual nodes (pollux_unaware.py:117-424: search=ga, population and
-  generations as the reference's, drawing from the run's seed). Quanta's exact programme stays
+  generations as the reference's, drawing from the run's seed), each round's search seeded
+  from the previous front paired with the jobs by position, as the reference does although it
+  re-sorts its jobs every round (pollux_unaware.py:65-85, 140-143: carry=position; sia.md
+  section 25). Quanta's exact programme stays
   reachable as `pollux:search=ilp` (sia.md section 18: with the jobs' own batch it runs the
   short jobs 10-15% faster than the reference; the search reproduces them).
 """
@@ -498,7 +501,7 @@ def _policy_params(seed: int) -> dict[str, str]:
                     "first_start_counted=true,decimals=2"),
             "pollux": ("interval=60,p=-1,aware=false,learn=true,fair_share=true,type_cap=true,"
                        "first_start_counted=true,search=ga,population=100,generations=100,"
-                       f"seed={seed}"),
+                       f"carry=position,seed={seed}"),
             "gavel-throughput": ("interval=360,rate_units=iterations,solution=ecos,"
                                  "priority=cluster,decimals=5,tie_types=t4/a100/rtx,workers=gavel")}
 
