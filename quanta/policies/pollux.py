@@ -349,4 +349,3 @@ def _carried(prev_rows: np.ndarray, rows: np.ndarray, carry: str) -> tuple[np.nd
         pairs = [(where[int(r)], a) for a, r in enumerate(rows.tolist()) if int(r) in where]
         src, dst = [s for s, _ in pairs], [d for _, d in pairs]
     return np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
-
