@@ -340,12 +340,11 @@ def _carried(prev_rows: np.ndarray, rows: np.ndarray, carry: str) -> tuple[np.nd
     are sorted by attained service every round (lines 140-143), so wherever two of them swapped
     places, each starts the search from the other's allocations. (Pollux's own policy sorts by
     creation time, where the two orders agree.)"""
+    before = {r: a for a, r in enumerate(prev_rows.tolist())}
+    dst = [a for a, r in enumerate(rows.tolist()) if r in before]
     if carry == "position":
-        now, before = set(rows.tolist()), set(prev_rows.tolist())
+        now = set(rows.tolist())
         src = [a for a, r in enumerate(prev_rows.tolist()) if r in now]
-        dst = [a for a, r in enumerate(rows.tolist()) if r in before]
     else:
-        where = {int(r): a for a, r in enumerate(prev_rows.tolist())}
-        pairs = [(where[int(r)], a) for a, r in enumerate(rows.tolist()) if int(r) in where]
-        src, dst = [s for s, _ in pairs], [d for _, d in pairs]
+        src = [before[r] for r in rows.tolist() if r in before]
     return np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
