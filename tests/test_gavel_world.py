@@ -200,7 +200,8 @@ def test_reproduce_gavel_slices_within_the_issue_targets(workload):
 
 def test_ftf_with_gavels_own_solver_replays_its_worst_trace_within_one_percent():
     """gavel-sim solves Gavel's programmes as cvxpy hands them to ECOS (policies/gavel/ecos.py):
-    finish-time fairness on multi_r30_s0 is within 1% of Gavel's simulator, job by job. With
+    finish-time fairness on multi_r30_s0 and s1 is within 1% of Gavel's simulator, job by job
+    (measured -0.30% / +0.29%, per-job median 0.17% / 0.005%). On s0, with
     the centre of the optimal set instead (`solution=central`, the default before) it was
     -3.46% (per-job median 4.9%): FTF is sensitive to which optimal allocation the solver
     returns (bench/anchors/gavel.md row 13)."""
@@ -208,12 +209,13 @@ def test_ftf_with_gavels_own_solver_replays_its_worst_trace_within_one_percent()
 
     from quanta.reproduce import ADAPTERS, compare, recorded
     ad = ADAPTERS["gavel"]
-    (ref,) = [r for r in recorded(ad) if r.summary["workload"] == "multi_r30_s0"
-              and r.summary["policy"] == "finish_time_fairness_perf"]
-    r = compare(ref, ad, ad.world)
-    assert r["matched"] == ref.summary["jobs"]
-    assert abs(r["avg_jct_matched_s"] / ref.summary["avg_jct_s"] - 1) < 0.01
-    assert r["median_abs_err"] < 0.005
+    for workload in ("multi_r30_s1", "multi_r30_s0"):      # s1: the test's trace before s0
+        (ref,) = [r for r in recorded(ad) if r.summary["workload"] == workload
+                  and r.summary["policy"] == "finish_time_fairness_perf"]
+        r = compare(ref, ad, ad.world)
+        assert r["matched"] == ref.summary["jobs"]
+        assert abs(r["avg_jct_matched_s"] / ref.summary["avg_jct_s"] - 1) < 0.01, workload
+        assert r["median_abs_err"] < 0.005, workload
     pols = dict(ad.policies)
     pols["finish_time_fairness_perf"] += ":solution=central"
     c = compare(ref, dataclasses.replace(ad, policies=pols), ad.world)
