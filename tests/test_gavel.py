@@ -414,20 +414,6 @@ def test_recorded_gavel_slice_replays_within_tolerance(workload, gavel_policy):
     assert r["med"] < 0.05, r
 
 
-def test_ecos_solution_reaches_the_same_optimum_as_highs():
-    """ECOS's point (gavel-sim's solver) is one of the optima Quanta's own HiGHS programmes find:
-    the same max-min level, the same total throughput."""
-    from quanta.policies.gavel import ecos
-    T = np.array([[4.0, 1.0, 0.5], [1.2, 1.0, 0.8], [2.0, 2.0, 1.0]])
-    z, N, types = np.array([1, 1, 2]), np.array([1, 1, 2]), ("v100", "p100", "k80")
-    tau_prop = T @ A.proportional_share(N, 3)
-    X = ecos.ecos_max_min(T, z, N, np.ones(3), tau_prop, types)
-    _, lev = A.max_min(T, z, N, z / tau_prop)
-    assert (z / tau_prop * (X * T).sum(axis=1)).min() == pytest.approx(lev, rel=1e-5)
-    S = ecos.ecos_max_sum(T, z, N, T, types)
-    assert (S * T).sum() == pytest.approx((A.max_sum(T, z, N, T) * T).sum(), rel=1e-5)
-
-
 def test_csc_sorts_rows_and_sums_repeated_entries():
     from quanta.highs import csc
     rng = np.random.default_rng(0)
