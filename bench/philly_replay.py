@@ -3,8 +3,8 @@
     python bench/philly_replay.py [--policy las] [--cluster v100:64x8] [--max-jobs N]
 
 Prints wall time, events per second, decisions, peak memory (resident set, from
-resource.getrusage) and a hash of the per-job results (to check that a speed change keeps them
-bit-identical; `PYTHONPATH=OTHER_CHECKOUT python bench/philly_replay.py` times another
+resource.getrusage), a hash of the per-job results and one of the timeline (to check that a
+speed change keeps them bit-identical; `PYTHONPATH=OTHER_CHECKOUT python bench/philly_replay.py` times another
 version). Results are recorded in docs/benchmarks.md.
 """
 
@@ -76,6 +76,11 @@ def main() -> None:
         h.update(np.ascontiguousarray(col).tobytes())
     print(f"result hash          {h.hexdigest()[:16]}  (end, first start, preemptions, migrations, "
           f"restarts of every job: equal hashes, bit-identical results)")
+    h = hashlib.sha256()
+    for col in (res.times, res.busy, res.pending, res.running):
+        h.update(np.ascontiguousarray(col).tobytes())
+    print(f"timeline hash        {h.hexdigest()[:16]}  (time, busy GPUs, waiting and running jobs "
+          f"after every batch of events)")
     sys.stdout.flush()
 
 

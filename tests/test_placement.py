@@ -84,7 +84,7 @@ from quanta.model.cluster import Cluster, NodeSpec  # noqa: E402
 def test_indexed_place_matches_the_scan(ops):
     """Random histories of placements, releases (one job, several at once, owners with guests)
     and node failures on two types of one node size and one of mixed sizes: at every step the
-    index answers `place` as the scan does, its levels and free bitmasks and the busy and free
+    index answers `place` as the scan does (and `claim` places there too), its levels and free bitmasks and the busy and free
     counts equal a recount."""
     c = Cluster(tuple([NodeSpec(f"a{i}", "v100", 8) for i in range(3)] +
                       [NodeSpec(f"b{i}", "k80", 4) for i in range(4)] +      # types interleaved
@@ -97,9 +97,16 @@ def test_indexed_place_matches_the_scan(ops):
             n -= 1                                        # n = 0 too: nothing placed
             got, want = occ.place(t, n), occ._place_scan(t, n)
             assert (got is None) == (want is None)
-            if got is not None:
+            if got is None:
+                assert occ.claim(row, t, n) is None             # nothing changes (checked below)
+            else:
                 assert got[1] == want[1] and got[0].tolist() == want[0].tolist()
-                occ.assign(row, got[0])
+                if x % 3 == 1:           # placed and assigned in one step (the mechanism's path)
+                    gpus, nodes = occ.claim(row, t, n)
+                    assert nodes == want[1] and gpus.tolist() == want[0].tolist()
+                    assert occ.held[row] is gpus and (occ.owner[gpus] == row).all()
+                else:
+                    occ.assign(row, got[0])
                 host = next((r for r in occ.held if r != row and r not in occ.guests
                              and (occ.guest[occ.held[r]] == -1).all()), None)
                 if x == 0 and host is not None:           # a guest on someone's GPUs

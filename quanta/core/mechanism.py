@@ -149,6 +149,7 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
         mem = float(tgt_mem[r]) if extras else 0.0
         net = float(tgt_net[r]) if extras else 0.0
         kind = None
+        claimed = False
         if guest and r in spans:
             gpus = place_span(occ, rows_d, spans[r], t, g, drow)
             if gpus is None:
@@ -183,14 +184,21 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
                 nodes = occ.nodes_of(gpus)
             elif own is not None and occ.fits(own, cpu, mem, net):
                 gpus, nodes, kind = own, occ.nodes_of(own), Kind.RECONFIGURE
-            else:
+            elif extras or r in dec.consolidate:
                 got = occ.place(t, g, cpu / g, mem / g, net / g) if extras else occ.place(t, g)
                 if got is None:
                     continue   # cannot happen after the capacity check; left pending if it does
                 gpus, nodes = got
                 if r in dec.consolidate and nodes > cluster.min_nodes(t, g):
                     continue   # the policy wants it consolidated or not at all: it waits
-            occ.assign(drow, gpus, cpu, mem, net)
+            else:              # GPUs only, wherever they are: placed and assigned at once
+                got = occ.claim(drow, t, g)
+                if got is None:
+                    continue   # cannot happen after the capacity check; left pending if it does
+                gpus, nodes = got
+                claimed = True
+            if not claimed:
+                occ.assign(drow, gpus, cpu, mem, net)
         placed.add(r)
         if kind is None:
             kind = Kind.START if was == 0 else Kind.RESIZE if g != was else Kind.MIGRATE

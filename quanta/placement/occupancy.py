@@ -119,8 +119,31 @@ class Occupancy:
         GB/s of network bandwidth per GPU)."""
         levels = self._levels[type_idx]
         if levels is not None and not (cpus_per_gpu or mem_per_gpu or net_per_gpu):
-            return self._place_indexed(type_idx, n, levels) if n > 0 else None
+            got = self._place_indexed(type_idx, n, levels) if n > 0 else None
+            return None if got is None else (np.array(got[0]), got[1])
         return self._place_scan(type_idx, n, cpus_per_gpu, mem_per_gpu, net_per_gpu)
+
+    def claim(self, row: int, type_idx: int, n: int) -> tuple[np.ndarray, int] | None:
+        """`place(type_idx, n)` then `assign(row, gpus)`, in one step: the GPUs and nodes it
+        gives job `row`, or None (nothing changes) if too few are free. Where the free-GPU index
+        places, the GPUs it picks are free by construction and the index is updated from the ids
+        it read (no check of the owners, no round trip through numpy)."""
+        levels = self._levels[type_idx]
+        if levels is None or n <= 0:
+            got = self.place(type_idx, n)
+            if got is not None:
+                self.assign(row, got[0])
+            return got
+        got = self._place_indexed(type_idx, n, levels)
+        if got is None:
+            return None
+        ids, nodes = got
+        gpus = np.array(ids)
+        self.owner[gpus] = row
+        self.busy[type_idx] += n
+        self._index(ids, -1)
+        self.held[row] = gpus
+        return gpus, nodes
 
     def _place_scan(self, type_idx: int, n: int, cpus_per_gpu: float = 0.0,
                     mem_per_gpu: float = 0.0, net_per_gpu: float = 0.0
@@ -240,16 +263,17 @@ class Occupancy:
         return out
 
     def _place_indexed(self, type_idx: int, n: int, levels: list[int]
-                       ) -> tuple[np.ndarray, int] | None:
-        """`place` from the index: the fullest node with room for n (lowest position among
-        equals); else whole nodes, most free first (lowest position among equals), until the
-        rest fits on one node, then the tightest such node among those not taken."""
+                       ) -> tuple[list[int], int] | None:
+        """`place` from the index (GPU ids as a list): the fullest node with room for n (lowest
+        position among equals); else whole nodes, most free first (lowest position among
+        equals), until the rest fits on one node, then the tightest such node among those not
+        taken."""
         sz = len(levels) - 1
         nodes = self._type_nodes_l[type_idx]
         for k in range(n, sz + 1):
             m = levels[k]
             if m:
-                return np.array(self._take(nodes[(m & -m).bit_length() - 1], n)), 1
+                return self._take(nodes[(m & -m).bit_length() - 1], n), 1
         if sum(k * levels[k].bit_count() for k in range(1, sz + 1)) < n:
             return None
         need, whole = n, []
@@ -266,7 +290,7 @@ class Occupancy:
                             break
                     ids = [g for node in whole for g in self._take(node, self.node_free.item(node))]
                     ids += self._take(nodes[p], need)
-                    return np.array(ids), len(whole) + 1
+                    return ids, len(whole) + 1
                 whole.append(nodes[b.bit_length() - 1])
                 need -= k
         return None                                   # not reached: enough GPUs are free
