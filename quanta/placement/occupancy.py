@@ -48,6 +48,9 @@ class Occupancy:
         self.guests: set[int] = set()
         self.spans: set[int] = set()       # guests placed by assign_span (GPU-by-GPU release)
         self.held: dict[int, np.ndarray] = {}                      # job row -> GPU ids
+        # job row -> (node, bitmask of its GPUs) pairs of the GPUs `claim` gave it: their release
+        # updates the free-GPU index from these (popped with `held`)
+        self._marks: dict[int, list[tuple[int, int]]] = {}
         self._up_capacity: np.ndarray | None = None
         # CPU threads, host memory and network GB/s per node (inf where the node spec lacks them)
         cpus = np.array([n.cpus for n in cluster.nodes], dtype=float)
@@ -127,7 +130,7 @@ class Occupancy:
         """`place(type_idx, n)` then `assign(row, gpus)`, in one step: the GPUs and nodes it
         gives job `row`, or None (nothing changes) if too few are free. Where the free-GPU index
         places, the GPUs it picks are free by construction and the index is updated from the ids
-        it read (no check of the owners, no round trip through numpy)."""
+        it read (no check of the owners, no round trip through numpy), and kept for the release."""
         levels = self._levels[type_idx]
         if levels is None or n <= 0:
             got = self.place(type_idx, n)
@@ -137,12 +140,13 @@ class Occupancy:
         got = self._place_indexed(type_idx, n, levels)
         if got is None:
             return None
-        ids, nodes = got
+        ids, nodes, marks = got
         gpus = np.array(ids)
         self.owner[gpus] = row
         self.busy[type_idx] += n
-        self._index(ids, -1)
+        self._mark(marks, -1)
         self.held[row] = gpus
+        self._marks[row] = marks         # what `release` gives back to the index
         return gpus, nodes
 
     def _place_scan(self, type_idx: int, n: int, cpus_per_gpu: float = 0.0,
@@ -233,14 +237,19 @@ class Occupancy:
     def _index(self, gpus: list[int], sign: int) -> None:
         """GPUs that became free (sign +1) or taken (-1): the free counts of their nodes (a down
         node's stays 0) and the index."""
-        gn, first, gf = self._gpu_node_l, self._first_l, self._gfree
+        gn, first = self._gpu_node_l, self._first_l
         marks: dict[int, int] = {}
         for g in gpus:
             node = gn[g]
             marks[node] = marks.get(node, 0) | 1 << (g - first[node])
+        self._mark(marks.items(), sign)
+
+    def _mark(self, marks, sign: int) -> None:
+        """`_index` for GPUs given as (node, bitmask of its GPUs) pairs (a node may come again)."""
+        gf = self._gfree
         levels, node_type, pos, node_free, down = \
             self._levels, self._node_type_l, self._node_pos, self.node_free, self.down
-        for node, m in marks.items():
+        for node, m in marks:
             gf[node] = gf[node] | m if sign > 0 else gf[node] & ~m
             if down and not self.node_up.item(node):
                 continue
@@ -253,27 +262,31 @@ class Occupancy:
                 lv[new] |= b
             node_free[node] = new
 
-    def _take(self, node: int, k: int) -> list[int]:
-        """The node's first k free GPUs."""
-        gf, first, out = self._gfree[node], self._first_l[node], []
+    def _take(self, node: int, k: int, ids: list[int], marks: list[tuple[int, int]]) -> None:
+        """The node's first k free GPUs: appended to `ids`, and (node, their bitmask) to `marks`."""
+        gf, first, taken = self._gfree[node], self._first_l[node], 0
         for _ in range(k):
             b = gf & -gf
-            out.append(first + b.bit_length() - 1)
+            ids.append(first + b.bit_length() - 1)
             gf ^= b
-        return out
+            taken |= b
+        marks.append((node, taken))
 
     def _place_indexed(self, type_idx: int, n: int, levels: list[int]
-                       ) -> tuple[list[int], int] | None:
-        """`place` from the index (GPU ids as a list): the fullest node with room for n (lowest
-        position among equals); else whole nodes, most free first (lowest position among
-        equals), until the rest fits on one node, then the tightest such node among those not
-        taken."""
+                       ) -> tuple[list[int], int, list[tuple[int, int]]] | None:
+        """`place` from the index: the fullest node with room for n (lowest position among
+        equals); else whole nodes, most free first (lowest position among equals), until the
+        rest fits on one node, then the tightest such node among those not taken. Returns the
+        GPU ids (a list), the number of nodes and, per node, the bitmask of its GPUs taken."""
         sz = len(levels) - 1
         nodes = self._type_nodes_l[type_idx]
+        ids: list[int] = []
+        marks: list[tuple[int, int]] = []
         for k in range(n, sz + 1):
             m = levels[k]
             if m:
-                return self._take(nodes[(m & -m).bit_length() - 1], n), 1
+                self._take(nodes[(m & -m).bit_length() - 1], n, ids, marks)
+                return ids, 1, marks
         if sum(k * levels[k].bit_count() for k in range(1, sz + 1)) < n:
             return None
         need, whole = n, []
@@ -288,9 +301,10 @@ class Occupancy:
                         if levels[k2]:
                             p = (levels[k2] & -levels[k2]).bit_length() - 1
                             break
-                    ids = [g for node in whole for g in self._take(node, self.node_free.item(node))]
-                    ids += self._take(nodes[p], need)
-                    return ids, len(whole) + 1
+                    for node in whole:
+                        self._take(node, self.node_free.item(node), ids, marks)
+                    self._take(nodes[p], need, ids, marks)
+                    return ids, len(whole) + 1, marks
                 whole.append(nodes[b.bit_length() - 1])
                 need -= k
         return None                                   # not reached: enough GPUs are free
@@ -393,6 +407,7 @@ class Occupancy:
     def release(self, row: int) -> np.ndarray:
         """Free the job's GPUs; an owner's guest, if any, becomes their owner."""
         gpus = self.held.pop(row)
+        marks = self._marks.pop(row, None)
         t = self.cluster.gpu_type_idx.item(gpus[0])
         if self.res:
             got = self.res.pop(row, None)
@@ -415,6 +430,11 @@ class Occupancy:
             self.guests.discard(g)
             self.shared[t] -= len(gpus)
             return gpus
+        if marks is not None:            # claimed: one type, the index's marks kept
+            self.owner[gpus] = FREE
+            self.busy[t] -= len(gpus)
+            self._mark(marks, +1)
+            return gpus
         if len(gpus) == 1:
             g = int(gpus[0])
             self.owner[g] = FREE
@@ -434,11 +454,19 @@ class Occupancy:
             for r in rows:
                 self.release(r)
             return
-        held = self.held
-        gpus = np.concatenate([held.pop(r) for r in rows])
+        held, kept = self.held, self._marks
+        parts = [held.pop(r) for r in rows]
+        gpus = np.concatenate(parts)
         self.owner[gpus] = FREE
         self.busy -= np.bincount(self.cluster.gpu_type_idx[gpus], minlength=len(self.busy))
-        self._index(gpus.tolist(), +1)
+        marks: list[tuple[int, int]] = []
+        for r, g in zip(rows, parts):
+            m = kept.pop(r, None)
+            if m is None:
+                self._index(g.tolist(), +1)
+            else:
+                marks += m
+        self._mark(marks, +1)
 
     def _release_span(self, row: int, gpus: np.ndarray, t: int) -> np.ndarray:
         """`release` when some guest spans: GPU by GPU (a job may own some of its GPUs and be a

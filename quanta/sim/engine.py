@@ -410,6 +410,7 @@ class Simulator(ReferenceRounds):
             acc += len(active) * (now - last_t)
             last_t = now
             kinds: set[str] = set()
+            done: list[int] = []      # jobs completed in this batch (leave `active` together)
             while heap and heap[0][0] == now:
                 ev = heapq.heappop(heap)
                 if not _live(ev, version, t.state, wake_ver):
@@ -432,7 +433,7 @@ class Simulator(ReferenceRounds):
                         self.event_log.append((now, obj, "finish", -1, 0, 0, ""))
                     n_running -= 1
                     a_end[obj] = acc
-                    active = np.delete(active, np.searchsorted(active, obj))
+                    done.append(obj)
                     kinds.add("completion")
                 elif kind == FAIL:
                     if not occ.node_up[obj]:
@@ -469,6 +470,8 @@ class Simulator(ReferenceRounds):
                     kinds.add("wake")
                 elif kind == PHASE:
                     self._next_phase(obj, now, version, push)
+            if done:
+                active = np.delete(active, np.searchsorted(active, done))
             if ptr < n and submit[ptr] == now:
                 end = int(np.searchsorted(submit, now, side="right"))
                 new = np.arange(ptr, end)
