@@ -190,9 +190,7 @@ class JobTable:
         if count is None:
             count = np.fromiter((len(g) for g in gpus), dtype=np.int64, count=len(gpus))
         # fold the lazy accumulators at `now` with the allocation held until now
-        t0 = self.t0[rows]
-        adv = now > t0
-        self.prog0[rows] += np.where(adv, self.rate[rows] * (now - t0), 0.0)
+        self.prog0[rows] += self.rate[rows] * np.maximum(now - self.t0[rows], 0.0)
         dt = now - self.ta[rows]
         held = self.gpus[rows]
         self.att0[rows] += held * dt
@@ -214,10 +212,8 @@ class JobTable:
             self.first_start[r_on[fresh]] = now
         self.restarts[r_on] += delay[on] > 0
         self.types_used[r_on] |= np.left_shift(1, gtype[on])
-        self.state[r_on] = RUNNING
-        self.state[rows[~on]] = PENDING
-        self.t0[rows] = now + np.where(on, delay, 0.0)
-        self.resume_at[rows] = self.t0[rows]
+        self.state[rows] = np.where(on, RUNNING, PENDING)
+        self.t0[rows] = self.resume_at[rows] = now + np.where(on, delay, 0.0)
         self.rate[rows] = np.where(on, rate, 0.0)
         self.gpus[rows] = count
         self.gtype[rows] = np.where(on, gtype, -1)

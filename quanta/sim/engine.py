@@ -7,6 +7,7 @@ transitions: a restarted or moved job pays its restart delay before it progresse
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import time
 from dataclasses import dataclass, field
@@ -136,7 +137,7 @@ class Simulator(ReferenceRounds):
         rows = np.array(rows_l, dtype=np.int64)
         kind = np.array([KIND_OF[k] for k in kinds_l], dtype=np.int64)
         gtype = np.array(types_l, dtype=np.int64)
-        count = np.fromiter((len(g) for g in gpus_l), dtype=np.int64, count=len(trs))
+        count = np.fromiter(map(len, gpus_l), dtype=np.int64, count=len(trs))
         cons = np.array(cons_l, dtype=bool)
         shared = max(partner_l) >= 0
         on = count > 0
@@ -194,9 +195,8 @@ class Simulator(ReferenceRounds):
             held = [t.placement.get(r, ()) for r in rows_l]
             free = same_shape_moves(self.cluster, kind, gtype, t.gtype[rows], held, gpus_l)
             delay = np.where(free, 0.0, delay)
-        reshare = kind == KIND_CODES["reshare"]
-        if reshare.any():   # a job restoring keeps its remaining restore time; others: none
-            delay = np.where(reshare, np.maximum(t.t0[rows] - now, 0.0), delay)
+        if Kind.RESHARE in kinds_l:   # a job restoring keeps its remaining restore time; others: none
+            delay = np.where(kind == KIND_CODES["reshare"], np.maximum(t.t0[rows] - now, 0.0), delay)
         more = {"plan": list(plans_l), "cpus": np.array(cpus_l, dtype=float),
                 "mem_gb": np.array(mem_l, dtype=float),
                 "net_gbps": np.array(net_l, dtype=float)} if extras else {}
@@ -217,7 +217,7 @@ class Simulator(ReferenceRounds):
                                   zip(rows_l, kinds_l, types_l, count.tolist(), nodes_l, mode_l))
         version[rows] += 1
         self._push_next(rows, version, push)
-        return np.count_nonzero(kind == KIND_CODES["start"]) - np.count_nonzero(kind == KIND_CODES["preempt"])
+        return kinds_l.count(Kind.START) - kinds_l.count(Kind.PREEMPT)
 
     def _push_next(self, rows: np.ndarray, version: np.ndarray, push) -> None:
         """Push each job's next event at its current rate: its completion, or the end of its
@@ -400,7 +400,7 @@ class Simulator(ReferenceRounds):
         transitions = 0
         stalled = False
         batches = 0
-        submit = t.submit
+        submit = t.submit.tolist()     # (Python floats: read one at a time)
         while True:
             next_arr = submit[ptr] if ptr < n else np.inf
             next_ev = heap[0][0] if heap else np.inf
@@ -471,9 +471,11 @@ class Simulator(ReferenceRounds):
                 elif kind == PHASE:
                     self._next_phase(obj, now, version, push)
             if done:
-                active = np.delete(active, np.searchsorted(active, done))
+                keep = np.ones(len(active), dtype=bool)
+                keep[np.searchsorted(active, done)] = False
+                active = active[keep]
             if ptr < n and submit[ptr] == now:
-                end = int(np.searchsorted(submit, now, side="right"))
+                end = bisect.bisect_right(submit, now, ptr)
                 new = np.arange(ptr, end)
                 ptr = end
                 bad = new[self.impossible[new]]
@@ -532,7 +534,7 @@ class Simulator(ReferenceRounds):
                 heapq.heapify(heap)
             times.append(now)
             busy.append(occ.busy.copy())
-            shared.append(int(occ.shared.sum()))
+            shared.append(int(occ.shared.sum()) if occ.guests else 0)
             pend.append(len(active) - n_running)
             runn.append(n_running)
             batches += 1
