@@ -7,16 +7,14 @@ in the future while a job restarts from a checkpoint.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import numpy as np
 
+from quanta.core.snapshot import JobsView
 from quanta.model.cluster import Cluster
 from quanta.model.job import JobSpec
 from quanta.perf.base import PerfModel
-
-if TYPE_CHECKING:
-    from quanta.core.snapshot import JobsView
 
 FUTURE, PENDING, RUNNING, DONE, UNSCHEDULABLE, DROPPED = 0, 1, 2, 3, 4, 5
 KIND_CODES = {"start": 0, "preempt": 1, "migrate": 2, "resize": 3, "reshare": 4, "reconfigure": 5}
@@ -159,8 +157,7 @@ class JobTable:
         self.ta[row] = now
 
     # -- views and transitions --------------------------------------------------------------------
-    def view(self, rows: np.ndarray, now: float) -> "JobsView":
-        from quanta.core.snapshot import JobsView
+    def view(self, rows: np.ndarray, now: float) -> JobsView:
         return JobsView(self, rows, now)
 
     def hold(self, row: int, now: float, kind: str, gtype: int, gpus: np.ndarray,
@@ -196,9 +193,8 @@ class JobTable:
         self.att0[rows] += held * dt
         self.run0[rows] += (held > 0) * dt
         self.ta[rows] = now
-        pre = kind == KIND_CODES["preempt"]
-        if pre.any():
-            r_pre = rows[pre]
+        r_pre = rows[kind == KIND_CODES["preempt"]]
+        if r_pre.size:
             self.preemptions[r_pre] += 1
             self.waiting_since[r_pre] = now
         if kind.max() >= _COUNTED_FROM:             # starts and preemptions only: nothing to count
@@ -207,12 +203,13 @@ class JobTable:
         on = count > 0
         r_on = rows[on]
         self.min_rate[r_on] = np.minimum(self.min_rate[r_on], rate[on])
-        fresh = np.isnan(self.first_start[r_on])
-        if fresh.any():
-            self.first_start[r_on[fresh]] = now
-        self.restarts[r_on] += delay[on] > 0
+        fresh = r_on[np.isnan(self.first_start[r_on])]
+        if fresh.size:
+            self.first_start[fresh] = now
+        self.restarts[r_on[delay[on] > 0]] += 1
         self.types_used[r_on] |= np.left_shift(1, gtype[on])
-        self.state[rows] = np.where(on, RUNNING, PENDING)
+        self.state[rows] = PENDING
+        self.state[r_on] = RUNNING
         self.t0[rows] = self.resume_at[rows] = now + np.where(on, delay, 0.0)
         self.rate[rows] = np.where(on, rate, 0.0)
         self.gpus[rows] = count

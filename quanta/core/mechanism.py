@@ -143,6 +143,18 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
     cols = zip(place_list, rows_d[idx].tolist(), tgt_t[idx].tolist(), tgt_g[idx].tolist(),
                jobs.gpus[idx].tolist())
     exact = dec.exact
+    if not (sharing or extras or mixed or exact or keep_gpus or dec.consolidate):
+        # GPUs only, none shared, kept or asked for exactly: each gang placed and assigned where
+        # the free-GPU index puts it (the general walk below, minus its tests)
+        for r, drow, t, g, was in cols:
+            got = occ.claim(drow, t, g)
+            if got is None:
+                continue       # cannot happen after the capacity check; left pending if it does
+            gpus, nodes = got
+            placed.add(r)
+            out.append(Transition(drow, _kind(was, g), t, gpus, nodes,
+                                  nodes <= cluster.min_nodes(t, g)))
+        cols = ()
     for r, drow, t, g, was in cols:
         guest = sharing and bool(want_guest[r])
         cpu = float(tgt_cpu[r]) if extras else 0.0
@@ -201,7 +213,7 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
                 occ.assign(drow, gpus, cpu, mem, net)
         placed.add(r)
         if kind is None:
-            kind = Kind.START if was == 0 else Kind.RESIZE if g != was else Kind.MIGRATE
+            kind = _kind(was, g)
         consolidated = nodes <= cluster.min_nodes(t, g)
         out.append(Transition(drow, kind, t, gpus, nodes, consolidated,
                               tgt_plan[r] if extras else None,
@@ -228,6 +240,11 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
                               float(tgt_mem[r]) if extras else 0.0,
                               net_gbps=float(tgt_net[r]) if extras else 0.0))
     return out
+
+
+def _kind(was: int, g: int) -> Kind:
+    """A placed job's transition: it held `was` GPUs and gets `g` (other GPUs, or new ones)."""
+    return Kind.START if was == 0 else Kind.RESIZE if g != was else Kind.MIGRATE
 
 
 def _extras(snap: Snapshot, dec: Decision, on: np.ndarray, changed: np.ndarray
@@ -396,7 +413,7 @@ def _mixed_transition(snap: Snapshot, dec: Decision, r: int, drow: int, t: int, 
                                   link_gbps(cl, np.unique(cl.gpu_node[gpus])))
         fork = (float(dec.fork[r]), agg)
     g = len(gpus)
-    kind = Kind.START if was == 0 else Kind.RESIZE if g != was else Kind.MIGRATE
+    kind = _kind(was, g)
     return Transition(drow, kind, t, gpus, sum(p.nodes for p in parts),
                       all(p.consolidated for p in parts), parts=parts, fork=fork, copies=copies)
 

@@ -184,7 +184,7 @@ class Simulator(ReferenceRounds):
                     cpus_l[i], mem_l[i], plan_now.get(p, t.plan[p]) if p >= 0 else None,
                     parts_l[i], fork_l[i], net_l[i], shapes.get(i) if shapes else None)
         bad = on & (rate <= 0)
-        if bad.any():
+        if np.count_nonzero(bad):
             i = int(np.flatnonzero(bad)[0])
             raise PolicyError(f"{self.policy.label()} put job {t.specs[rows_l[i]].job_id} on "
                               f"{count[i]} {self.cluster.types[types_l[i]]} GPUs, where it cannot run")
