@@ -56,4 +56,6 @@ class Decision:
     @classmethod
     def empty(cls, snap: Snapshot) -> "Decision":
         n = len(snap.jobs)
-        return cls(np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64))
+        gpu_type = np.empty(n, dtype=np.int64)
+        gpu_type.fill(-1)
+        return cls(np.zeros(n, dtype=np.int64), gpu_type)

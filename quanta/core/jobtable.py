@@ -197,7 +197,7 @@ class JobTable:
         if r_pre.size:
             self.preemptions[r_pre] += 1
             self.waiting_since[r_pre] = now
-        if kind.max() >= _COUNTED_FROM:             # starts and preemptions only: nothing to count
+        if np.count_nonzero(kind >= _COUNTED_FROM):   # starts and preemptions only: nothing to count
             self.migrations[rows[kind == KIND_CODES["migrate"]]] += 1
             self.reconfigs[rows[(kind == KIND_CODES["resize"]) | (kind == KIND_CODES["reconfigure"])]] += 1
         on = count > 0
@@ -273,7 +273,8 @@ class JobTable:
         r = self.rate[rows]
         on = r > 0
         go = rows[on]
-        out = np.full(len(rows), np.inf)
+        out = np.empty(len(rows))
+        out.fill(np.inf)
         out[on] = self.t0[go] + (self.total[go] - self.prog0[go]) / r[on]
         return out
 

@@ -97,7 +97,7 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
         held = occ.held.get(int(rows_d[r]))
         if held is None or not np.array_equal(np.sort(held), np.sort(dec.exact[r])):
             changed[r] = True
-    rows = np.flatnonzero(changed)
+    rows = changed.nonzero()[0]
     if sharing:
         want_mode = np.zeros(n, dtype=np.int8)
         for r, m in mode_of.items():
@@ -425,9 +425,9 @@ def _validate(snap: Snapshot, tgt_g: np.ndarray, tgt_t: np.ndarray, on: np.ndarr
     if mixed:
         on = on.copy()
         on[list(mixed)] = False          # validated in _mixed, counted below
-    new = np.flatnonzero(on & changed)
+    new = (on & changed).nonzero()[0]
     one_type = len(snap.capacity) == 1     # active jobs may all use the only type
-    if new.size and (tgt_t[new].min() < 0 or
+    if new.size and (np.count_nonzero(tgt_t[new] < 0) or
                      not one_type and not snap.jobs.allowed[new, tgt_t[new]].all()):
         raise PolicyError("decision puts a job on a GPU type it may not use")
     tt = tgt_t[on]
@@ -437,7 +437,7 @@ def _validate(snap: Snapshot, tgt_g: np.ndarray, tgt_t: np.ndarray, on: np.ndarr
     for c in (mixed or {}).values():
         demand = demand + c
     over = demand > snap.capacity
-    if over.any():
+    if np.count_nonzero(over):
         t = int(np.flatnonzero(over)[0])
         raise PolicyError(f"decision asks for {int(demand[t])} {snap.cluster.types[t]} GPUs; "
                           f"{snap.capacity[t]} are up")

@@ -22,7 +22,7 @@ KEEP_RATIO = 0.8
 def greedy_fill(snap: Snapshot, order: np.ndarray, backfill: bool, migrate: bool = False) -> Decision:
     jobs = snap.jobs
     dec = Decision.empty(snap)
-    free = snap.capacity.astype(np.int64).copy()
+    free = snap.capacity.astype(np.int64)          # (a copy)
     if len(order) == 0:
         return dec
     if len(free) == 1:
@@ -43,7 +43,7 @@ def _fill_one_type(req: np.ndarray, order: np.ndarray, cap: int, backfill: bool,
     if backfill:
         pos = k + 1
         while pos < len(order) and free > 0:
-            pos += int(np.argmax(r[pos:] <= free))    # the next that fits (argmax: the first True)
+            pos += int((r[pos:] <= free).argmax())    # the next that fits (argmax: the first True)
             if r.item(pos) > free:
                 break                                 # none does
             more.append(pos)

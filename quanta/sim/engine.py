@@ -165,7 +165,7 @@ class Simulator(ReferenceRounds):
                     self._segment_end(r, now)
         plan_now = dict(zip(rows_l, plans_l)) if (shared and extras) or self.phased else None
         spans = self.occ.spans
-        for i in np.flatnonzero(on & ~req_ok).tolist():   # other sizes, spread or shared: ask
+        for i in (on & ~req_ok).nonzero()[0].tolist():   # other sizes, spread or shared: ask
             p = partner_l[i]
             if spans and p >= 0 and (rows_l[i] in spans or p in spans):
                 rate[i] = self._tenancy_rate(rows_l[i], types_l[i], count.item(i), nodes_l[i],
@@ -472,7 +472,7 @@ class Simulator(ReferenceRounds):
                     self._next_phase(obj, now, version, push)
             if done:
                 keep = np.ones(len(active), dtype=bool)
-                keep[np.searchsorted(active, done)] = False
+                keep[active.searchsorted(done)] = False
                 active = active[keep]
             if ptr < n and submit[ptr] == now:
                 end = bisect.bisect_right(submit, now, ptr)
