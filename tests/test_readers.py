@@ -502,3 +502,21 @@ def test_rubick_sla_flag(tmp_path):
     with pytest.raises(QuantaError) as e:
         load_trace(p)
     assert "w.csv:3" in str(e.value) and "num_gpus" in str(e.value)
+
+
+def test_jobspec_with_is_dataclasses_replace():
+    """JobSpec.with_ sets the slots directly (speed); it gives what dataclasses.replace gives,
+    stays frozen and refuses a field the spec does not have."""
+    import dataclasses
+
+    import pytest
+
+    from quanta.model.job import JobSpec
+    j = JobSpec("a", 1.0, 2, "resnet50", gpu_types=("v100",), batch_size=64)
+    for ch in ({}, {"submit_time": 5.0}, {"job_type": "bert", "total_steps": 9.0, "phase": 2}):
+        got, want = j.with_(**ch), dataclasses.replace(j, **ch)
+        assert got == want and hash(got) == hash(want) and repr(got) == repr(want)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        j.with_(submit_time=2.0).submit_time = 3.0
+    with pytest.raises(TypeError, match="no field 'bogus'"):
+        j.with_(bogus=1)
