@@ -1,20 +1,26 @@
-"""The exact search in front of the configuration MILP (config_ilp.unique_optimum): it answers
-only where its answer is the MILP's, and leaves ties to the MILP."""
+"""The exact search in front of the configuration MILP (config_ilp.exact_optimum): it returns
+the programme's optimum, the first in its order where several tie, and leaves to the MILP only
+what it cannot finish."""
+
+import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from quanta.policies import config_ilp as ci
 
+FIXTURES = Path(__file__).parent / "fixtures"
 
-def _programme(rng: np.random.Generator, jobs: int, types: int = 3):
+
+def _programme(rng: np.random.Generator, jobs: int, types: int = 3, counts=(1, 2, 4, 8)):
     """Sia-like candidates: per job, on each type, GPU counts 1, 2, 4, 8 with costs falling
     (more GPUs, better) from about -0.1 to -1."""
     j, t, n, c = [], [], [], []
     for i in range(jobs):
         speed = rng.uniform(0.3, 1.0, types)
         for k in range(types):
-            for cnt in (1, 2, 4, 8):
+            for cnt in counts:
                 j.append(i)
                 t.append(k)
                 n.append(cnt)
@@ -35,57 +41,178 @@ def _counting_milp(monkeypatch) -> list:
     return calls
 
 
-def test_same_answers_as_the_milp_and_most_without_it(monkeypatch):
+def _brute_force(n_jobs, cj, ct, cn, cost, cap) -> float:
+    """The programme's optimum by trying every choice set."""
+    per_job = [[-1] + np.flatnonzero(cj == i).tolist() for i in range(n_jobs)]
+    best = 0.0
+    for pick in itertools.product(*per_job):
+        chosen = [c for c in pick if c >= 0]
+        use = np.bincount(ct[chosen], weights=cn[chosen], minlength=len(cap))
+        if np.all(use <= cap):
+            best = min(best, float(cost[chosen].sum()))
+    return best
+
+
+def _feasible(n_jobs, cj, ct, cn, cap, chosen) -> bool:
+    use = np.bincount(ct[chosen], weights=cn[chosen], minlength=len(cap))
+    return bool(np.all(use <= cap)) and len(set(cj[chosen].tolist())) == len(chosen)
+
+
+def test_the_optimum_of_every_small_programme_without_the_milp(monkeypatch):
+    """Against every choice set of 40 random programmes (3-5 jobs, two types): the optimum,
+    and no programme goes to the MILP; the MILP's answer is no better."""
     calls = _counting_milp(monkeypatch)
-    answers = []
-    search = ci.unique_optimum
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        prog = _programme(rng, int(rng.integers(3, 6)), types=2, counts=(1, 2, 4))
+        n_jobs, cj, ct, cn, cost, cap = prog
+        got = ci.choose_configs(*prog)
+        assert _feasible(n_jobs, cj, ct, cn, cap, got)
+        assert cost[got].sum() == pytest.approx(_brute_force(*prog), abs=1e-12)
+        milp = np.flatnonzero(ci._milp(*prog, 10.0) > 0.5)
+        assert cost[got].sum() <= cost[milp].sum() + 1e-12
+    assert len(calls) == 40           # only the test's own MILP calls
 
-    def counted(*args):
-        answers.append(search(*args))
-        return answers[-1]
 
-    monkeypatch.setattr(ci, "unique_optimum", counted)
+def test_the_milps_answers_on_larger_programmes(monkeypatch):
+    """60 programmes of 3-11 jobs on three types: the same choice sets as HiGHS' MILP, which
+    the search makes unnecessary (no call)."""
+    calls = _counting_milp(monkeypatch)
+    searched = []
+    search = ci.exact_optimum
+
+    def counted(*args, **kw):
+        searched.append(search(*args, **kw))
+        return searched[-1]
+
+    monkeypatch.setattr(ci, "exact_optimum", counted)
     rng = np.random.default_rng(0)
     for _ in range(60):
-        n_jobs, cj, ct, cn, cost, cap = _programme(rng, int(rng.integers(3, 12)))
-        got = ci.choose_configs(n_jobs, cj, ct, cn, cost, cap)
-        x = ci._milp(n_jobs, cj, ct, cn, cost, cap, 10.0)
+        prog = _programme(rng, int(rng.integers(3, 12)))
+        got = ci.choose_configs(*prog)
+        x = ci._milp(*prog, 10.0)
         assert np.array_equal(got, np.flatnonzero(x > 0.5))
-    searched = len(answers)                       # programmes with a fractional relaxation
-    solved = sum(a is not None for a in answers)
-    assert searched >= 20 and solved >= 0.8 * searched
-    assert len(calls) == 60 + searched - solved   # the MILP only where the search gave up
+    assert len(searched) >= 20                  # programmes with a fractional relaxation
+    assert all(s is not None for s in searched)
+    assert len(calls) == 60                     # the test's own
 
 
-def test_a_tie_goes_to_the_milp(monkeypatch):
-    """Two identical jobs of 2 GPUs, 3 GPUs: the relaxation gives one and a half, either job
-    alone is optimal, so the MILP's choice is kept."""
+def test_a_tie_keeps_the_relaxations_whole_part(monkeypatch):
+    """Two identical jobs of 2 GPUs, 3 GPUs: the relaxation gives one job whole and half the
+    other; either job alone is optimal, and the search keeps the one the relaxation gave
+    whole (its incumbent), every time, without the MILP."""
     calls = _counting_milp(monkeypatch)
     cj, ct, cn = np.array([0, 1]), np.zeros(2, dtype=np.int64), np.array([2, 2])
     cost = np.array([-1.0, -1.0])
     cap = np.array([3])
-    got = ci.choose_configs(2, cj, ct, cn, cost, cap)
-    assert len(calls) == 1
-    assert np.array_equal(got, np.flatnonzero(ci._milp(2, cj, ct, cn, cost, cap, 10.0) > 0.5))
-
-
-def test_unique_optimum_refuses_near_ties():
-    """An alternative within the MILP's gap (1e-4 relative) of the optimum: no answer."""
-    cj, ct, cn = np.array([0, 0, 1, 1]), np.zeros(4, dtype=np.int64), np.array([1, 2, 1, 2])
-    cap = np.array([3])
-    x = np.array([0.0, 1.0, 0.5, 0.25])
-    price = np.array([0.1])
-    apart = np.array([-0.5, -0.8, -0.5, -0.9])
-    assert ci.unique_optimum(cj, ct, cn, apart, cap, x, price) is not None
-    near = np.array([-0.5, -0.8, -0.5, -0.8 - 1e-5])
-    assert ci.unique_optimum(cj, ct, cn, near, cap, x, price) is None
+    from quanta import highs
+    x = highs.LP().solve(cost, ci._matrix(2, cj, ct, cn, 1), np.array([1.0, 1.0, 3.0]),
+                         np.zeros(2), np.ones(2)).x
+    whole = np.flatnonzero(x > 1 - 1e-7).tolist()
+    assert len(whole) == 1
+    for _ in range(3):
+        assert ci.choose_configs(2, cj, ct, cn, cost, cap).tolist() == whole
+    assert not calls
 
 
 @pytest.mark.parametrize("price", [0.0, 0.05, 0.3])
 def test_any_price_gives_the_optimum(price):
     """The search is exact for any non-negative price (weak duality): the duals only speed it."""
     rng = np.random.default_rng(1)
-    n_jobs, cj, ct, cn, cost, cap = _programme(rng, 6)
-    ref = np.flatnonzero(ci._milp(n_jobs, cj, ct, cn, cost, cap, 10.0) > 0.5)
-    got = ci.unique_optimum(cj, ct, cn, cost, cap, np.zeros(len(cj)), np.full(len(cap), price))
-    assert got is None or np.array_equal(got, ref)
+    prog = _programme(rng, 6)
+    n_jobs, cj, ct, cn, cost, cap = prog
+    ref = np.flatnonzero(ci._milp(*prog, 10.0) > 0.5)
+    got = ci.exact_optimum(cj, ct, cn, cost, cap, np.zeros(len(cj)), np.full(len(cap), price))
+    assert _feasible(n_jobs, cj, ct, cn, cap, got)
+    assert cost[got].sum() == pytest.approx(cost[ref].sum(), abs=1e-12)
+
+
+def test_a_recorded_sia_round_that_needed_millions_of_nodes(monkeypatch):
+    """Round 3,662 of `quanta simulate --trace synthetic:3:300 --cluster gavel-108 --policy
+    sia`: 25 jobs, many nearly alike, 381 candidates on 3 x 36 GPUs (its programme and HiGHS'
+    MILP's answer recorded in fixtures/sia_round_3662.npz). A depth-first search without the
+    memo of states visited 5.6 M nodes; with it, fewer than 20,000 states give the MILP's
+    answer."""
+    calls = _counting_milp(monkeypatch)
+    monkeypatch.setattr(ci, "SEARCH_STATES", 20_000)
+    f = np.load(FIXTURES / "sia_round_3662.npz")
+    got = ci.choose_configs(int(f["n_jobs"]), f["job"], f["gtype"], f["count"], f["cost"],
+                            f["capacity"])
+    assert not calls and np.array_equal(got, f["milp"])
+
+
+def test_past_its_state_limit_the_milp_answers(monkeypatch):
+    calls = _counting_milp(monkeypatch)
+    monkeypatch.setattr(ci, "SEARCH_STATES", 1)
+    f = np.load(FIXTURES / "sia_round_3662.npz")
+    args = (int(f["n_jobs"]), f["job"], f["gtype"], f["count"], f["cost"], f["capacity"])
+    assert ci.exact_optimum(f["job"], f["gtype"], f["count"], f["cost"], f["capacity"],
+                            np.zeros(len(f["job"])), np.zeros(3)) is None
+    got = ci.choose_configs(*args)
+    assert len(calls) == 1 and np.array_equal(got, f["milp"])
+
+
+def test_ties_milp_leaves_ties_and_near_ties_to_the_milp(monkeypatch):
+    """ties="milp": the search answers only an optimum that every other choice set exceeds by
+    more than the MILP's gap (then it is the MILP's answer); a tie or a near tie (within 1e-4
+    relative) goes to the MILP, whose answer is kept."""
+    cj, ct, cn = np.array([0, 0, 1, 1]), np.zeros(4, dtype=np.int64), np.array([1, 2, 1, 2])
+    cap = np.array([3])
+    x = np.array([0.0, 1.0, 0.5, 0.25])
+    price = np.array([0.1])
+    apart = np.array([-0.5, -0.8, -0.5, -0.9])
+    assert ci.exact_optimum(cj, ct, cn, apart, cap, x, price, unique=True).tolist() == [0, 3]
+    near = np.array([-0.5, -0.8, -0.5, -0.8 - 1e-5])
+    assert ci.exact_optimum(cj, ct, cn, near, cap, x, price, unique=True) is None
+    assert ci.exact_optimum(cj, ct, cn, near, cap, x, price) is not None   # ties="search"
+    # two identical jobs of 2 GPUs on 3: a fractional relaxation, either job is optimal
+    calls = _counting_milp(monkeypatch)
+    cj, ct, cn = np.array([0, 1]), np.zeros(2, dtype=np.int64), np.array([2, 2])
+    cost = np.array([-1.0, -1.0])
+    got = ci.choose_configs(2, cj, ct, cn, cost, cap, ties="milp")
+    assert len(calls) == 1
+    assert np.array_equal(got, np.flatnonzero(ci._milp(2, cj, ct, cn, cost, cap, 10.0) > 0.5))
+
+
+def test_ties_milp_gives_the_milps_answers(monkeypatch):
+    """On random programmes and on the recorded Sia round, ties="milp" returns HiGHS' MILP's
+    choice sets, with fewer MILP calls than programmes with a fractional relaxation."""
+    calls = _counting_milp(monkeypatch)
+    rng = np.random.default_rng(2)
+    for _ in range(40):
+        prog = _programme(rng, int(rng.integers(3, 12)))
+        got = ci.choose_configs(*prog, ties="milp")
+        assert np.array_equal(got, np.flatnonzero(ci._milp(*prog, 10.0) > 0.5))
+    f = np.load(FIXTURES / "sia_round_3662.npz")
+    got = ci.choose_configs(int(f["n_jobs"]), f["job"], f["gtype"], f["count"], f["cost"],
+                            f["capacity"], ties="milp")
+    assert np.array_equal(got, f["milp"])
+    assert len(calls) < 40 + 40 + 1             # the test's own 40, and fewer than 41 more
+
+
+def test_many_free_jobs_go_to_the_milp_without_deep_recursion():
+    """1,200 jobs, each a little cheaper on the small type than on the large one: all are free
+    (an alternative within the incumbent's gap), more than SEARCH_DEPTH: the search declines
+    (the MILP answers) instead of recursing 1,200 deep (a RecursionError before 2026-11-26, at
+    5,000 jobs on 10,000 GPUs in bench/policy_solve.py)."""
+    n = 1200
+    cj = np.repeat(np.arange(n), 2)
+    ct = np.tile([0, 1], n)
+    cn = np.ones(2 * n, dtype=np.int64)
+    cost = np.tile([-1.0, -0.999], n)
+    cap = np.array([n // 2, n])
+    assert ci.exact_optimum(cj, ct, cn, cost, cap, np.zeros(2 * n), np.zeros(2)) is None
+
+
+def test_an_incumbent_at_the_bound_is_the_answer():
+    """Unaware Pollux's ties: each job costs the same on every type. With zero prices the
+    incumbent reaches the bound (every job at its cheapest cost), although the cheapest-first
+    choices (all on type 0) would not fit: the incumbent is returned."""
+    n = 6
+    cj = np.repeat(np.arange(n), 2)
+    ct = np.tile([0, 1], n)
+    cn = np.full(2 * n, 2)
+    cost = np.full(2 * n, -1.0)
+    cap = np.array([6, 6])
+    got = ci.exact_optimum(cj, ct, cn, cost, cap, np.zeros(2 * n), np.zeros(2))
+    assert got is not None and len(got) == n and _feasible(n, cj, ct, cn, cap, got)

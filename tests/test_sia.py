@@ -201,3 +201,24 @@ def test_a_job_pinned_mid_restore_leaves_the_others_their_optimum():
             best = min(best, cost[ks].sum())
     assert cost[got].sum() - cost[fixed].sum() == pytest.approx(best, abs=1e-9)
     assert set(cj[got].tolist()) == {0, 1, 2, 3, 4}        # every job admitted: GPUs to spare
+
+
+def test_kept_candidates_follow_the_jobs_spec_and_gpu_cap():
+    """Sia keeps each job's candidates between rounds (`_RateMemo`) only while the job's spec
+    object and GPU caps are the same: a new spec (a new training phase, another perf) is rated
+    afresh, and a larger cap adds counts."""
+    c = Cluster(tuple(NodeSpec(f"n{i}", "v100", 8) for i in range(2)))
+    perf = LinearPerf({("x", "v100"): 1.0, ("y", "v100"): 5.0})
+    pol = make_policy("sia")
+    specs = [JobSpec("x", 0.0, 1, "x", total_steps=1e6)]
+    st = {"seen": {}}
+    first = pol._candidates(snap_of(specs, c, perf, running={0: (0, 2)}, state=st),
+                            {(0, -1): 2}, np.zeros(1, dtype=bool))
+    assert first.count.tolist() == [1, 2, 4] and first.rate[0] == pytest.approx(1.0)
+    again = pol._candidates(snap_of(specs, c, perf, running={0: (0, 2)}, state=st),
+                            {(0, -1): 4}, np.zeros(1, dtype=bool))
+    assert again.count.tolist() == [1, 2, 4, 8]                 # cap 8 now
+    other = [specs[0].with_(job_type="y")]                      # same row, another spec
+    rated = pol._candidates(snap_of(other, c, perf, running={0: (0, 2)}, state=st),
+                            {(0, -1): 4}, np.zeros(1, dtype=bool))
+    assert rated.rate[0] == pytest.approx(5.0)

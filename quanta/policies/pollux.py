@@ -57,7 +57,13 @@ from quanta.errors import QuantaError
 from quanta.perf.base import ADAPTIVE_BATCH, rate_with
 from quanta.perf.pollux_online import MERGED, pollux_goodput, record_trained
 from quanta.policies.base import Policy
-from quanta.policies.config_ilp import Candidates, Warm, decide_configs, restart_factor
+from quanta.policies.config_ilp import (
+    TIES,
+    Candidates,
+    Warm,
+    decide_configs,
+    restart_factor,
+)
 from quanta.policies.pollux_ga import (
     FLOOR,
     MAX_NODES,
@@ -84,6 +90,9 @@ class Pollux(Policy):
     # re-solve the configuration programme from the last round's basis (~1.5x faster rounds;
     # where the optimum is not unique it may pick another one: off by default, results unchanged)
     warm_start: bool = False
+    # who picks among optimal allocations that tie (config_ilp.py): "search", Quanta's exact
+    # search, in its order; "milp", HiGHS' MILP, as before 2026-11-26 (sia-sim pins it)
+    ties: str = "search"
     # -- the reference's semantics (Sia's simulator's Pollux; --world sia-sim turns them on) ------
     learn: bool = False           # know a job only from the points it trained on (online fit)
     fair_share: bool = False      # speedups relative to the fair share, Pollux's 1e-3 floor
@@ -102,6 +111,9 @@ class Pollux(Policy):
         if self.search not in ("ilp", "ga"):
             raise QuantaError(f"pollux: search must be ilp or ga, not '{self.search}'",
                               field="search")
+        if self.ties not in TIES:
+            raise QuantaError(f"pollux: ties must be search or milp, not '{self.ties}'",
+                              field="ties")
         if self.carry not in ("job", "position"):
             raise QuantaError(f"pollux: carry must be job or position, not '{self.carry}'",
                               field="carry")
@@ -174,7 +186,9 @@ class Pollux(Policy):
             term = speedup ** self.p
             cost = (term if self.p < 0 else -term) - ADMIT
         return decide_configs(snap, c, cost, st, self.time_limit,
-                              dict.fromkeys(range(n), ADAPTIVE_BATCH), Warm.of(self, snap) if self.warm_start else None)
+                              dict.fromkeys(range(n), ADAPTIVE_BATCH),
+                              Warm.of(self, snap) if self.warm_start else None,
+                              ties=self.ties)
 
     # -- what the policy believes -------------------------------------------------------------
     def _cap(self, snap: Snapshot, most: int) -> int:

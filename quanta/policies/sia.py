@@ -29,11 +29,18 @@ import numpy as np
 
 from quanta.core.decision import Decision
 from quanta.core.snapshot import Snapshot
+from quanta.errors import QuantaError
 from quanta.perf.base import ADAPTIVE_BATCH, rate_with
 from quanta.perf.goodput import adaptive_batch_up_to
 from quanta.perf.pollux_online import pollux_goodput, record_trained
 from quanta.policies.base import Policy
-from quanta.policies.config_ilp import Candidates, Warm, decide_configs, restart_factor
+from quanta.policies.config_ilp import (
+    TIES,
+    Candidates,
+    Warm,
+    decide_configs,
+    restart_factor,
+)
 from quanta.policies.registry import register
 
 # Sia's restart penalty per application (seconds "measured on real physical cluster", by job
@@ -94,6 +101,13 @@ class Sia(Policy):
     # re-solve the configuration programme from the last round's basis (~1.5x faster rounds;
     # where the optimum is not unique it may pick another one: off by default, results unchanged)
     warm_start: bool = False
+    # who picks among optimal allocations that tie (config_ilp.py): "search", Quanta's exact
+    # search, in its order; "milp", HiGHS' MILP, as before 2026-11-26 (sia-sim pins it)
+    ties: str = "search"
+
+    def __post_init__(self) -> None:
+        if self.ties not in TIES:
+            raise QuantaError(f"sia: ties must be search or milp, not '{self.ties}'", field="ties")
 
     def decide(self, snap: Snapshot) -> Decision:
         j = snap.jobs
@@ -133,7 +147,8 @@ class Sia(Policy):
         # a pinned job's only candidate is chosen (sia.py:1021-1028: a constraint X = 1)
         return decide_configs(snap, c, cost, st, self.time_limit, plans,
                               Warm.of(self, snap) if self.warm_start else None,
-                              fixed=pinned[c.job] if pinned.any() else None)
+                              fixed=pinned[c.job] if pinned.any() else None,
+                              ties=self.ties)
 
     def _rigid(self, spec) -> bool:
         return not self.adaptive or bool(spec.min_gpus and spec.min_gpus == spec.max_gpus)
@@ -183,35 +198,75 @@ class Sia(Policy):
         cl = snap.cluster
         counts = [config_counts(int(cl.type_node_max[k]), int(snap.capacity[k]))
                   for k in range(len(cl.types))]
-        rows: list[tuple[int, int, int, float]] = []
+        memo = _RateMemo.of(self, snap)
+        chunks: list[tuple[int, list[tuple[int, int, float]]]] = []
         for i, spec in enumerate(j.specs):
             if pinned[i]:
-                rows.append((i, int(j.gtype[i]), int(j.gpus[i]), 1.0))
+                chunks.append((i, [(int(j.gtype[i]), int(j.gpus[i]), 1.0)]))
                 continue
             rigid = self._rigid(spec)
+            allowed = np.flatnonzero(j.allowed[i]).tolist()
+            row = int(j.rows[i])
+            caps = tuple(min(max(2 * seen.get((row, -1 if self.share_max else k), 0), 1),
+                             self.max_gpus) for k in allowed)
             if learned is not None and not rigid and snap.perf.goodput_profile(
-                    spec, cl.types[int(np.flatnonzero(j.allowed[i])[0])]) is not None:
-                for k in np.flatnonzero(j.allowed[i]).tolist():
-                    most = seen.get((int(j.rows[i]), -1 if self.share_max else k), 0)
-                    cap = min(max(2 * most, 1), self.max_gpus)
+                    spec, cl.types[allowed[0]]) is not None:
+                out = []
+                for k, cap in zip(allowed, caps):
                     ok = [c for c in counts[k] if c <= cap]
                     est = self._learned(snap, learned, i, k, ok)
                     if est is None:
                         if 1 in ok:
-                            rows.append((i, k, 1, 1.0))
+                            out.append((k, 1, 1.0))
                         continue
-                    rows.extend((i, k, c, g) for c, g in zip(ok, est) if g > 0)
+                    out.extend((k, c, g) for c, g in zip(ok, est) if g > 0)
+                chunks.append((i, out))
                 continue
-            plan = None if rigid else (adaptive_batch_up_to(spec.batch_size) if self.batch_cap
-                                       else ADAPTIVE_BATCH)
-            for k in np.flatnonzero(j.allowed[i]).tolist():
-                most = seen.get((int(j.rows[i]), -1 if self.share_max else k), 0)
-                cap = min(max(2 * most, 1), self.max_gpus)
-                for cnt in counts[k]:
-                    if rigid and cnt != j.req[i] or not rigid and cnt > cap:
-                        continue
-                    rate = rate_with(snap.perf, spec, cl.types[k], cnt, cl.min_nodes(k, cnt), True,
-                                     plan)
-                    if rate > 0:
-                        rows.append((i, k, cnt, rate))
-        return Candidates.of(rows)
+            # the model's rates depend on the job's spec (its phase included) alone: kept per job
+            key = (tuple(allowed), caps, tuple(len(counts[k]) for k in allowed),
+                   int(j.req[i]) if rigid else -1)
+            out = memo.get(row, spec, key)
+            if out is None:
+                plan = None if rigid else (adaptive_batch_up_to(spec.batch_size) if self.batch_cap
+                                           else ADAPTIVE_BATCH)
+                out = []
+                for k, cap in zip(allowed, caps):
+                    for cnt in counts[k]:
+                        if rigid and cnt != j.req[i] or not rigid and cnt > cap:
+                            continue
+                        rate = rate_with(snap.perf, spec, cl.types[k], cnt, cl.min_nodes(k, cnt),
+                                         True, plan)
+                        if rate > 0:
+                            out.append((k, cnt, rate))
+                memo.put(row, spec, key, out)
+            chunks.append((i, out))
+        return Candidates.of([(i, k, cnt, rate) for i, out in chunks for k, cnt, rate in out])
+
+
+class _RateMemo:
+    """Sia's candidates of each job, (GPU type, count, rate), kept between one policy's rounds
+    while the job's spec (its training phase included), the cluster and the performance model
+    are the same objects: the model's rates are a function of those alone. Per job, the
+    candidates for one set of allowed types and GPU caps (they change as the job scales up).
+    Forgotten at the first decision of a run (`of`); never part of the policy's state."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        self.perf, self.cluster = snap.perf, snap.cluster
+        self.jobs: dict[int, tuple[object, dict]] = {}
+
+    @staticmethod
+    def of(policy, snap: Snapshot) -> _RateMemo:
+        m = policy.__dict__.get("_rate_memo")
+        if m is None or not snap.state or m.perf is not snap.perf or m.cluster is not snap.cluster:
+            m = policy.__dict__["_rate_memo"] = _RateMemo(snap)
+        return m
+
+    def get(self, row: int, spec, key: tuple) -> list | None:
+        hit = self.jobs.get(row)
+        return hit[1].get(key) if hit is not None and hit[0] is spec else None
+
+    def put(self, row: int, spec, key: tuple, out: list) -> None:
+        hit = self.jobs.get(row)
+        if hit is None or hit[0] is not spec:
+            hit = self.jobs[row] = (spec, {})
+        hit[1][key] = out

@@ -35,7 +35,11 @@ Everything here is read from that code; paths are relative to sia-simulator/.
   by the ratio of 1-GPU throughputs (job.py:397-412 update_params, goodput.py:149-208,
   sia.py:423-507 with --project_throughputs; type order aws, dgx-ext, rtx from
   simulator_config.py:11: learn, project_order), each type's taken from its own measured
-  placement rows (cluster.py:227-276; `MeasuredPerf.atomic_throughput`).
+  placement rows (cluster.py:227-276; `MeasuredPerf.atomic_throughput`); where optimal
+  allocations tie, a MILP solver stopping within a 1e-4 relative gap picks, as the reference's
+  CBC call does (sia.py:1034-1036, simulator_config.py:62 sia_solver_thresh): HiGHS' MILP, not
+  Quanta's exact search, which may pick another (ties=milp; the same for Pollux's programme,
+  reachable as `pollux:search=ilp`).
 - Throughput: every job runs slower than its profile by its application's calibration slowdown
   ("fitted to real-world data"): cifar10 1.8, imagenet 1.2, yolov3 1.2, bert 1.2,
   deepspeech2 1.2, ncf 1.5 (simulator_config.py SLOWDOWNS; job.py `calibration_factor` =
@@ -498,10 +502,10 @@ def _policy_params(seed: int) -> dict[str, str]:
     bench/anchors/sia.md section 1)."""
     return {"sia": ("interval=60,p=-0.5,lambda_n=1.1,share_max=true,batch_cap=true,"
                     "pin_restoring=true,penalty_by_app=true,learn=true,project_order=t4/a100/rtx,"
-                    "first_start_counted=true,decimals=2"),
+                    "first_start_counted=true,decimals=2,ties=milp"),
             "pollux": ("interval=60,p=-1,aware=false,learn=true,fair_share=true,type_cap=true,"
                        "first_start_counted=true,search=ga,population=100,generations=100,"
-                       f"carry=position,seed={seed}"),
+                       f"carry=position,seed={seed},ties=milp"),
             "gavel-throughput": ("interval=360,rate_units=iterations,solution=ecos,"
                                  "priority=cluster,decimals=5,tie_types=t4/a100/rtx,workers=gavel")}
 
