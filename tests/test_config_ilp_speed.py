@@ -216,3 +216,24 @@ def test_an_incumbent_at_the_bound_is_the_answer():
     cap = np.array([6, 6])
     got = ci.exact_optimum(cj, ct, cn, cost, cap, np.zeros(2 * n), np.zeros(2))
     assert got is not None and len(got) == n and _feasible(n, cj, ct, cn, cap, got)
+
+
+def test_uncontended_programmes_need_no_relaxation():
+    """Every job's cheapest choice, when each is unique and together they fit (no programme
+    solved); a tie (with another candidate, or with leaving the job out) or too many GPUs:
+    None, the relaxation decides."""
+    cj, ct, cn = np.array([0, 0, 1, 1, 2]), np.array([0, 1, 0, 0, 1]), np.array([1, 1, 1, 2, 4])
+    cost = np.array([-0.5, -0.7, -0.2, -0.9, 0.3])     # job 2 costs more than leaving it out
+    cap = np.array([2, 1])
+    assert ci._uncontended(cj, ct, cn, cost, cap).tolist() == [1, 3]
+    assert ci._uncontended(cj, ct, cn, cost, np.array([1, 1])) is None            # 2 GPUs on 1
+    assert ci._uncontended(cj, ct, cn, np.array([-0.7, -0.7, -0.2, -0.9, 0.3]), cap) is None
+    assert ci._uncontended(cj, ct, cn, np.array([-0.5, -0.7, -0.2, -0.9, 0.0]), cap) is None
+    rng = np.random.default_rng(3)
+    for _ in range(30):                  # where it answers, it is the MILP's answer
+        prog = _programme(rng, int(rng.integers(2, 6)))
+        n_jobs, cj, ct, cn, cost, cap = prog
+        got = ci._uncontended(cj, ct, cn, cost, cap * 4)
+        if got is not None:
+            ref = np.flatnonzero(ci._milp(n_jobs, cj, ct, cn, cost, cap * 4, 10.0) > 0.5)
+            assert np.array_equal(got, ref)

@@ -73,6 +73,9 @@ def choose_configs(n_jobs: int, cand_j: np.ndarray, cand_t: np.ndarray, cand_n: 
     m = len(cand_j)
     if m == 0:
         return np.empty(0, dtype=np.int64)
+    chosen = _uncontended(cand_j, cand_t, cand_n, cost, capacity)
+    if chosen is not None:
+        return chosen
     from quanta import highs
     key = (n_jobs, cand_j.tobytes(), cand_t.tobytes(), cand_n.tobytes(), capacity.tobytes())
     if warm is not None and warm.lp is not None and warm.key == key:
@@ -126,6 +129,32 @@ def _milp(n_jobs: int, cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarra
                     options={"mip_rel_gap": MIP_REL_GAP, "time_limit": time_limit}).x
 
 
+def _uncontended(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, cost: np.ndarray,
+                 capacity: np.ndarray) -> np.ndarray | None:
+    """Every job's cheapest choice (none, costing 0, included), when each is cheaper than the
+    job's next one by more than TIE (relative) and together they fit: then that is the unique
+    optimum, the relaxation's too, found without solving it; else None."""
+    order = np.lexsort((cost, cand_j))
+    j, c = cand_j[order], cost[order]
+    first = np.ones(len(j), dtype=bool)
+    first[1:] = j[1:] != j[:-1]
+    at = first.nonzero()[0]
+    low = c[at]                                           # each job's cheapest candidate
+    nxt = np.zeros(len(at))                               # its next choice: the second, or none
+    has2 = np.append(at[1:], len(j)) - at > 1
+    nxt[has2] = np.minimum(c[at[has2] + 1], 0.0)
+    best = np.minimum(low, 0.0)
+    other = np.where(low < 0.0, nxt, low)                 # left out: its cheapest candidate next
+    tie = TIE * max(1.0, float(abs(best.sum())))
+    if not (other - best > tie).all():
+        return None
+    chosen = order[at[low < 0.0]]
+    use = np.bincount(cand_t[chosen], weights=cand_n[chosen], minlength=len(capacity))
+    if (use > capacity).any():
+        return None
+    return np.sort(chosen)
+
+
 def _window(z: float) -> float:
     """How far above the optimum z HiGHS' MILP may stop: its relative gap (taken on |z| + 1, a
     little more than HiGHS' own |incumbent|) plus 1e-5 for its absolute gap (1e-6) and
@@ -166,6 +195,9 @@ def _incumbent(cand_j, cand_t, cand_n, cost, capacity, x, choices) -> tuple[floa
                 chosen.append(c)
                 break
     return float(cost[chosen].sum()), chosen
+
+
+_LEAF = (0.0, ())          # the search's answer past the last free job
 
 
 class _Overflow(Exception):
@@ -235,7 +267,7 @@ def exact_optimum(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, co
         prices), (cost, candidates), if it costs less than thr, else None."""
         nonlocal states
         if k == nf:
-            return (0.0, ()) if thr > 0.0 else None
+            return _LEAF if thr > 0.0 else None
         key = (k, *left)
         m = memo.get(key)
         if m is not None:
@@ -248,19 +280,23 @@ def exact_optimum(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, co
             raise _Overflow
         base = lowsum[k] - priced_left
         best, cut = None, thr
+        last = k + 1 == nf                          # the children are leaves: no call
         for e, c in zip(*free[k]):
             if base + e >= cut:
                 break
             if c < 0:
-                r = solve(k + 1, cut, priced_left)
+                r = (_LEAF if cut > 0.0 else None) if last else solve(k + 1, cut, priced_left)
                 if r is not None:
                     best = (r[0], (-1,) + r[1])
                     cut = best[0] - tie
             elif count[c] <= left[ctype[c]]:
-                t = ctype[c]
-                left[t] -= count[c]
-                r = solve(k + 1, cut - costs[c], priced_left - priced[c])
-                left[t] += count[c]
+                if last:
+                    r = _LEAF if cut - costs[c] > 0.0 else None
+                else:
+                    t = ctype[c]
+                    left[t] -= count[c]
+                    r = solve(k + 1, cut - costs[c], priced_left - priced[c])
+                    left[t] += count[c]
                 if r is not None:
                     best = (costs[c] + r[0], (c,) + r[1])
                     cut = best[0] - tie
