@@ -204,21 +204,32 @@ def test_a_job_pinned_mid_restore_leaves_the_others_their_optimum():
 
 
 def test_kept_candidates_follow_the_jobs_spec_and_gpu_cap():
-    """Sia keeps each job's candidates between rounds (`_RateMemo`) only while the job's spec
-    object and GPU caps are the same: a new spec (a new training phase, another perf) is rated
-    afresh, and a larger cap adds counts."""
+    """With a model that declares its rates pure, Sia keeps each job's candidates between
+    rounds (`_RateMemo`) only while the job's spec object and GPU caps are the same: a new spec
+    (a new training phase, another job type) is rated afresh, a larger cap adds counts. A
+    model without the declaration (the runtime's OnlineModel, which learns from measurements)
+    is asked every round."""
+    from quanta.perf.online import OnlineModel
     c = Cluster(tuple(NodeSpec(f"n{i}", "v100", 8) for i in range(2)))
     perf = LinearPerf({("x", "v100"): 1.0, ("y", "v100"): 5.0})
+    perf.pure_rates = True
     pol = make_policy("sia")
     specs = [JobSpec("x", 0.0, 1, "x", total_steps=1e6)]
     st = {"seen": {}}
-    first = pol._candidates(snap_of(specs, c, perf, running={0: (0, 2)}, state=st),
-                            {(0, -1): 2}, np.zeros(1, dtype=bool))
+    none = np.zeros(1, dtype=bool)
+
+    def cands(specs, model, most):
+        return pol._candidates(snap_of(specs, c, model, running={0: (0, 2)}, state=st),
+                               {(0, -1): most}, none)
+
+    first = cands(specs, perf, 2)
     assert first.count.tolist() == [1, 2, 4] and first.rate[0] == pytest.approx(1.0)
-    again = pol._candidates(snap_of(specs, c, perf, running={0: (0, 2)}, state=st),
-                            {(0, -1): 4}, np.zeros(1, dtype=bool))
-    assert again.count.tolist() == [1, 2, 4, 8]                 # cap 8 now
-    other = [specs[0].with_(job_type="y")]                      # same row, another spec
-    rated = pol._candidates(snap_of(other, c, perf, running={0: (0, 2)}, state=st),
-                            {(0, -1): 4}, np.zeros(1, dtype=bool))
-    assert rated.rate[0] == pytest.approx(5.0)
+    perf.speed[("x", "v100")] = 3.0              # pure by declaration: the kept rates stand
+    assert cands(specs, perf, 2).rate[0] == pytest.approx(1.0)
+    assert cands(specs, perf, 4).count.tolist() == [1, 2, 4, 8]          # cap 8 now
+    other = [specs[0].with_(job_type="y")]                               # same row, new spec
+    assert cands(other, perf, 4).rate[0] == pytest.approx(5.0)
+    online = OnlineModel(perf)
+    assert cands(specs, online, 2).rate[0] == pytest.approx(3.0)
+    online.observe(specs[0], "v100", 1, 1, 2.0)                          # measured: 2 steps/s
+    assert cands(specs, online, 2).rate[0] == pytest.approx(2.0)

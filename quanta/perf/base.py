@@ -41,6 +41,11 @@ class PerfModel(Protocol):
 # to every job they run; without it a job trains at its own global batch (JobSpec.batch_size).
 ADAPTIVE_BATCH = "adaptive-batch"
 
+# Optional: pure_rates = True on a model whose rates are a function of their arguments alone
+# (nothing it learns between calls changes them), so that a policy may keep a job's rates for as
+# long as its spec is the same object (Sia's candidates). Absent: False (OnlineModel, which the
+# runtime wraps every model in, re-rates a job from its measurements).
+
 # Optional, for models whose rates change as training advances:
 #   phase_fractions(job) -> ascending fractions of the job's work at which its rate changes (the
 #       ends of its phases, e.g. epochs; the last is 1.0), or None. The drivers keep each job's

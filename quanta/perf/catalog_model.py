@@ -24,6 +24,8 @@ from quanta.perf.table import TableModel
 
 
 class CatalogModel:
+    pure_rates = True      # quanta/perf/base.py
+
     def __init__(self) -> None:
         self.table = TableModel()
         self._goodput = None

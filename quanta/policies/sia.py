@@ -225,7 +225,7 @@ class Sia(Policy):
             # the model's rates depend on the job's spec (its phase included) alone: kept per job
             key = (tuple(allowed), caps, tuple(len(counts[k]) for k in allowed),
                    int(j.req[i]) if rigid else -1)
-            out = memo.get(row, spec, key)
+            out = None if memo is None else memo.get(row, spec, key)
             if out is None:
                 plan = None if rigid else (adaptive_batch_up_to(spec.batch_size) if self.batch_cap
                                            else ADAPTIVE_BATCH)
@@ -238,7 +238,8 @@ class Sia(Policy):
                                          True, plan)
                         if rate > 0:
                             out.append((k, cnt, rate))
-                memo.put(row, spec, key, out)
+                if memo is not None:
+                    memo.put(row, spec, key, out)
             chunks.append((i, out))
         return Candidates.of([(i, k, cnt, rate) for i, out in chunks for k, cnt, rate in out])
 
@@ -248,14 +249,17 @@ class _RateMemo:
     while the job's spec (its training phase included), the cluster and the performance model
     are the same objects: the model's rates are a function of those alone. Per job, the
     candidates for one set of allowed types and GPU caps (they change as the job scales up).
-    Forgotten at the first decision of a run (`of`); never part of the policy's state."""
+    Forgotten at the first decision of a run (`of`); never part of the policy's state; none
+    for a model that does not declare its rates pure (`pure_rates`, quanta/perf/base.py)."""
 
     def __init__(self, snap: Snapshot) -> None:
         self.perf, self.cluster = snap.perf, snap.cluster
         self.jobs: dict[int, tuple[object, dict]] = {}
 
     @staticmethod
-    def of(policy, snap: Snapshot) -> _RateMemo:
+    def of(policy, snap: Snapshot) -> _RateMemo | None:
+        if not getattr(snap.perf, "pure_rates", False):
+            return None
         m = policy.__dict__.get("_rate_memo")
         if m is None or not snap.state or m.perf is not snap.perf or m.cluster is not snap.cluster:
             m = policy.__dict__["_rate_memo"] = _RateMemo(snap)
