@@ -199,10 +199,12 @@ class Sia(Policy):
         counts = [config_counts(int(cl.type_node_max[k]), int(snap.capacity[k]))
                   for k in range(len(cl.types))]
         memo = _RateMemo.of(self, snap)
-        chunks: list[tuple[int, list[tuple[int, int, float]]]] = []
+        rows: list[int] = []                 # per job with candidates: its index, its block
+        blocks: list[np.ndarray] = []        # (GPU type, count, rate) per candidate
         for i, spec in enumerate(j.specs):
             if pinned[i]:
-                chunks.append((i, [(int(j.gtype[i]), int(j.gpus[i]), 1.0)]))
+                rows.append(i)
+                blocks.append(np.array([[j.gtype[i], j.gpus[i], 1.0]], dtype=float))
                 continue
             rigid = self._rigid(spec)
             allowed = np.flatnonzero(j.allowed[i]).tolist()
@@ -220,7 +222,8 @@ class Sia(Policy):
                             out.append((k, 1, 1.0))
                         continue
                     out.extend((k, c, g) for c, g in zip(ok, est) if g > 0)
-                chunks.append((i, out))
+                rows.append(i)
+                blocks.append(np.array(out, dtype=float).reshape(-1, 3))
                 continue
             # the model's rates depend on the job's spec (its phase included) alone: kept per job
             key = (tuple(allowed), caps, tuple(len(counts[k]) for k in allowed),
@@ -238,16 +241,22 @@ class Sia(Policy):
                                          True, plan)
                         if rate > 0:
                             out.append((k, cnt, rate))
+                out = np.array(out, dtype=float).reshape(-1, 3)
                 if memo is not None:
                     memo.put(row, spec, key, out)
-            chunks.append((i, out))
-        return Candidates.of([(i, k, cnt, rate) for i, out in chunks for k, cnt, rate in out])
+            rows.append(i)
+            blocks.append(out)
+        if not blocks:
+            return Candidates.of([])
+        a = np.concatenate(blocks)
+        job = np.repeat(np.array(rows, dtype=np.int64), [len(b) for b in blocks])
+        return Candidates(job, a[:, 0].astype(np.int64), a[:, 1].astype(np.int64), a[:, 2])
 
 
 class _RateMemo:
-    """Sia's candidates of each job, (GPU type, count, rate), kept between one policy's rounds
-    while the job's spec (its training phase included), the cluster and the performance model
-    are the same objects: the model's rates are a function of those alone. Per job, the
+    """Sia's candidates of each job, rows of (GPU type, count, rate), kept between one policy's
+    rounds while the job's spec (its training phase included), the cluster and the performance
+    model are the same objects: the model's rates are a function of those alone. Per job, the
     candidates for one set of allowed types and GPU caps (they change as the job scales up).
     Forgotten at the first decision of a run (`of`); never part of the policy's state; none
     for a model that does not declare its rates pure (`pure_rates`, quanta/perf/base.py)."""
@@ -265,11 +274,11 @@ class _RateMemo:
             m = policy.__dict__["_rate_memo"] = _RateMemo(snap)
         return m
 
-    def get(self, row: int, spec, key: tuple) -> list | None:
+    def get(self, row: int, spec, key: tuple) -> np.ndarray | None:
         hit = self.jobs.get(row)
         return hit[1].get(key) if hit is not None and hit[0] is spec else None
 
-    def put(self, row: int, spec, key: tuple, out: list) -> None:
+    def put(self, row: int, spec, key: tuple, out: np.ndarray) -> None:
         hit = self.jobs.get(row)
         if hit is None or hit[0] is not spec:
             hit = self.jobs[row] = (spec, {})
