@@ -53,6 +53,19 @@ def _brute_force(n_jobs, cj, ct, cn, cost, cap) -> float:
     return best
 
 
+def _two_best(n_jobs, cj, ct, cn, cost, cap) -> tuple[float, float, list]:
+    """The cheapest and second cheapest choice sets' costs, and the cheapest set."""
+    per_job = [[-1] + np.flatnonzero(cj == i).tolist() for i in range(n_jobs)]
+    found = []
+    for pick in itertools.product(*per_job):
+        chosen = [c for c in pick if c >= 0]
+        use = np.bincount(ct[chosen], weights=cn[chosen], minlength=len(cap))
+        if np.all(use <= cap):
+            found.append((float(cost[chosen].sum()), sorted(chosen)))
+    found.sort(key=lambda f: f[0])
+    return found[0][0], found[1][0], found[0][1]
+
+
 def _feasible(n_jobs, cj, ct, cn, cap, chosen) -> bool:
     use = np.bincount(ct[chosen], weights=cn[chosen], minlength=len(cap))
     return bool(np.all(use <= cap)) and len(set(cj[chosen].tolist())) == len(chosen)
@@ -237,3 +250,24 @@ def test_uncontended_programmes_need_no_relaxation():
         if got is not None:
             ref = np.flatnonzero(ci._milp(n_jobs, cj, ct, cn, cost, cap * 4, 10.0) > 0.5)
             assert np.array_equal(got, ref)
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_unique_answers_only_a_clear_optimum(seed):
+    """unique=True against every choice set: an answer is the optimum and the next best set
+    costs more than the MILP's window above it; None only where it does not (or, with weak
+    prices, past the search's limits, which these small programmes never reach)."""
+    rng = np.random.default_rng(seed)
+    for _ in range(25):
+        prog = _programme(rng, int(rng.integers(2, 6)), types=2, counts=(1, 2, 4))
+        n_jobs, cj, ct, cn, cost, cap = prog
+        if rng.random() < 0.3:                                  # exact ties now and then
+            cost = np.round(cost, 1)
+        z1, z2, best = _two_best(n_jobs, cj, ct, cn, cost, cap)
+        price = np.full(len(cap), float(rng.choice([0.0, 0.05])))
+        got = ci.exact_optimum(cj, ct, cn, cost, cap, np.zeros(len(cj)), price, unique=True)
+        clear = z2 - z1 > ci._window(z1) + 1e-12
+        if got is None:
+            assert not clear
+        else:
+            assert clear and got.tolist() == best
