@@ -16,8 +16,11 @@ normalised goodputs, heterogeneity- and restart-aware.
 - restart penalty: for a job holding GPUs, every configuration other than its current one is
   scaled by r = max(age - restarts * delta, 0) / (age + delta), none while age < delta; a
   waiting job (new or preempted) is not penalised (sia.py:890-900);
-- ILP (HiGHS through scipy.optimize.milp): binary x_jc, one configuration per job, GPUs per type
-  within capacity; for p < 0 minimise sum A x + lambda_n * (unallocated jobs), lambda_n = 1.1.
+- ILP: binary x_jc, one configuration per job, GPUs per type within capacity; for p < 0
+  minimise sum A x + lambda_n * (unallocated jobs), lambda_n = 1.1; solved exactly
+  (quanta/policies/config_ilp.py: the LP relaxation, then a branch and bound bounded by its
+  duals, HiGHS' MILP only past the search's limits); `ties` says who picks among optimal
+  allocations (Sia's simulator: CBC's MILP, `ties=milp` under sia-sim).
 Placement, lease extension (unchanged jobs keep their GPUs) and restart costs are the core's.
 """
 
