@@ -164,18 +164,21 @@ def _window(z: float) -> float:
 
 def _job_choices(cand_j: np.ndarray, val: np.ndarray) -> tuple[list[tuple[list, list]], float]:
     """Per job, its choices (candidate index; -1: none, worth 0) by excess over its best val,
-    as (excesses, indexes); and the sum of the jobs' best vals."""
-    order = np.argsort(cand_j, kind="stable")
-    bounds = np.flatnonzero(np.diff(cand_j[order])) + 1
-    out, floor = [], 0.0
-    for cols in np.split(order, bounds):
-        v = np.concatenate([[0.0], val[cols]])
-        idx = np.concatenate([[-1], cols])
-        low = v.min()
-        o = np.argsort(v - low, kind="stable")
-        out.append(((v[o] - low).tolist(), idx[o].tolist()))
-        floor += float(low)
-    return out, floor
+    as (excesses, indexes), ties in candidate order after none; and the sum of the jobs' best
+    vals."""
+    jobs = np.unique(cand_j)
+    n = len(jobs)
+    job = np.concatenate([np.arange(n), np.searchsorted(jobs, cand_j)])
+    v = np.concatenate([np.zeros(n), val])
+    idx = np.concatenate([np.full(n, -1), np.arange(len(cand_j))])
+    low = np.minimum(np.minimum.reduceat(val[np.argsort(cand_j, kind="stable")],
+                                         np.searchsorted(np.sort(cand_j), jobs)), 0.0)
+    ex = v - low[job]
+    order = np.lexsort((idx, ex, job))
+    bounds = np.searchsorted(job[order], np.arange(n + 1)).tolist()
+    exs, ids = ex[order].tolist(), idx[order].tolist()
+    out = [(exs[a:b], ids[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+    return out, sum(low.tolist())
 
 
 def _incumbent(cand_j, cand_t, cand_n, cost, capacity, x, choices) -> tuple[float, list[int]]:
