@@ -509,8 +509,6 @@ def test_jobspec_with_is_dataclasses_replace():
     stays frozen and refuses a field the spec does not have."""
     import dataclasses
 
-    import pytest
-
     from quanta.model.job import JobSpec
     j = JobSpec("a", 1.0, 2, "resnet50", gpu_types=("v100",), batch_size=64)
     for ch in ({}, {"submit_time": 5.0}, {"job_type": "bert", "total_steps": 9.0, "phase": 2}):

@@ -134,21 +134,13 @@ def _uncontended(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, cos
     """Every job's cheapest choice (none, costing 0, included), when each is cheaper than the
     job's next one by more than TIE (relative) and together they fit: then that is the unique
     optimum, the relaxation's too, found without solving it; else None."""
-    order = np.lexsort((cost, cand_j))
-    j, c = cand_j[order], cost[order]
-    first = np.ones(len(j), dtype=bool)
-    first[1:] = j[1:] != j[:-1]
-    at = first.nonzero()[0]
-    low = c[at]                                           # each job's cheapest candidate
-    nxt = np.zeros(len(at))                               # its next choice: the second, or none
-    has2 = np.append(at[1:], len(j)) - at > 1
-    nxt[has2] = np.minimum(c[at[has2] + 1], 0.0)
-    best = np.minimum(low, 0.0)
-    other = np.where(low < 0.0, nxt, low)                 # left out: its cheapest candidate next
-    tie = TIE * max(1.0, float(abs(best.sum())))
-    if not (other - best > tie).all():
+    ex, idx, bounds, low = _sorted_choices(cand_j, cost)
+    first = bounds[:-1]              # each job's cheapest choice; every job has a second one
+    tie = TIE * max(1.0, abs(float(low.sum())))      # (none, or at least one candidate)
+    if not (ex[first + 1] > tie).all():
         return None
-    chosen = order[at[low < 0.0]]
+    chosen = idx[first]
+    chosen = chosen[chosen >= 0]
     use = np.bincount(cand_t[chosen], weights=cand_n[chosen], minlength=len(capacity))
     if (use > capacity).any():
         return None
@@ -162,10 +154,10 @@ def _window(z: float) -> float:
     return MIP_REL_GAP * (abs(z) + 1.0) + 1e-5
 
 
-def _job_choices(cand_j: np.ndarray, val: np.ndarray) -> tuple[list[tuple[list, list]], float]:
-    """Per job, its choices (candidate index; -1: none, worth 0) by excess over its best val,
-    as (excesses, indexes), ties in candidate order after none; and the sum of the jobs' best
-    vals."""
+def _sorted_choices(cand_j: np.ndarray, val: np.ndarray):
+    """Every job's choices (candidate index; -1: none, worth 0) sorted job by job by their excess
+    over the job's best val, ties in candidate order after none: (excesses, indexes, where each
+    job's choices start and the last end, each job's best val)."""
     jobs = np.unique(cand_j)
     n = len(jobs)
     job = np.concatenate([np.arange(n), np.searchsorted(jobs, cand_j)])
@@ -175,10 +167,15 @@ def _job_choices(cand_j: np.ndarray, val: np.ndarray) -> tuple[list[tuple[list, 
                                          np.searchsorted(np.sort(cand_j), jobs)), 0.0)
     ex = v - low[job]
     order = np.lexsort((idx, ex, job))
-    bounds = np.searchsorted(job[order], np.arange(n + 1)).tolist()
-    exs, ids = ex[order].tolist(), idx[order].tolist()
-    out = [(exs[a:b], ids[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
-    return out, sum(low.tolist())
+    return ex[order], idx[order], np.searchsorted(job[order], np.arange(n + 1)), low
+
+
+def _job_choices(cand_j: np.ndarray, val: np.ndarray) -> tuple[list[tuple[list, list]], float]:
+    """Per job, its choices by excess over its best val as lists (excesses, indexes)
+    (`_sorted_choices`); and the sum of the jobs' best vals."""
+    ex, idx, bounds, low = _sorted_choices(cand_j, val)
+    exs, ids, b = ex.tolist(), idx.tolist(), bounds.tolist()
+    return [(exs[a:z], ids[a:z]) for a, z in zip(b[:-1], b[1:])], sum(low.tolist())
 
 
 def _incumbent(cand_j, cand_t, cand_n, cost, capacity, x, choices) -> tuple[float, list[int]]:
@@ -306,49 +303,45 @@ def exact_optimum(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, co
         memo[key] = (thr, None) if best is None else best
         return best
 
+    def second_within(path: list[int], z: float, prefix: float, priced_left: float) -> bool:
+        """Whether a choice set other than the optimum `path` (one choice per free job, -1:
+        none; cost z) costs less than z + _window(z): the first free job where it differs takes
+        another choice, the ones before it their path's, the ones after it their best given
+        what is left (`solve`, whose memo holds from the optimum's search)."""
+        bound = z + _window(z)
+        for k, on_path in enumerate(path):
+            base = prefix + lowsum[k] - priced_left
+            for e, c in zip(*free[k]):
+                if base + e >= bound:
+                    break
+                if c == on_path:
+                    continue
+                if c < 0:
+                    if solve(k + 1, bound - prefix, priced_left) is not None:
+                        return True
+                elif count[c] <= left[ctype[c]]:
+                    left[ctype[c]] -= count[c]
+                    r = solve(k + 1, bound - prefix - costs[c], priced_left - priced[c])
+                    left[ctype[c]] += count[c]
+                    if r is not None:
+                        return True
+            if on_path >= 0:
+                left[ctype[on_path]] -= count[on_path]
+                prefix += costs[on_path]
+                priced_left -= priced[on_path]
+        return False
+
     fixed_cost = float(cost[fixed].sum())
     priced_left = float(price @ np.array(left, dtype=float))
     try:
         found = solve(0, budget - fixed_cost, priced_left)
-        if unique and (found is None or _second_within(
-                solve, free, list(found[1]), fixed_cost + found[0], lowsum, left, priced_left,
-                fixed_cost, costs, ctype, count, priced)):
+        if unique and (found is None or second_within(list(found[1]), fixed_cost + found[0],
+                                                      fixed_cost, priced_left)):
             return None
     except _Overflow:
         return None
     chosen = inc_set if found is None else fixed + [c for c in found[1] if c >= 0]
     return np.sort(np.array(chosen, dtype=np.int64))
-
-
-def _second_within(solve, free: list, path: list[int], z: float, lowsum: list[float],
-                   left: list[int], priced_left: float, prefix: float, costs: list,
-                   ctype: list, count: list, priced: list) -> bool:
-    """Whether a choice set other than the optimum `path` (one choice per free job, -1: none;
-    cost z) costs less than z + _window(z): the first free job where it differs takes another
-    choice, the ones before it their path's, the ones after it their best given what is left
-    (`solve`, whose memo of states holds from the optimum's search)."""
-    bound = z + _window(z)
-    for k, on_path in enumerate(path):
-        base = prefix + lowsum[k] - priced_left
-        for e, c in zip(*free[k]):
-            if base + e >= bound:
-                break
-            if c == on_path:
-                continue
-            if c < 0:
-                if solve(k + 1, bound - prefix, priced_left) is not None:
-                    return True
-            elif count[c] <= left[ctype[c]]:
-                left[ctype[c]] -= count[c]
-                r = solve(k + 1, bound - prefix - costs[c], priced_left - priced[c])
-                left[ctype[c]] += count[c]
-                if r is not None:
-                    return True
-        if on_path >= 0:
-            left[ctype[on_path]] -= count[on_path]
-            prefix += costs[on_path]
-            priced_left -= priced[on_path]
-    return False
 
 
 @dataclass(frozen=True)
