@@ -68,7 +68,7 @@ def main() -> None:
             t0 = time.perf_counter()
             dec = pol.decide(snap)
             best = min(best, time.perf_counter() - t0)
-            cands = len(pol._candidates(snap, dec.state["seen"]))
+            cands = len(pol._candidates(snap, dec.state["seen"], np.zeros(len(snap.jobs), dtype=bool)))
         print(f"| {64 * scale} | {a.jobs_per_64 * scale} | {best:.3f} | {cands} |", flush=True)
 
 
