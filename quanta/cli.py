@@ -292,6 +292,9 @@ def reproduce(
                                        "reference run's own --seed, else 0)"),
     ref_seed: Optional[int] = typer.Option(None, help="only the reference runs of this --seed "
                                            "(some are recorded with several)"),
+    replay_seeds: int = typer.Option(0, min=0, help="also replay each workload with seeds "
+                                     "0..N-1 and compare the two samples of runs (mean, spread, "
+                                     "95% interval of the difference)"),
     as_json: bool = typer.Option(False, "--json", help="print the results as JSON"),
 ) -> None:
     """Quanta's policies on a system's own workloads, under its replay profile and under Quanta's
@@ -301,7 +304,8 @@ def reproduce(
     from quanta.reproduce import reproduce as run
     rows = run(system, workload, ref_policy, seed,
                progress=None if as_json else (lambda what: console.print(
-                   _plain(f"replaying {what}", "dim"))), ref_seed=ref_seed)
+                   _plain(f"replaying {what}", "dim"))), ref_seed=ref_seed,
+               replay_seeds=replay_seeds)
     if as_json:
         print(_json.dumps(rows, indent=1))
         return
@@ -355,8 +359,37 @@ def reproduce(
         apps.add_row(f"{r['workload']} / {label(r)}", *cells)
     if names:
         console.print(apps)
+    _print_spread([r for r in rows if "spread" in r])
     console.print("[dim]reference runs and the command and commit of each: "
                   "quanta/data/reference/PROVENANCE.md[/dim]")
+
+
+def _print_spread(rows: list[dict]) -> None:
+    """`quanta reproduce --replay-seeds`: the reference's runs and the replay's as two samples."""
+    if not rows:
+        return
+    table = Table(title="reference runs vs replay seeds (hours: mean ± standard deviation over "
+                        "runs; difference of the means, 95% interval)", title_justify="left",
+                  box=box.SIMPLE_HEAD)
+    for col in ("workload", "measure", "reference", "replay", "diff", "95% interval"):
+        table.add_column(col, overflow="fold", justify="left" if col in ("workload", "measure")
+                         else "right")
+
+    def side(mean: float, sd: float, n: int) -> str:
+        return f"{mean / 3600:.2f}" + ("" if math.isnan(sd) else f" ± {sd / 3600:.2f}") + f" ({n})"
+    for r in rows:
+        sp = r["spread"]
+        for i, (what, c) in enumerate([("average JCT", sp["avg_jct"]),
+                                       ("makespan", sp["makespan"]),
+                                       *sorted(sp["by_app"].items())]):
+            table.add_row(r["workload"] if i == 0 else "", what,
+                          side(c["ref_mean"], c["ref_sd"], c["ref_n"]),
+                          side(c["replay_mean"], c["replay_sd"], c["replay_n"]),
+                          f"{c['diff']:+.1%}",
+                          "-" if math.isnan(c["lo"]) else f"{c['lo']:+.1%} .. {c['hi']:+.1%}")
+    console.print(table)
+    console.print(_plain("(N): runs; the reference's runs differ by --seed only (its search draws "
+                         "from it); the replay's are seeds 0..N-1 under the replay profile", "dim"))
 
 
 @app.command()

@@ -184,9 +184,11 @@ def compare(ref: Reference, adapter: Adapter, world: str, seed: int | None = Non
 
 def reproduce(system: str, workload: str | None = None, policy: str | None = None,
               seed: int | None = None, progress: Callable[[str], None] | None = None,
-              ref_seed: int | None = None) -> list[dict]:
+              ref_seed: int | None = None, replay_seeds: int = 0) -> list[dict]:
     """Every recorded run of `system` (only `workload`, `policy`, and the reference's seed
-    `ref_seed` if given), replayed; Quanta's runs take `seed`, else each reference run's own."""
+    `ref_seed` if given), replayed; Quanta's runs take `seed`, else each reference run's own.
+    With `replay_seeds` N, each workload and policy is also replayed with seeds 0..N-1 and
+    compared with its reference runs as two samples (`seed_spread`)."""
     adapter = ADAPTERS.get(system)
     if adapter is None:
         raise QuantaError(f"no recorded references for '{system}' (known: {', '.join(sorted(ADAPTERS))})",
@@ -216,9 +218,104 @@ def reproduce(system: str, workload: str | None = None, policy: str | None = Non
                "ref_by_app": _by_app(None, apps, [float(j["jct_s"]) for j in ref.jobs]),
                "ref_command": s.get("command", ""), "ref_commit": s.get("reference_commit", "")}
         row["replay"] = compare(ref, adapter, adapter.world, seed)
+        row["replay"]["seed"] = adapter.seed(s) if seed is None else seed
         row["quanta"] = compare(ref, adapter, "quanta", seed)
+        row["reference"] = ref
         out.append(row)
-    return out + seed_means(out)
+    extra = seed_spread(out, adapter, replay_seeds, progress) if replay_seeds else []
+    for row in out:
+        del row["reference"]
+    return out + seed_means(out) + extra
+
+
+def _plain_seed(row: dict) -> bool:
+    """A run told apart from its workload's others by its seed alone (not, say, its solver)."""
+    return re.fullmatch(r"(seed \d+)?", row["variant"]) is not None
+
+
+def _two_samples(ref: list[float], rep: list[float]) -> dict:
+    """The replay's mean against the reference's, as two samples of runs with different seeds:
+    means, standard deviations (ddof 1; NaN for one run), the relative difference of the means
+    and its 95% interval (Welch's t; NaN unless both sides have two runs or more)."""
+    a, b = np.asarray(ref, dtype=float), np.asarray(rep, dtype=float)
+    ma, mb = float(a.mean()), float(b.mean())
+    sa = float(a.std(ddof=1)) if len(a) > 1 else float("nan")
+    sb = float(b.std(ddof=1)) if len(b) > 1 else float("nan")
+    lo = hi = float("nan")
+    if len(a) > 1 and len(b) > 1:
+        va, vb = sa ** 2 / len(a), sb ** 2 / len(b)
+        se = (va + vb) ** 0.5
+        if se > 0:
+            from scipy.stats import t
+            df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+            half = float(t.ppf(0.975, df)) * se
+        else:
+            half = 0.0
+        lo, hi = (mb - ma - half) / ma, (mb - ma + half) / ma
+    return {"ref_mean": ma, "ref_sd": sa, "ref_n": len(a), "replay_mean": mb, "replay_sd": sb,
+            "replay_n": len(b), "diff": mb / ma - 1, "lo": lo, "hi": hi}
+
+
+def seed_spread(rows: list[dict], adapter: Adapter, n: int,
+                progress: Callable[[str], None] | None = None) -> list[dict]:
+    """Per workload and policy (its runs told apart by seed only): the replay with seeds 0..n-1
+    (the runs already replayed with one of those seeds reused) against every recorded reference
+    run, as two samples (`_two_samples`) of average JCT, makespan and each application's average.
+    Where the reference's search is a draw (Pollux's unseeded genetic algorithm), one run against
+    one run compares two draws, and a mean of two or three reference runs is itself uncertain:
+    this says by how much. One row per group, variant "K reference / N replay seeds", its
+    "spread" the comparisons; its replay side the means over the N seeds."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        if _plain_seed(r):
+            groups.setdefault((r["workload"], r["policy"]), []).append(r)
+    out = []
+    for (workload, policy), runs in groups.items():
+        done = {r["replay"]["seed"]: r["replay"] for r in runs}
+        reps = []
+        for s in range(n):
+            if s not in done:
+                if progress:
+                    progress(f"{workload} / {policy} (replay seed {s})")
+                done[s] = compare(runs[0]["reference"], adapter, adapter.world, s)
+            reps.append(done[s])
+        apps = sorted(set.intersection(*(set(r["ref_by_app"]) for r in runs),
+                                       *(set(p["by_app"]) for p in reps)))
+        spread = {"avg_jct": _two_samples([r["ref_avg_jct_s"] for r in runs],
+                                          [p["avg_jct_matched_s"] for p in reps]),
+                  "makespan": _two_samples([r["ref_makespan_s"] for r in runs],
+                                           [p["makespan_s"] for p in reps]),
+                  "by_app": {a: _two_samples([r["ref_by_app"][a] for r in runs],
+                                             [p["by_app"][a] for p in reps]) for a in apps}}
+
+        def mean_of(side: list[dict], key: str) -> float:
+            return float(np.mean([p[key] for p in side]))
+        replay = {"avg_jct_s": mean_of(reps, "avg_jct_s"), "makespan_s": mean_of(reps, "makespan_s"),
+                  "avg_jct_matched_s": mean_of(reps, "avg_jct_matched_s"),
+                  "matched": min(p["matched"] for p in reps),
+                  "dropped": max(p["dropped"] for p in reps), "median_abs_err": float("nan"),
+                  "by_app": {a: spread["by_app"][a]["replay_mean"] for a in apps},
+                  "world": adapter.world, "seeds": list(range(n))}
+        quanta = [r["quanta"] for r in runs]
+        out.append({"workload": workload, "policy": policy,
+                    "variant": f"{len(runs)} reference / {n} replay seeds", "seeds": len(runs),
+                    "quanta_policy": runs[0]["quanta_policy"], "jobs": runs[0]["jobs"],
+                    "ref_avg_jct_s": spread["avg_jct"]["ref_mean"],
+                    "ref_makespan_s": spread["makespan"]["ref_mean"],
+                    "ref_by_app": {a: spread["by_app"][a]["ref_mean"] for a in apps},
+                    "ref_command": "; ".join(r["ref_command"] for r in runs),
+                    "ref_commit": runs[0]["ref_commit"], "replay": replay,
+                    "quanta": {"avg_jct_s": mean_of(quanta, "avg_jct_s"),
+                               "makespan_s": mean_of(quanta, "makespan_s"),
+                               "avg_jct_matched_s": mean_of(quanta, "avg_jct_matched_s"),
+                               "matched": min(q["matched"] for q in quanta),
+                               "dropped": max(q["dropped"] for q in quanta),
+                               "median_abs_err": float("nan"),
+                               "by_app": {a: float(np.mean([q["by_app"][a] for q in quanta]))
+                                          for a in apps if all(a in q["by_app"] for q in quanta)},
+                               "world": "quanta"},
+                    "spread": spread})
+    return out
 
 
 def seed_means(rows: list[dict]) -> list[dict]:
@@ -230,7 +327,7 @@ def seed_means(rows: list[dict]) -> list[dict]:
     error (the jobs of different runs are not one another's)."""
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in rows:
-        if re.fullmatch(r"(seed \d+)?", r["variant"]):
+        if _plain_seed(r):
             groups.setdefault((r["workload"], r["policy"]), []).append(r)
     out = []
     for (workload, policy), runs in groups.items():

@@ -118,6 +118,7 @@ COMMANDS = ["simulate", "reproduce", "worlds", "policies", "clusters", "traces",
     (["simulate", "--max-jobs", "0"], "Invalid value for '--max-jobs'"),
     (["simulate", "--polcy", "las"], "No such option: --polcy"),
     (["reproduce"], "Missing argument"),
+    (["reproduce", "pollux", "--replay-seeds", "-1"], "Invalid value for '--replay-seeds'"),
 ] + [([cmd, "--no-such-flag"], "No such option: --no-such-flag") for cmd in COMMANDS])
 def test_usage_errors_are_one_line_with_exit_2(args, needle):
     r = quanta(*args)

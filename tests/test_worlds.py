@@ -306,8 +306,15 @@ def test_reproduce_pollux_stays_within_its_recorded_tolerance():
     from statistics import mean
 
     from quanta.reproduce import reproduce
-    *rows, means = reproduce("pollux", workload="sia_newtrace_workload-1_first60")
+    *rows, means, spread = reproduce("pollux", workload="sia_newtrace_workload-1_first60",
+                                     replay_seeds=3)
     assert sorted(r["variant"] for r in rows) == ["", "seed 1", "seed 2"]
+    # seeds 0..2 are the reference runs' own: the two samples reuse their replays
+    assert spread["variant"] == "3 reference / 3 replay seeds"
+    assert spread["replay"]["avg_jct_matched_s"] == pytest.approx(
+        mean(r["replay"]["avg_jct_matched_s"] for r in rows))
+    sp = spread["spread"]["avg_jct"]
+    assert (sp["ref_n"], sp["replay_n"]) == (3, 3) and sp["lo"] < sp["diff"] < sp["hi"]
     assert means["variant"] == "mean of 3 seeds" and means["seeds"] == 3
     assert means["replay"]["avg_jct_s"] == pytest.approx(mean(r["replay"]["avg_jct_s"] for r in rows))
     assert means["ref_by_app"]["bert"] == pytest.approx(mean(r["ref_by_app"]["bert"] for r in rows))
@@ -343,6 +350,54 @@ def test_seed_means_average_the_runs_of_a_workload_recorded_with_several_seeds()
         (200.0, 210.0, 420.0)
     assert m["ref_by_app"] == {"a": 20.0} and m["replay"]["by_app"] == {"a": 24.0}
     assert m["replay"]["median_abs_err"] != m["replay"]["median_abs_err"]   # none: NaN
+
+
+def test_two_samples_interval_agrees_with_welchs_test():
+    """The replay's runs against the reference's as two samples: the 95% interval of the
+    difference of the means excludes 0 exactly when Welch's t-test rejects at 5%."""
+    from scipy.stats import ttest_ind
+
+    from quanta.reproduce import _two_samples
+    rng = np.random.default_rng(3)
+    for _ in range(40):
+        ref = rng.normal(100.0, 10.0, size=int(rng.integers(2, 5)))
+        rep = rng.normal(100.0 + rng.uniform(-25, 25), 15.0, size=int(rng.integers(2, 9)))
+        c = _two_samples(list(ref), list(rep))
+        assert c["diff"] == pytest.approx(rep.mean() / ref.mean() - 1)
+        assert c["ref_sd"] == pytest.approx(ref.std(ddof=1))
+        p = ttest_ind(rep, ref, equal_var=False).pvalue
+        assert (c["lo"] > 0 or c["hi"] < 0) == (p < 0.05)
+    one = _two_samples([100.0], [90.0, 110.0])     # one reference run: no spread, no interval
+    assert one["diff"] == 0.0 and np.isnan(one["ref_sd"]) and np.isnan(one["lo"])
+
+
+def test_seed_spread_replays_only_the_seeds_not_yet_run(monkeypatch):
+    import quanta.reproduce as rp
+    calls = []
+
+    def fake_compare(ref, adapter, world, seed=None):
+        calls.append(seed)
+        return {"avg_jct_s": 10.0 * (seed + 1), "makespan_s": 100.0, "avg_jct_matched_s":
+                10.0 * (seed + 1), "matched": 3, "dropped": 0, "median_abs_err": 0.1,
+                "by_app": {"a": 1.0 + seed}, "world": world}
+    monkeypatch.setattr(rp, "compare", fake_compare)
+
+    def run(variant, seed, ref):
+        side = dict(fake_compare(None, None, "sia-sim", seed), seed=seed)
+        return {"workload": "w", "policy": "pollux", "variant": variant,
+                "quanta_policy": "pollux", "jobs": 3, "ref_avg_jct_s": ref,
+                "ref_makespan_s": 100.0, "ref_by_app": {"a": 2.0, "b": 5.0},
+                "ref_command": "c", "ref_commit": "x", "replay": side,
+                "quanta": dict(side, world="quanta"), "reference": object()}
+    rows = [run("", 0, 12.0), run("seed 1", 1, 18.0), run("solver highs", 0, 99.0)]
+    calls.clear()
+    (row,) = rp.seed_spread(rows, rp.ADAPTERS["pollux"], 4)
+    assert calls == [2, 3]                          # seeds 0 and 1 were replayed already
+    sp = row["spread"]
+    assert row["variant"] == "2 reference / 4 replay seeds"
+    assert (sp["avg_jct"]["ref_mean"], sp["avg_jct"]["replay_mean"]) == (15.0, 25.0)
+    assert list(sp["by_app"]) == ["a"]              # only applications both sides have
+    assert row["replay"]["by_app"] == {"a": 2.5} and row["replay"]["seeds"] == [0, 1, 2, 3]
 
 
 def test_reference_runs_of_other_seeds_are_told_apart():
