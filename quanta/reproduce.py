@@ -228,9 +228,28 @@ def reproduce(system: str, workload: str | None = None, policy: str | None = Non
     return out + seed_means(out) + extra
 
 
-def _plain_seed(row: dict) -> bool:
-    """A run told apart from its workload's others by its seed alone (not, say, its solver)."""
-    return re.fullmatch(r"(seed \d+)?", row["variant"]) is not None
+def seed_groups(rows: list[dict]) -> dict[tuple[str, str], list[dict]]:
+    """The rows by (workload, policy), of runs told apart from the others of their workload only
+    by their seed (not, say, their solver)."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        if re.fullmatch(r"(seed \d+)?", r["variant"]):
+            groups.setdefault((r["workload"], r["policy"]), []).append(r)
+    return groups
+
+
+def _mean_side(sides: list[dict]) -> dict:
+    """Several runs' results (`compare`) as one: their means; no per-job error (the jobs of
+    different runs are not one another's); applications every run has."""
+    def mean_of(key: str) -> float:
+        return float(np.mean([p[key] for p in sides]))
+    apps = sorted(set.intersection(*(set(p["by_app"]) for p in sides)))
+    return {"avg_jct_s": mean_of("avg_jct_s"), "makespan_s": mean_of("makespan_s"),
+            "avg_jct_matched_s": mean_of("avg_jct_matched_s"),
+            "matched": min(p["matched"] for p in sides),
+            "dropped": max(p["dropped"] for p in sides), "median_abs_err": float("nan"),
+            "by_app": {a: float(np.mean([p["by_app"][a] for p in sides])) for a in apps},
+            "world": sides[0]["world"]}
 
 
 def _two_samples(ref: list[float], rep: list[float]) -> dict:
@@ -264,13 +283,10 @@ def seed_spread(rows: list[dict], adapter: Adapter, n: int,
     Where the reference's search is a draw (Pollux's unseeded genetic algorithm), one run against
     one run compares two draws, and a mean of two or three reference runs is itself uncertain:
     this says by how much. One row per group, variant "K reference / N replay seeds", its
-    "spread" the comparisons; its replay side the means over the N seeds."""
-    groups: dict[tuple[str, str], list[dict]] = {}
-    for r in rows:
-        if _plain_seed(r):
-            groups.setdefault((r["workload"], r["policy"]), []).append(r)
+    "spread" the comparisons; its replay side the means over the N seeds, its Quanta-world side
+    over the reference's seeds."""
     out = []
-    for (workload, policy), runs in groups.items():
+    for (workload, policy), runs in seed_groups(rows).items():
         done = {r["replay"]["seed"]: r["replay"] for r in runs}
         reps = []
         for s in range(n):
@@ -287,16 +303,6 @@ def seed_spread(rows: list[dict], adapter: Adapter, n: int,
                                            [p["makespan_s"] for p in reps]),
                   "by_app": {a: _two_samples([r["ref_by_app"][a] for r in runs],
                                              [p["by_app"][a] for p in reps]) for a in apps}}
-
-        def mean_of(side: list[dict], key: str) -> float:
-            return float(np.mean([p[key] for p in side]))
-        replay = {"avg_jct_s": mean_of(reps, "avg_jct_s"), "makespan_s": mean_of(reps, "makespan_s"),
-                  "avg_jct_matched_s": mean_of(reps, "avg_jct_matched_s"),
-                  "matched": min(p["matched"] for p in reps),
-                  "dropped": max(p["dropped"] for p in reps), "median_abs_err": float("nan"),
-                  "by_app": {a: spread["by_app"][a]["replay_mean"] for a in apps},
-                  "world": adapter.world, "seeds": list(range(n))}
-        quanta = [r["quanta"] for r in runs]
         out.append({"workload": workload, "policy": policy,
                     "variant": f"{len(runs)} reference / {n} replay seeds", "seeds": len(runs),
                     "quanta_policy": runs[0]["quanta_policy"], "jobs": runs[0]["jobs"],
@@ -304,17 +310,9 @@ def seed_spread(rows: list[dict], adapter: Adapter, n: int,
                     "ref_makespan_s": spread["makespan"]["ref_mean"],
                     "ref_by_app": {a: spread["by_app"][a]["ref_mean"] for a in apps},
                     "ref_command": "; ".join(r["ref_command"] for r in runs),
-                    "ref_commit": runs[0]["ref_commit"], "replay": replay,
-                    "quanta": {"avg_jct_s": mean_of(quanta, "avg_jct_s"),
-                               "makespan_s": mean_of(quanta, "makespan_s"),
-                               "avg_jct_matched_s": mean_of(quanta, "avg_jct_matched_s"),
-                               "matched": min(q["matched"] for q in quanta),
-                               "dropped": max(q["dropped"] for q in quanta),
-                               "median_abs_err": float("nan"),
-                               "by_app": {a: float(np.mean([q["by_app"][a] for q in quanta]))
-                                          for a in apps if all(a in q["by_app"] for q in quanta)},
-                               "world": "quanta"},
-                    "spread": spread})
+                    "ref_commit": runs[0]["ref_commit"],
+                    "replay": dict(_mean_side(reps), seeds=list(range(n))),
+                    "quanta": _mean_side([r["quanta"] for r in runs]), "spread": spread})
     return out
 
 
@@ -325,28 +323,13 @@ def seed_means(rows: list[dict]) -> list[dict]:
     its own runs move by up to 12.6% from seed to seed), one run against one run compares two
     draws; the means compare the two distributions. variant "mean of N seeds"; no per-job
     error (the jobs of different runs are not one another's)."""
-    groups: dict[tuple[str, str], list[dict]] = {}
-    for r in rows:
-        if _plain_seed(r):
-            groups.setdefault((r["workload"], r["policy"]), []).append(r)
     out = []
-    for (workload, policy), runs in groups.items():
+    for (workload, policy), runs in seed_groups(rows).items():
         if len(runs) < 2:
             continue
 
         def mean_of(get) -> float:
             return float(np.mean([get(r) for r in runs]))
-
-        def side(key: str) -> dict:
-            apps = sorted(set.intersection(*(set(r[key]["by_app"]) for r in runs)))
-            return {"avg_jct_s": mean_of(lambda r: r[key]["avg_jct_s"]),
-                    "makespan_s": mean_of(lambda r: r[key]["makespan_s"]),
-                    "avg_jct_matched_s": mean_of(lambda r: r[key]["avg_jct_matched_s"]),
-                    "matched": min(r[key]["matched"] for r in runs),
-                    "dropped": max(r[key]["dropped"] for r in runs),
-                    "median_abs_err": float("nan"),
-                    "by_app": {a: mean_of(lambda r, a=a: r[key]["by_app"][a]) for a in apps},
-                    "world": runs[0][key]["world"]}
         ref_apps = sorted(set.intersection(*(set(r["ref_by_app"]) for r in runs)))
         out.append({"workload": workload, "policy": policy,
                     "variant": f"mean of {len(runs)} seeds", "seeds": len(runs),
@@ -356,5 +339,6 @@ def seed_means(rows: list[dict]) -> list[dict]:
                     "ref_by_app": {a: mean_of(lambda r, a=a: r["ref_by_app"][a]) for a in ref_apps},
                     "ref_command": "; ".join(r["ref_command"] for r in runs),
                     "ref_commit": runs[0]["ref_commit"],
-                    "replay": side("replay"), "quanta": side("quanta")})
+                    "replay": _mean_side([r["replay"] for r in runs]),
+                    "quanta": _mean_side([r["quanta"] for r in runs])})
     return out
