@@ -186,3 +186,38 @@ def test_a_move_keeping_the_gpus_per_node_is_free_in_sia_sim():
     six = np.zeros(6, dtype=np.int64)
     assert odd_shapes(cl, six, old + new) == {0: (2, 2), 1: (2, 2), 2: (2, 2), 3: (2, 2),
                                               5: (3, 1)}
+
+
+def test_seed_agreement_judges_the_references_runs_against_one_another(tmp_path):
+    """bench/anchors/sia_seed_agreement.py as typed from the repository root: every ordered pair
+    of a workload's recorded Pollux runs judged by the issue's targets, then a replay's rows."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from quanta.reproduce import ADAPTERS, recorded
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "bench" / "anchors"))
+    from sia_seed_agreement import judge
+    j = judge((100.0, 1000.0, {"a": 10.0, "b": 50.0}), (109.0, 880.0, {"a": 11.6, "b": 50.0}))
+    assert (j["avg_ok"], j["makespan_ok"], j["apps_ok"]) == (True, False, False)
+    assert abs(j["worst_app"] - 0.16) < 1e-12
+    per_workload: dict[str, int] = {}
+    for r in recorded(ADAPTERS["pollux"]):
+        per_workload[r.summary["workload"]] = per_workload.get(r.summary["workload"], 0) + 1
+    pairs = sum(k * (k - 1) for k in per_workload.values())
+    side = {"avg_jct_matched_s": 90.0, "makespan_s": 1000.0, "by_app": {"a": 10.0}}
+    rows = [{"workload": "w", "policy": "pollux", "variant": "", "ref_avg_jct_s": 100.0,
+             "ref_makespan_s": 1000.0, "ref_by_app": {"a": 10.0}, "replay": side},
+            {"workload": "w", "policy": "pollux", "variant": "mean of 2 seeds",
+             "ref_avg_jct_s": 100.0, "ref_makespan_s": 1000.0, "ref_by_app": {"a": 10.0},
+             "replay": side}]
+    out = tmp_path / "rep.json"
+    out.write_text(json.dumps(rows))
+    run = subprocess.run([sys.executable, "bench/anchors/sia_seed_agreement.py", "--replay",
+                          str(out)], cwd=root, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert f"{pairs} comparisons: average within 10% on" in run.stdout
+    assert "per run: 1 comparisons: average within 10% on 1, makespan within 10% on 1, every " \
+           "application within 15% on 1, all three on 1" in run.stdout   # the mean row is not one

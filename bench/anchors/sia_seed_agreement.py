@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""How well do the reference's own runs agree with one another? Sia's simulator runs its Pollux
+baseline with an unseeded genetic search; `bench/anchors/sia.py --seed S` seeds it, and some
+workloads are recorded with several seeds (quanta/data/reference/PROVENANCE.md). This judges each
+recorded run against every other run of its workload, under the issue's targets for Sia, Pollux
+and Sia's Gavel baseline (average JCT within 10%, each application's average within 15%, makespan
+within 10%), and, given the JSON of `quanta reproduce`, the replay against the reference under
+the same targets, so that the two agreements can be read side by side:
+
+    python bench/anchors/sia_seed_agreement.py [--policy pollux] [--replay OUT.json ...]
+
+where OUT.json is `quanta reproduce pollux [--workload W] [--replay-seeds N] --json > OUT.json`.
+Reference pairs are ordered (seed 1 judged against seed 0 and seed 0 against seed 1: the targets
+are relative to the run judged against). Replay rows: each run replayed with its reference's seed
+against that run, and, with --replay-seeds, the replay's mean over its seeds against the mean of
+the reference's runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from itertools import permutations
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from quanta.reproduce import ADAPTERS, _by_app, recorded, seed_of  # noqa: E402
+
+AVG, APP, MAKESPAN = 0.10, 0.15, 0.10      # the issue's targets (relative)
+
+
+def judge(ref: tuple[float, float, dict], other: tuple[float, float, dict]) -> dict:
+    """`other` (average JCT, makespan, per-application averages) against `ref`."""
+    apps = [a for a in ref[2] if a in other[2]]
+    worst = max((abs(other[2][a] / ref[2][a] - 1) for a in apps), default=0.0)
+    d_avg, d_mk = other[0] / ref[0] - 1, other[1] / ref[1] - 1
+    return {"avg": d_avg, "makespan": d_mk, "worst_app": worst,
+            "avg_ok": abs(d_avg) <= AVG, "makespan_ok": abs(d_mk) <= MAKESPAN,
+            "apps_ok": worst <= APP}
+
+
+def reference_runs(policy: str) -> dict[str, dict[int, tuple[float, float, dict]]]:
+    """workload -> seed -> (average JCT, makespan, per-application averages), seconds."""
+    out: dict[str, dict[int, tuple]] = {}
+    for r in recorded(ADAPTERS["sia"] if policy != "pollux" else ADAPTERS["pollux"]):
+        s = r.summary
+        if s["policy"] != policy or "--solver" in s.get("command", ""):
+            continue
+        apps = _by_app(None, [j["application"] for j in r.jobs], [float(j["jct_s"]) for j in r.jobs])
+        out.setdefault(s["workload"], {})[seed_of(s)] = (s["avg_jct_s"], s["makespan_s"], apps)
+    return out
+
+
+def replay_rows(paths: list[str], policy: str) -> list[tuple[str, str, dict]]:
+    """(workload, what, judgement) for each per-seed row and each two-sample row of the files."""
+    out = []
+    for p in paths:
+        for r in json.loads(Path(p).read_text()):
+            if r["policy"] != policy:
+                continue
+            rep = r["replay"]
+            ref = (r["ref_avg_jct_s"], r["ref_makespan_s"], r["ref_by_app"])
+            mine = (rep["avg_jct_matched_s"], rep["makespan_s"], rep["by_app"])
+            if "spread" in r:
+                out.append((r["workload"], r["variant"], judge(ref, mine)))
+            elif not r["variant"].startswith("mean of") and "solver" not in r["variant"]:
+                out.append((r["workload"], r["variant"] or "seed 0", judge(ref, mine)))
+    return out
+
+
+def line(workload: str, what: str, j: dict) -> str:
+    flags = "".join(c if j[f"{k}_ok"] else "-" for c, k in zip("jma", ("avg", "makespan", "apps")))
+    return (f"{workload:36s} {what:28s} avg {j['avg']:+7.1%}  makespan {j['makespan']:+7.1%}  "
+            f"worst application {j['worst_app']:6.1%}  {flags}{'  ALL' if flags == 'jma' else ''}")
+
+
+def tally(js: list[dict]) -> str:
+    n = len(js)
+    return (f"{n} comparisons: average within 10% on {sum(j['avg_ok'] for j in js)}, makespan "
+            f"within 10% on {sum(j['makespan_ok'] for j in js)}, every application within 15% on "
+            f"{sum(j['apps_ok'] for j in js)}, all three on "
+            f"{sum(j['avg_ok'] and j['makespan_ok'] and j['apps_ok'] for j in js)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--policy", default="pollux", help="reference policy (pollux, sia, gavel)")
+    ap.add_argument("--replay", nargs="*", default=[], metavar="JSON",
+                    help="`quanta reproduce ... --json` outputs to judge the same way")
+    a = ap.parse_args(argv)
+    runs = reference_runs(a.policy)
+    mine = []
+    print(f"the reference against itself ({a.policy}; within the target: j = average JCT, "
+          "m = makespan, a = every application)")
+    for w, by in sorted(runs.items()):
+        for s0, s1 in permutations(sorted(by), 2):
+            j = judge(by[s0], by[s1])
+            mine.append(j)
+            print(line(w, f"seed {s1} against seed {s0}", j))
+    print(tally(mine) if mine else "no workload recorded with two seeds or more")
+    if a.replay:
+        theirs = replay_rows(a.replay, a.policy)
+        print(f"\nthe replay against the reference ({a.policy})")
+        for w, what, j in theirs:
+            print(line(w, what, j))
+        per_run = [j for _w, what, j in theirs if what.startswith("seed")]
+        spread = [j for _w, what, j in theirs if not what.startswith("seed")]
+        if per_run:
+            print("per run: " + tally(per_run))
+        if spread:
+            print("means over seeds: " + tally(spread))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
