@@ -255,7 +255,8 @@ def _mean_side(sides: list[dict]) -> dict:
 def _two_samples(ref: list[float], rep: list[float]) -> dict:
     """The replay's mean against the reference's, as two samples of runs with different seeds:
     means, standard deviations (ddof 1; NaN for one run), the relative difference of the means
-    and its 95% interval (Welch's t; NaN unless both sides have two runs or more)."""
+    and its 95% interval (Welch's t; NaN unless both sides have two runs or more), and each
+    side's runs."""
     a, b = np.asarray(ref, dtype=float), np.asarray(rep, dtype=float)
     ma, mb = float(a.mean()), float(b.mean())
     sa = float(a.std(ddof=1)) if len(a) > 1 else float("nan")
@@ -272,7 +273,8 @@ def _two_samples(ref: list[float], rep: list[float]) -> dict:
             half = 0.0
         lo, hi = (mb - ma - half) / ma, (mb - ma + half) / ma
     return {"ref_mean": ma, "ref_sd": sa, "ref_n": len(a), "replay_mean": mb, "replay_sd": sb,
-            "replay_n": len(b), "diff": mb / ma - 1, "lo": lo, "hi": hi}
+            "replay_n": len(b), "diff": mb / ma - 1, "lo": lo, "hi": hi,
+            "ref_runs": a.tolist(), "replay_runs": b.tolist()}
 
 
 def seed_spread(rows: list[dict], adapter: Adapter, n: int,

@@ -396,6 +396,7 @@ def test_seed_spread_replays_only_the_seeds_not_yet_run(monkeypatch):
     sp = row["spread"]
     assert row["variant"] == "2 reference / 4 replay seeds"
     assert (sp["avg_jct"]["ref_mean"], sp["avg_jct"]["replay_mean"]) == (15.0, 25.0)
+    assert sp["avg_jct"]["replay_runs"] == [10.0, 20.0, 30.0, 40.0]
     assert list(sp["by_app"]) == ["a"]              # only applications both sides have
     assert row["replay"]["by_app"] == {"a": 2.5} and row["replay"]["seeds"] == [0, 1, 2, 3]
 
