@@ -213,6 +213,11 @@ def test_seed_agreement_judges_the_references_runs_against_one_another(tmp_path)
             {"workload": "w", "policy": "pollux", "variant": "mean of 2 seeds",
              "ref_avg_jct_s": 100.0, "ref_makespan_s": 1000.0, "ref_by_app": {"a": 10.0},
              "replay": side}]
+    two = {"ref_mean": 100.0, "ref_runs": [90.0, 110.0], "replay_runs": [120.0, 140.0, 130.0]}
+    rows.append({"workload": "w", "policy": "pollux", "variant": "2 reference / 3 replay seeds",
+                 "ref_avg_jct_s": 100.0, "ref_makespan_s": 1000.0, "ref_by_app": {"a": 10.0},
+                 "replay": side, "spread": {"avg_jct": two, "makespan": two,
+                                            "by_app": {"a": two}}})
     out = tmp_path / "rep.json"
     out.write_text(json.dumps(rows))
     run = subprocess.run([sys.executable, "bench/anchors/sia_seed_agreement.py", "--replay",
@@ -221,3 +226,6 @@ def test_seed_agreement_judges_the_references_runs_against_one_another(tmp_path)
     assert f"{pairs} comparisons: average within 10% on" in run.stdout
     assert "per run: 1 comparisons: average within 10% on 1, makespan within 10% on 1, every " \
            "application within 15% on 1, all three on 1" in run.stdout   # the mean row is not one
+    assert "means over seeds: 1 comparisons" in run.stdout
+    pooled = next(x for x in run.stdout.splitlines() if x.startswith("average JCT"))
+    assert "reference  1.00 ( 2 runs)  replay  1.30 ( 3 runs)" in pooled

@@ -13,7 +13,9 @@ where OUT.json is `quanta reproduce pollux [--workload W] [--replay-seeds N] --j
 Reference pairs are ordered (seed 1 judged against seed 0 and seed 0 against seed 1: the targets
 are relative to the run judged against). Replay rows: each run replayed with its reference's seed
 against that run, and, with --replay-seeds, the replay's mean over its seeds against the mean of
-the reference's runs.
+the reference's runs; then, over every workload with --replay-seeds rows, each measure pooled:
+every run's value over its workload's reference mean, the reference's runs and the replay's as
+two samples (is the replay longer or shorter across workloads, beyond the draws?).
 """
 
 from __future__ import annotations
@@ -71,6 +73,23 @@ def replay_rows(paths: list[str], policy: str) -> list[tuple[str, str, dict]]:
     return out
 
 
+def pooled(paths: list[str], policy: str) -> dict[str, tuple[list[float], list[float]]]:
+    """measure -> (the reference's runs, the replay's runs), each over its workload's reference
+    mean, from the two-sample rows (`quanta reproduce --replay-seeds`) of the files."""
+    out: dict[str, tuple[list[float], list[float]]] = {}
+    for p in paths:
+        for r in json.loads(Path(p).read_text()):
+            if r["policy"] != policy or "spread" not in r:
+                continue
+            sp = r["spread"]
+            for what, c in [("average JCT", sp["avg_jct"]), ("makespan", sp["makespan"]),
+                            *sorted(sp["by_app"].items())]:
+                ref, rep = out.setdefault(what, ([], []))
+                ref += [v / c["ref_mean"] for v in c["ref_runs"]]
+                rep += [v / c["ref_mean"] for v in c["replay_runs"]]
+    return out
+
+
 def line(workload: str, what: str, j: dict) -> str:
     flags = "".join(c if j[f"{k}_ok"] else "-" for c, k in zip("jma", ("avg", "makespan", "apps")))
     return (f"{workload:36s} {what:28s} avg {j['avg']:+7.1%}  makespan {j['makespan']:+7.1%}  "
@@ -112,6 +131,16 @@ def main(argv: list[str] | None = None) -> int:
             print("per run: " + tally(per_run))
         if spread:
             print("means over seeds: " + tally(spread))
+        pool = pooled(a.replay, a.policy)
+        if pool:
+            from scipy.stats import ttest_ind
+            print("\npooled over workloads (each run over its workload's reference mean; "
+                  "Welch's t-test of the two samples)")
+            for what, (ref, rep) in pool.items():
+                p = ttest_ind(rep, ref, equal_var=False).pvalue if min(len(ref), len(rep)) > 1 \
+                    else float("nan")
+                print(f"{what:14s} reference {sum(ref) / len(ref):5.2f} ({len(ref):2d} runs)  "
+                      f"replay {sum(rep) / len(rep):5.2f} ({len(rep):2d} runs)  p = {p:.2f}")
     return 0
 
 
