@@ -220,20 +220,25 @@ def reproduce(system: str, workload: str | None = None, policy: str | None = Non
         row["replay"] = compare(ref, adapter, adapter.world, seed)
         row["replay"]["seed"] = adapter.seed(s) if seed is None else seed
         row["quanta"] = compare(ref, adapter, "quanta", seed)
-        row["reference"] = ref
         out.append(row)
-    extra = seed_spread(out, adapter, replay_seeds, progress) if replay_seeds else []
-    for row in out:
-        del row["reference"]
+    extra = []
+    if replay_seeds:
+        workloads = {(r.summary["workload"], r.summary["policy"]): r for r in refs}
+        extra = seed_spread(out, workloads, adapter, replay_seeds, progress)
     return out + seed_means(out) + extra
 
 
+def plain_seed(variant: str) -> bool:
+    """Whether a run is told apart from the others of its workload only by its seed (`variant_of`:
+    "" or "seed N"; not, say, by its solver)."""
+    return re.fullmatch(r"(seed \d+)?", variant) is not None
+
+
 def seed_groups(rows: list[dict]) -> dict[tuple[str, str], list[dict]]:
-    """The rows by (workload, policy), of runs told apart from the others of their workload only
-    by their seed (not, say, their solver)."""
+    """The rows by (workload, policy), of runs told apart by their seed only (`plain_seed`)."""
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in rows:
-        if re.fullmatch(r"(seed \d+)?", r["variant"]):
+        if plain_seed(r["variant"]):
             groups.setdefault((r["workload"], r["policy"]), []).append(r)
     return groups
 
@@ -262,25 +267,26 @@ def _two_samples(ref: list[float], rep: list[float]) -> dict:
     sa = float(a.std(ddof=1)) if len(a) > 1 else float("nan")
     sb = float(b.std(ddof=1)) if len(b) > 1 else float("nan")
     lo = hi = float("nan")
-    if len(a) > 1 and len(b) > 1:
-        va, vb = sa ** 2 / len(a), sb ** 2 / len(b)
-        se = (va + vb) ** 0.5
-        if se > 0:
-            from scipy.stats import t
-            df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
-            half = float(t.ppf(0.975, df)) * se
-        else:
-            half = 0.0
-        lo, hi = (mb - ma - half) / ma, (mb - ma + half) / ma
+    if len(a) > 1 and len(b) > 1 and not (sa or sb):       # no spread on either side
+        lo = hi = (mb - ma) / ma
+    elif len(a) > 1 and len(b) > 1:
+        import warnings
+
+        from scipy.stats import ttest_ind
+        with warnings.catch_warnings():   # a side whose runs are all equal is exact, not lossy
+            warnings.simplefilter("ignore", RuntimeWarning)
+            ci = ttest_ind(b, a, equal_var=False).confidence_interval(0.95)
+        lo, hi = float(ci.low) / ma, float(ci.high) / ma
     return {"ref_mean": ma, "ref_sd": sa, "ref_n": len(a), "replay_mean": mb, "replay_sd": sb,
             "replay_n": len(b), "diff": mb / ma - 1, "lo": lo, "hi": hi,
             "ref_runs": a.tolist(), "replay_runs": b.tolist()}
 
 
-def seed_spread(rows: list[dict], adapter: Adapter, n: int,
-                progress: Callable[[str], None] | None = None) -> list[dict]:
+def seed_spread(rows: list[dict], workloads: dict[tuple[str, str], Reference], adapter: Adapter,
+                n: int, progress: Callable[[str], None] | None = None) -> list[dict]:
     """Per workload and policy (its runs told apart by seed only): the replay with seeds 0..n-1
-    (the runs already replayed with one of those seeds reused) against every recorded reference
+    (the runs already replayed with one of those seeds reused; `workloads`: a recorded run of each
+    (workload, policy), for its trace, cluster and policy) against every recorded reference
     run, as two samples (`_two_samples`) of average JCT, makespan and each application's average.
     Where the reference's search is a draw (Pollux's unseeded genetic algorithm), one run against
     one run compares two draws, and a mean of two or three reference runs is itself uncertain:
@@ -295,7 +301,7 @@ def seed_spread(rows: list[dict], adapter: Adapter, n: int,
             if s not in done:
                 if progress:
                     progress(f"{workload} / {policy} (replay seed {s})")
-                done[s] = compare(runs[0]["reference"], adapter, adapter.world, s)
+                done[s] = compare(workloads[(workload, policy)], adapter, adapter.world, s)
             reps.append(done[s])
         apps = sorted(set.intersection(*(set(r["ref_by_app"]) for r in runs),
                                        *(set(p["by_app"]) for p in reps)))

@@ -388,10 +388,10 @@ def test_seed_spread_replays_only_the_seeds_not_yet_run(monkeypatch):
                 "quanta_policy": "pollux", "jobs": 3, "ref_avg_jct_s": ref,
                 "ref_makespan_s": 100.0, "ref_by_app": {"a": 2.0, "b": 5.0},
                 "ref_command": "c", "ref_commit": "x", "replay": side,
-                "quanta": dict(side, world="quanta"), "reference": object()}
+                "quanta": dict(side, world="quanta")}
     rows = [run("", 0, 12.0), run("seed 1", 1, 18.0), run("solver highs", 0, 99.0)]
     calls.clear()
-    (row,) = rp.seed_spread(rows, rp.ADAPTERS["pollux"], 4)
+    (row,) = rp.seed_spread(rows, {("w", "pollux"): object()}, rp.ADAPTERS["pollux"], 4)
     assert calls == [2, 3]                          # seeds 0 and 1 were replayed already
     sp = row["spread"]
     assert row["variant"] == "2 reference / 4 replay seeds"

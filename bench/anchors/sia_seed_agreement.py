@@ -29,7 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from quanta.reproduce import ADAPTERS, _by_app, recorded, seed_of  # noqa: E402
+from quanta.reproduce import (  # noqa: E402
+    ADAPTERS, _by_app, plain_seed, recorded, seed_of, variant_of)
 
 AVG, APP, MAKESPAN = 0.10, 0.15, 0.10      # the issue's targets (relative)
 
@@ -47,9 +48,9 @@ def judge(ref: tuple[float, float, dict], other: tuple[float, float, dict]) -> d
 def reference_runs(policy: str) -> dict[str, dict[int, tuple[float, float, dict]]]:
     """workload -> seed -> (average JCT, makespan, per-application averages), seconds."""
     out: dict[str, dict[int, tuple]] = {}
-    for r in recorded(ADAPTERS["sia"] if policy != "pollux" else ADAPTERS["pollux"]):
+    for r in recorded(ADAPTERS["pollux" if policy == "pollux" else "sia"]):
         s = r.summary
-        if s["policy"] != policy or "--solver" in s.get("command", ""):
+        if s["policy"] != policy or not plain_seed(variant_of(s)):
             continue
         apps = _by_app(None, [j["application"] for j in r.jobs], [float(j["jct_s"]) for j in r.jobs])
         out.setdefault(s["workload"], {})[seed_of(s)] = (s["avg_jct_s"], s["makespan_s"], apps)
@@ -68,7 +69,7 @@ def replay_rows(paths: list[str], policy: str) -> list[tuple[str, str, dict]]:
             mine = (rep["avg_jct_matched_s"], rep["makespan_s"], rep["by_app"])
             if "spread" in r:
                 out.append((r["workload"], r["variant"], judge(ref, mine)))
-            elif not r["variant"].startswith("mean of") and "solver" not in r["variant"]:
+            elif plain_seed(r["variant"]):
                 out.append((r["workload"], r["variant"] or "seed 0", judge(ref, mine)))
     return out
 
