@@ -209,10 +209,13 @@ class Job:
             # group exists (otherwise every rank's communicator and barrier use cuda:0)
             torch.cuda.set_device(torch.device(a.device))
             dist.init_process_group("nccl", rank=a.rank, world_size=a.world_size)
-            # a clean exit tears the communicator down (else ProcessGroupNCCL warns of a leak)
-            atexit.register(_destroy_process_group)
         else:
             dist.init_process_group("gloo", rank=a.rank, world_size=a.world_size)
+        # a clean exit tears the group down before the interpreter does: else ProcessGroupNCCL
+        # warns of a leak, and gloo's threads, destroyed during interpreter shutdown, can abort a
+        # rank that finished its work (seen once in CI: "terminate called without an active
+        # exception", SIGABRT, after the job's last checkpoint)
+        atexit.register(_destroy_process_group)
         self._dist = True
 
     def wrap(self, model, distributed: bool | None = None):
