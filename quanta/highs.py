@@ -70,6 +70,7 @@ class Result:
     message: str
     x: np.ndarray | None
     row_dual: np.ndarray | None
+    col_dual: np.ndarray | None = None      # reduced costs
 
 
 _STATUS = {"kOptimal": 0, "kTimeLimit": 1, "kIterationLimit": 1, "kInfeasible": 2,
@@ -163,7 +164,8 @@ class LP:
         if code != 0:
             return Result(code, msg, None, None)
         sol = self.h.getSolution()
-        return Result(0, msg, np.array(sol.col_value), np.array(sol.row_dual))
+        return Result(0, msg, np.array(sol.col_value), np.array(sol.row_dual),
+                      np.array(sol.col_dual))
 
 
 _LP: LP | None = None

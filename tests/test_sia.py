@@ -116,6 +116,45 @@ def test_configuration_programme_kept_between_rounds_gives_the_cold_answer():
     assert resolved == 30 and warm.lp is not None
 
 
+def test_a_programme_kept_between_rounds_answers_only_what_a_fresh_solve_would(monkeypatch):
+    # Costs drawn from a few values: identical jobs, many tied optima (every other round
+    # perturbed: no ties). Solved from the last
+    # basis and accepted as it is (Warm(exact=False), `warm_start=true`), some rounds pick
+    # another of the tied optima than a fresh solve; with the certificate (the default) every
+    # round gives the fresh solve's answer, most of them without the fresh solve.
+    import numpy as np
+
+    from quanta.policies import config_ilp as ci
+    fresh = []
+    _solve = ci._from_relaxation
+
+    def counted(*a, **k):
+        fresh.append(1)
+        return _solve(*a, **k)
+
+    monkeypatch.setattr(ci, "_from_relaxation", counted)
+    rng = np.random.default_rng(7)
+    n, K = 10, 2
+    cj = np.repeat(np.arange(n), 4)
+    ct = np.tile(np.repeat(np.arange(K), 2), n)
+    cn = np.tile([1, 2], n * K)
+    cap = np.array([6, 5])
+    exact, loose = ci.Warm(), ci.Warm(exact=False)
+    moved = rounds = 0
+    for r in range(60):
+        cost = -rng.choice([0.5, 1.0, 1.5], size=len(cj)) * np.where(cn == 2, 1.6, 1.0)
+        if r % 2:                     # every other round without ties
+            cost *= rng.uniform(0.8, 1.2, len(cj))
+        cold = ci.choose_configs(n, cj, ct, cn, cost, cap)
+        fresh.clear()
+        got = ci.choose_configs(n, cj, ct, cn, cost, cap, warm=exact)
+        assert np.array_equal(got, cold)
+        rounds += not fresh
+        moved += not np.array_equal(ci.choose_configs(n, cj, ct, cn, cost, cap, warm=loose), cold)
+    assert moved > 0                  # the certificate is what keeps the answers
+    assert rounds >= 15               # and it answers without the fresh solve
+
+
 def test_a_waiting_job_starts_unpenalised():
     """Sia penalises leaving an allocation, not getting one (sia.py:890-900: the factor applies
     to jobs with a previous allocation). A job waiting 50 s with a 30 s penalty is worth

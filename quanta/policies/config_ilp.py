@@ -9,6 +9,11 @@ MILP (to a 1e-4 relative gap) only where that search gives up. Where optimal cho
 `ties` says who picks: "search" (the search's order) or "milp" (the search answers only an
 optimum unique beyond the MILP's gap, the MILP the rest: HiGHS' answers throughout, as before
 2026-11-26, and as a reference that solves a MILP, Sia's simulator with CBC, would).
+
+A policy keeps its programme in HiGHS between rounds (`Warm`): where only the costs changed,
+the relaxation is re-solved from the last basis (about 8x cheaper than afresh on Sia's rounds),
+and its answer is taken only where a fresh solve would certainly give the same (`_certified`);
+elsewhere the programme is solved afresh, so the answers are those of fresh solves.
 """
 
 from __future__ import annotations
@@ -29,15 +34,16 @@ class Warm:
     forgotten at the first decision of a run (`Warm.of`), so a run never depends on an earlier
     one."""
 
-    def __init__(self) -> None:
+    def __init__(self, exact: bool = True) -> None:
         self.lp = None
         self.key: tuple | None = None
+        self.exact = exact        # answer only where a fresh solve would answer the same
 
     @staticmethod
-    def of(policy, snap: Snapshot) -> Warm:
+    def of(policy, snap: Snapshot, exact: bool = True) -> Warm:
         w = policy.__dict__.get("_warm")
-        if w is None or not snap.state:          # a new run: nothing kept from another
-            w = policy.__dict__["_warm"] = Warm()
+        if w is None or not snap.state or w.exact != exact:   # a new run: nothing kept
+            w = policy.__dict__["_warm"] = Warm(exact)
         return w
 
 
@@ -55,7 +61,8 @@ def choose_configs(n_jobs: int, cand_j: np.ndarray, cand_t: np.ndarray, cand_n: 
                    ties: str = "search") -> np.ndarray | None:
     """Indexes of the chosen candidates, or None if the solver found nothing. With `warm`, the
     LP relaxation of a programme with the same rows and columns as the last one is re-solved
-    from its basis (only the costs changed). `fixed` (a mask over the candidates, at most one
+    from its basis (only the costs changed), its answer taken where certain to be a fresh
+    solve's (`warm.exact`, else always). `fixed` (a mask over the candidates, at most one
     per job) are chosen whatever the costs: their GPUs come off the capacity and their jobs out
     of the programme, a constraint x = 1 as Sia's simulator pins a job mid-restore (sia.py:
     1021-1028). (A large negative cost instead would dwarf the objective, and with it the MILP's
@@ -80,6 +87,16 @@ def choose_configs(n_jobs: int, cand_j: np.ndarray, cand_t: np.ndarray, cand_n: 
     key = (n_jobs, cand_j.tobytes(), cand_t.tobytes(), cand_n.tobytes(), capacity.tobytes())
     if warm is not None and warm.lp is not None and warm.key == key:
         res = warm.lp.resolve(cost=cost)
+        if not warm.exact:
+            return _from_relaxation(n_jobs, cand_j, cand_t, cand_n, cost, capacity, res,
+                                    time_limit, ties)
+        chosen = _certified(cand_j, cand_t, cand_n, cost, capacity, res, ties)
+        if chosen is not None:
+            return chosen
+        lp = highs.solver("configs")       # not certified: the fresh solve decides, as without
+        res = lp.solve(cost, _matrix(n_jobs, cand_j, cand_t, cand_n, len(capacity)),
+                       np.concatenate([np.ones(n_jobs), capacity.astype(float)]),
+                       np.zeros(m), np.ones(m))
     else:
         A = _matrix(n_jobs, cand_j, cand_t, cand_n, len(capacity))
         lp = warm.lp if warm is not None and warm.lp is not None else \
@@ -88,12 +105,21 @@ def choose_configs(n_jobs: int, cand_j: np.ndarray, cand_t: np.ndarray, cand_n: 
                        np.zeros(m), np.ones(m))
         if warm is not None:
             warm.lp, warm.key = lp, key
+    return _from_relaxation(n_jobs, cand_j, cand_t, cand_n, cost, capacity, res, time_limit,
+                            ties)
+
+
+def _from_relaxation(n_jobs, cand_j, cand_t, cand_n, cost, capacity, res, time_limit: float,
+                     ties: str) -> np.ndarray | None:
+    """The programme's answer from its relaxation `res`: the relaxation itself where it is
+    integral, else the exact search bounded by its duals, else the MILP."""
     x = res.x if res.status == 0 else None
     if x is not None and not np.any(np.abs(x - np.round(x)) > 1e-7):
         return np.flatnonzero(x > 0.5)                    # integral: the ILP optimum
     if x is not None:
         chosen = exact_optimum(cand_j, cand_t, cand_n, cost, capacity, x,
-                               np.maximum(-res.row_dual[n_jobs:], 0.0), unique=ties == "milp")
+                               np.maximum(-res.row_dual[-len(capacity):], 0.0),
+                               unique=ties == "milp")
         if chosen is not None:
             return chosen
     x = _milp(n_jobs, cand_j, cand_t, cand_n, cost, capacity, time_limit)
@@ -102,11 +128,41 @@ def choose_configs(n_jobs: int, cand_j: np.ndarray, cand_t: np.ndarray, cand_n: 
     return np.flatnonzero(x > 0.5)
 
 
+def _certified(cand_j, cand_t, cand_n, cost, capacity, res, ties: str) -> np.ndarray | None:
+    """The answer a fresh solve of the relaxation would lead to, from a relaxation solved from
+    the last basis (`res`), where that is certain; else None.
+
+    Integral: where the optimum is unique (every nonbasic column and row has a reduced cost
+    beyond DUAL_MARGIN: no other vertex is optimal), a fresh solve returns the same vertex.
+    Fractional: the search, bounded by these duals, answers where the programme's optimum is
+    unique beyond what decides ties: the MILP's window (ties="milp", as a fresh relaxation's
+    search would: the MILP, which the search's doubts go to, returns it too), or any tie rule's
+    margin (ties="search": the fresh relaxation's search, whatever its incumbent and order,
+    would find the same optimum)."""
+    if res.status != 0:
+        return None
+    x = res.x
+    if not np.any(np.abs(x - np.round(x)) > 1e-7):
+        beyond = int((np.abs(res.col_dual) > DUAL_MARGIN).sum()
+                     + (np.abs(res.row_dual) > DUAL_MARGIN).sum())
+        return np.flatnonzero(x > 0.5) if beyond == len(x) else None
+    width = None
+    if ties == "search":          # above any tie the search may make: TIE x its incumbent
+        most = np.zeros(int(cand_j.max()) + 1)
+        np.maximum.at(most, cand_j, np.abs(cost))
+        width = 2 * TIE * max(1.0, float(most.sum()))
+    return exact_optimum(cand_j, cand_t, cand_n, cost, capacity, x,
+                         np.maximum(-res.row_dual[-len(capacity):], 0.0), unique=True,
+                         width=width)
+
+
 MIP_REL_GAP = 1e-4        # the MILP's relative gap (HiGHS stops within it of its dual bound)
 SEARCH_STATES = 200_000   # states the exact search may expand before HiGHS' MILP takes over
 SEARCH_DEPTH = 500        # jobs left free past which the MILP answers (the search recurses per job)
 TIE = 1e-9                # relative: a solution must beat the best found by this much to replace it
 TIES = ("search", "milp")  # who picks among optimal choice sets (choose_configs)
+DUAL_MARGIN = 1e-6        # reduced costs beyond this (10x HiGHS' dual feasibility tolerance)
+                          # make a vertex the relaxation's only optimum (_certified)
 
 
 def _milp(n_jobs: int, cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray,
@@ -206,12 +262,12 @@ class _Overflow(Exception):
 
 def exact_optimum(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, cost: np.ndarray,
                   capacity: np.ndarray, x: np.ndarray, price: np.ndarray,
-                  unique: bool = False) -> np.ndarray | None:
+                  unique: bool = False, width: float | None = None) -> np.ndarray | None:
     """The programme's optimum (chosen candidates) by a depth-first branch and bound over the
     jobs, or None past SEARCH_STATES states or SEARCH_DEPTH free jobs (the MILP answers). With
     `unique`, only an optimum that every other choice set exceeds by more than `_window`: then
     HiGHS' MILP, which stops within that window of the optimum, returns it too, and the answer
-    is the MILP's whatever the ties (None otherwise).
+    is the MILP's whatever the ties (None otherwise); `width` replaces that window.
 
     Bound, by Lagrangian duality: with `price` (>= 0 per GPU of each type; the relaxation's duals
     make it as tight as the relaxation) the jobs from k on, given `left` GPUs, cost at least the
@@ -236,7 +292,10 @@ def exact_optimum(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, co
     floor -= float(price @ capacity)
     inc, inc_set = _incumbent(cand_j, cand_t, cand_n, cost, capacity, x, choices)
     tie = TIE * max(1.0, abs(inc))
-    budget = inc + _window(inc) if unique else inc - tie   # what a choice set must cost below
+    def within(z: float) -> float:
+        return _window(z) if width is None else width
+
+    budget = inc + within(inc) if unique else inc - tie   # what a choice set must cost below
     if floor >= budget:       # nothing can: the incumbent is optimal (ties="search")
         return np.sort(np.array(inc_set, dtype=np.int64))
     fixed, free = [], []
@@ -305,10 +364,10 @@ def exact_optimum(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, co
 
     def second_within(path: list[int], z: float, prefix: float, priced_left: float) -> bool:
         """Whether a choice set other than the optimum `path` (one choice per free job, -1:
-        none; cost z) costs less than z + _window(z): the first free job where it differs takes
+        none; cost z) costs less than z + within(z): the first free job where it differs takes
         another choice, the ones before it their path's, the ones after it their best given
         what is left (`solve`, whose memo holds from the optimum's search)."""
-        bound = z + _window(z)
+        bound = z + within(z)
         for k, on_path in enumerate(path):
             base = prefix + lowsum[k] - priced_left
             for e, c in zip(*free[k]):

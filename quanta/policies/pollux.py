@@ -87,8 +87,10 @@ class Pollux(Policy):
     max_gpus: int = 64
     aware: bool = False      # Pollux is heterogeneity-unaware: every type looks like the main one
     time_limit: float = 10.0
-    # re-solve the configuration programme from the last round's basis (~1.5x faster rounds;
-    # where the optimum is not unique it may pick another one: off by default, results unchanged)
+    # the configuration programme is re-solved from the last round's basis, its answer taken
+    # where it is certainly a fresh solve's (config_ilp._certified: the results are the fresh
+    # solves'); warm_start=true takes it wherever (faster still; where optima tie it may pick
+    # another of them)
     warm_start: bool = False
     # who picks among optimal allocations that tie (config_ilp.py): "search", Quanta's exact
     # search, in its order; "milp", HiGHS' MILP, as before 2026-11-26 (sia-sim pins it)
@@ -187,7 +189,7 @@ class Pollux(Policy):
             cost = (term if self.p < 0 else -term) - ADMIT
         return decide_configs(snap, c, cost, st, self.time_limit,
                               dict.fromkeys(range(n), ADAPTIVE_BATCH),
-                              Warm.of(self, snap) if self.warm_start else None,
+                              Warm.of(self, snap, exact=not self.warm_start),
                               ties=self.ties)
 
     # -- what the policy believes -------------------------------------------------------------

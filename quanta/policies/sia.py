@@ -101,8 +101,10 @@ class Sia(Policy):
                                   # simulator; sia-sim pins it): see `_learned`
     project_order: str = ""       # with `learn`: GPU types to project from, in order ("t4/a100/rtx")
     time_limit: float = 10.0
-    # re-solve the configuration programme from the last round's basis (~1.5x faster rounds;
-    # where the optimum is not unique it may pick another one: off by default, results unchanged)
+    # the configuration programme is re-solved from the last round's basis, its answer taken
+    # where it is certainly a fresh solve's (config_ilp._certified: the results are the fresh
+    # solves'); warm_start=true takes it wherever (faster still; where optima tie it may pick
+    # another of them)
     warm_start: bool = False
     # who picks among optimal allocations that tie (config_ilp.py): "search", Quanta's exact
     # search, in its order; "milp", HiGHS' MILP, as before 2026-11-26 (sia-sim pins it)
@@ -149,7 +151,7 @@ class Sia(Policy):
         plans = {i: ADAPTIVE_BATCH for i in range(n) if not self._rigid(j.specs[i])}
         # a pinned job's only candidate is chosen (sia.py:1021-1028: a constraint X = 1)
         return decide_configs(snap, c, cost, st, self.time_limit, plans,
-                              Warm.of(self, snap) if self.warm_start else None,
+                              Warm.of(self, snap, exact=not self.warm_start),
                               fixed=pinned[c.job] if pinned.any() else None,
                               ties=self.ties)
 
