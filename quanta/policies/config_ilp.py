@@ -318,16 +318,24 @@ def exact_optimum(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, co
     for k in range(nf - 1, -1, -1):
         c = free[k][1][0]
         lowsum[k] = lowsum[k + 1] + (0.0 if c < 0 else costs[c] + priced[c])
-    memo: dict[tuple, tuple] = {}
+    # a state (k, left) as one integer: left in mixed radix (each type's GPUs only fall from
+    # what is left now), plus k x the number of such lefts
+    radix = [1] * K
+    for t in range(1, K):
+        radix[t] = radix[t - 1] * (left[t - 1] + 1)
+    stride = radix[-1] * (left[-1] + 1)
+    step = [count[c] * radix[ctype[c]] for c in range(len(costs))]
+    memo: dict[int, tuple] = {}
     states = 0
 
-    def solve(k: int, thr: float, priced_left: float) -> tuple[float, tuple] | None:
+    def solve(k: int, thr: float, priced_left: float, code: int) -> tuple[float, tuple] | None:
         """The cheapest choices of free jobs k.. within `left` (worth `priced_left` at the
-        prices), (cost, candidates), if it costs less than thr, else None."""
+        prices; `code`: left in the radix), (cost, candidates), if it costs less than thr, else
+        None."""
         nonlocal states
         if k == nf:
             return _LEAF if thr > 0.0 else None
-        key = (k, *left)
+        key = k * stride + code
         m = memo.get(key)
         if m is not None:
             if m[1] is not None:                    # this state's optimum
@@ -344,7 +352,8 @@ def exact_optimum(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, co
             if base + e >= cut:
                 break
             if c < 0:
-                r = (_LEAF if cut > 0.0 else None) if last else solve(k + 1, cut, priced_left)
+                r = (_LEAF if cut > 0.0 else None) if last else \
+                    solve(k + 1, cut, priced_left, code)
                 if r is not None:
                     best = (r[0], (-1,) + r[1])
                     cut = best[0] - tie
@@ -354,7 +363,7 @@ def exact_optimum(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, co
                 else:
                     t = ctype[c]
                     left[t] -= count[c]
-                    r = solve(k + 1, cut - costs[c], priced_left - priced[c])
+                    r = solve(k + 1, cut - costs[c], priced_left - priced[c], code - step[c])
                     left[t] += count[c]
                 if r is not None:
                     best = (costs[c] + r[0], (c,) + r[1])
@@ -362,7 +371,8 @@ def exact_optimum(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, co
         memo[key] = (thr, None) if best is None else best
         return best
 
-    def second_within(path: list[int], z: float, prefix: float, priced_left: float) -> bool:
+    def second_within(path: list[int], z: float, prefix: float, priced_left: float,
+                      code: int) -> bool:
         """Whether a choice set other than the optimum `path` (one choice per free job, -1:
         none; cost z) costs less than z + within(z): the first free job where it differs takes
         another choice, the ones before it their path's, the ones after it their best given
@@ -376,11 +386,12 @@ def exact_optimum(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, co
                 if c == on_path:
                     continue
                 if c < 0:
-                    if solve(k + 1, bound - prefix, priced_left) is not None:
+                    if solve(k + 1, bound - prefix, priced_left, code) is not None:
                         return True
                 elif count[c] <= left[ctype[c]]:
                     left[ctype[c]] -= count[c]
-                    r = solve(k + 1, bound - prefix - costs[c], priced_left - priced[c])
+                    r = solve(k + 1, bound - prefix - costs[c], priced_left - priced[c],
+                              code - step[c])
                     left[ctype[c]] += count[c]
                     if r is not None:
                         return True
@@ -388,14 +399,16 @@ def exact_optimum(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, co
                 left[ctype[on_path]] -= count[on_path]
                 prefix += costs[on_path]
                 priced_left -= priced[on_path]
+                code -= step[on_path]
         return False
 
     fixed_cost = float(cost[fixed].sum())
     priced_left = float(price @ np.array(left, dtype=float))
+    code = sum(n * r for n, r in zip(left, radix))
     try:
-        found = solve(0, budget - fixed_cost, priced_left)
+        found = solve(0, budget - fixed_cost, priced_left, code)
         if unique and (found is None or second_within(list(found[1]), fixed_cost + found[0],
-                                                      fixed_cost, priced_left)):
+                                                      fixed_cost, priced_left, code)):
             return None
     except _Overflow:
         return None
