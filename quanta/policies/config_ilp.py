@@ -292,6 +292,7 @@ def exact_optimum(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, co
     floor -= float(price @ capacity)
     inc, inc_set = _incumbent(cand_j, cand_t, cand_n, cost, capacity, x, choices)
     tie = TIE * max(1.0, abs(inc))
+
     def within(z: float) -> float:
         return _window(z) if width is None else width
 
