@@ -229,3 +229,34 @@ def test_seed_agreement_judges_the_references_runs_against_one_another(tmp_path)
     assert "means over seeds: 1 comparisons" in run.stdout
     pooled = next(x for x in run.stdout.splitlines() if x.startswith("average JCT"))
     assert "reference  1.00 ( 2 runs)  replay  1.30 ( 3 runs)" in pooled
+
+
+def test_seed_agreement_can_judge_a_replay_against_the_runs_recorded_since(tmp_path):
+    """--recorded: a replay's two-sample row judged against the reference runs recorded now
+    (the JSON of `quanta reproduce` keeps those recorded when it ran)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from quanta.reproduce import ADAPTERS, recorded
+    root = Path(__file__).resolve().parents[1]
+    w = "sia_newtrace_workload-2_first60"
+    now = [r.summary for r in recorded(ADAPTERS["pollux"]) if r.summary["workload"] == w]
+    assert len(now) >= 3
+    mean = sum(s["avg_jct_s"] for s in now) / len(now)
+    side = {"avg_jct_matched_s": mean, "makespan_s": 1.0, "by_app": {}}
+    two = {"ref_mean": 100.0, "ref_runs": [100.0], "replay_n": 2,
+           "replay_runs": [mean * 1.1, mean * 1.3]}
+    rows = [{"workload": w, "policy": "pollux", "variant": "1 reference / 2 replay seeds",
+             "ref_avg_jct_s": 100.0, "ref_makespan_s": 1.0, "ref_by_app": {}, "replay": side,
+             "spread": {"avg_jct": two, "makespan": two, "by_app": {}}}]
+    out = tmp_path / "rep.json"
+    out.write_text(json.dumps(rows))
+    run = subprocess.run([sys.executable, "bench/anchors/sia_seed_agreement.py", "--recorded",
+                          "--replay", str(out)], cwd=root, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    pooled = next(x for x in run.stdout.splitlines() if x.startswith("average JCT"))
+    assert f"reference  1.00 ({len(now):2d} runs)  replay  1.20 ( 2 runs)" in pooled
+    judged = next(x for x in run.stdout.splitlines() if "recorded now" in x)
+    assert judged.startswith(w) and "avg   +0.0%" in judged

@@ -9,7 +9,9 @@ the same targets, so that the two agreements can be read side by side:
 
     python bench/anchors/sia_seed_agreement.py [--policy pollux] [--replay OUT.json ...]
 
-where OUT.json is `quanta reproduce pollux [--workload W] [--replay-seeds N] --json > OUT.json`.
+where OUT.json is `quanta reproduce pollux [--workload W] [--replay-seeds N] --json > OUT.json`;
+with --recorded, the two-sample rows take each workload's reference runs as recorded now
+(quanta/data/reference/, runs recorded since the replay included) instead of those in OUT.json.
 Reference pairs are ordered (seed 1 judged against seed 0 and seed 0 against seed 1: the targets
 are relative to the run judged against). Replay rows: each run replayed with its reference's seed
 against that run, and, with --replay-seeds, the replay's mean over its seeds against the mean of
@@ -57,8 +59,20 @@ def reference_runs(policy: str) -> dict[str, dict[int, tuple[float, float, dict]
     return out
 
 
-def replay_rows(paths: list[str], policy: str) -> list[tuple[str, str, dict]]:
-    """(workload, what, judgement) for each per-seed row and each two-sample row of the files."""
+def _mean_run(by_seed: dict[int, tuple[float, float, dict]]) -> tuple[float, float, dict]:
+    """The mean of reference runs (average JCT, makespan, each application's average)."""
+    runs = list(by_seed.values())
+    apps = {a for r in runs for a in r[2]}
+    return (sum(r[0] for r in runs) / len(runs), sum(r[1] for r in runs) / len(runs),
+            {a: sum(r[2][a] for r in runs if a in r[2]) / sum(a in r[2] for r in runs)
+             for a in sorted(apps)})
+
+
+def replay_rows(paths: list[str], policy: str, now: dict | None = None
+                ) -> list[tuple[str, str, dict]]:
+    """(workload, what, judgement) for each per-seed row and each two-sample row of the files;
+    `now` (workload -> seed -> run, `reference_runs`): the reference runs the two-sample rows
+    are judged against, where the workload has some (else the file's)."""
     out = []
     for p in paths:
         for r in json.loads(Path(p).read_text()):
@@ -68,26 +82,39 @@ def replay_rows(paths: list[str], policy: str) -> list[tuple[str, str, dict]]:
             ref = (r["ref_avg_jct_s"], r["ref_makespan_s"], r["ref_by_app"])
             mine = (rep["avg_jct_matched_s"], rep["makespan_s"], rep["by_app"])
             if "spread" in r:
-                out.append((r["workload"], r["variant"], judge(ref, mine)))
+                what = r["variant"]
+                if now and now.get(r["workload"]):
+                    ref = _mean_run(now[r["workload"]])
+                    what = f"{len(now[r['workload']])} reference (recorded now) / " \
+                           f"{r['spread']['avg_jct']['replay_n']} replay seeds"
+                out.append((r["workload"], what, judge(ref, mine)))
             elif plain_seed(r["variant"]):
                 out.append((r["workload"], r["variant"] or "seed 0", judge(ref, mine)))
     return out
 
 
-def pooled(paths: list[str], policy: str) -> dict[str, tuple[list[float], list[float]]]:
+def pooled(paths: list[str], policy: str, now: dict | None = None
+           ) -> dict[str, tuple[list[float], list[float]]]:
     """measure -> (the reference's runs, the replay's runs), each over its workload's reference
-    mean, from the two-sample rows (`quanta reproduce --replay-seeds`) of the files."""
+    mean, from the two-sample rows (`quanta reproduce --replay-seeds`) of the files; `now` as in
+    `replay_rows`."""
     out: dict[str, tuple[list[float], list[float]]] = {}
     for p in paths:
         for r in json.loads(Path(p).read_text()):
             if r["policy"] != policy or "spread" not in r:
                 continue
             sp = r["spread"]
-            for what, c in [("average JCT", sp["avg_jct"]), ("makespan", sp["makespan"]),
-                            *sorted(sp["by_app"].items())]:
+            runs = list(now[r["workload"]].values()) if now and now.get(r["workload"]) else None
+            measures = [("average JCT", sp["avg_jct"], 0), ("makespan", sp["makespan"], 1),
+                        *((a, c, a) for a, c in sorted(sp["by_app"].items()))]
+            for what, c, at in measures:
+                refs = c["ref_runs"] if runs is None else \
+                    [x[at] if isinstance(at, int) else x[2][at] for x in runs
+                     if isinstance(at, int) or at in x[2]]
+                mean = sum(refs) / len(refs)
                 ref, rep = out.setdefault(what, ([], []))
-                ref += [v / c["ref_mean"] for v in c["ref_runs"]]
-                rep += [v / c["ref_mean"] for v in c["replay_runs"]]
+                ref += [v / mean for v in refs]
+                rep += [v / mean for v in c["replay_runs"]]
     return out
 
 
@@ -110,8 +137,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--policy", default="pollux", help="reference policy (pollux, sia, gavel)")
     ap.add_argument("--replay", nargs="*", default=[], metavar="JSON",
                     help="`quanta reproduce ... --json` outputs to judge the same way")
+    ap.add_argument("--recorded", action="store_true",
+                    help="two-sample rows against the reference runs recorded now")
     a = ap.parse_args(argv)
     runs = reference_runs(a.policy)
+    now = runs if a.recorded else None
     mine = []
     print(f"the reference against itself ({a.policy}; within the target: j = average JCT, "
           "m = makespan, a = every application)")
@@ -122,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             print(line(w, f"seed {s1} against seed {s0}", j))
     print(tally(mine) if mine else "no workload recorded with two seeds or more")
     if a.replay:
-        theirs = replay_rows(a.replay, a.policy)
+        theirs = replay_rows(a.replay, a.policy, now)
         print(f"\nthe replay against the reference ({a.policy})")
         for w, what, j in theirs:
             print(line(w, what, j))
@@ -132,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             print("per run: " + tally(per_run))
         if spread:
             print("means over seeds: " + tally(spread))
-        pool = pooled(a.replay, a.policy)
+        pool = pooled(a.replay, a.policy, now)
         if pool:
             from scipy.stats import ttest_ind
             print("\npooled over workloads (each run over its workload's reference mean; "
