@@ -59,6 +59,11 @@ def reference_runs(policy: str) -> dict[str, dict[int, tuple[float, float, dict]
     return out
 
 
+def _measure(run: tuple[float, float, dict], what: str) -> float | None:
+    """A reference run's average JCT, makespan or application's average (None: no such job)."""
+    return run[0] if what == "average JCT" else run[1] if what == "makespan" else run[2].get(what)
+
+
 def _mean_run(by_seed: dict[int, tuple[float, float, dict]]) -> tuple[float, float, dict]:
     """The mean of reference runs (average JCT, makespan, each application's average)."""
     runs = list(by_seed.values())
@@ -105,12 +110,10 @@ def pooled(paths: list[str], policy: str, now: dict | None = None
                 continue
             sp = r["spread"]
             runs = list(now[r["workload"]].values()) if now and now.get(r["workload"]) else None
-            measures = [("average JCT", sp["avg_jct"], 0), ("makespan", sp["makespan"], 1),
-                        *((a, c, a) for a, c in sorted(sp["by_app"].items()))]
-            for what, c, at in measures:
+            for what, c in [("average JCT", sp["avg_jct"]), ("makespan", sp["makespan"]),
+                            *sorted(sp["by_app"].items())]:
                 refs = c["ref_runs"] if runs is None else \
-                    [x[at] if isinstance(at, int) else x[2][at] for x in runs
-                     if isinstance(at, int) or at in x[2]]
+                    [v for v in (_measure(x, what) for x in runs) if v is not None]
                 mean = sum(refs) / len(refs)
                 ref, rep = out.setdefault(what, ([], []))
                 ref += [v / mean for v in refs]
