@@ -271,3 +271,31 @@ def test_unique_answers_only_a_clear_optimum(seed):
             assert not clear
         else:
             assert clear and got.tolist() == best
+
+
+def test_a_hint_does_not_change_the_unique_searchs_answer():
+    """exact_optimum(unique=True, hint=...): a feasible choice set cheaper than the search's own
+    incumbent starts the search (the optimum itself, here); the answer (a unique optimum, or
+    None) is the same with or without it, and a dearer hint is ignored. (What it saves is
+    measured in docs/benchmarks.md.)"""
+    from quanta import highs
+    rng = np.random.default_rng(3)
+    answered = 0
+    for _ in range(30):
+        n_jobs, cj, ct, cn, cost, cap = _programme(rng, int(rng.integers(6, 12)))
+        res = highs.LP().solve(cost, ci._matrix(n_jobs, cj, ct, cn, len(cap)),
+                               np.concatenate([np.ones(n_jobs), cap.astype(float)]),
+                               np.zeros(len(cj)), np.ones(len(cj)))
+        price = np.maximum(-res.row_dual[n_jobs:], 0.0)
+        plain = ci.exact_optimum(cj, ct, cn, cost, cap, res.x, price, unique=True)
+        best = np.flatnonzero(ci._milp(n_jobs, cj, ct, cn, cost, cap, 10.0) > 0.5)
+        hinted = ci.exact_optimum(cj, ct, cn, cost, cap, res.x, price, unique=True, hint=best)
+        worse = ci.exact_optimum(cj, ct, cn, cost, cap, res.x, price, unique=True,
+                                 hint=np.empty(0, dtype=np.int64))   # nothing chosen: dearer
+        for got in (hinted, worse):
+            assert (plain is None) == (got is None)
+            assert plain is None or np.array_equal(plain, got)
+        if plain is not None:
+            assert np.array_equal(plain, best)
+            answered += 1
+    assert answered >= 20

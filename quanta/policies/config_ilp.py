@@ -38,6 +38,7 @@ class Warm:
         self.lp = None
         self.key: tuple | None = None
         self.exact = exact        # answer only where a fresh solve would answer the same
+        self.last: np.ndarray | None = None   # the last answer to a programme with this key
 
     @staticmethod
     def of(policy, snap: Snapshot, exact: bool = True) -> Warm:
@@ -90,8 +91,9 @@ def choose_configs(n_jobs: int, cand_j: np.ndarray, cand_t: np.ndarray, cand_n: 
         if not warm.exact:
             return _from_relaxation(n_jobs, cand_j, cand_t, cand_n, cost, capacity, res,
                                     time_limit, ties)
-        chosen = _certified(cand_j, cand_t, cand_n, cost, capacity, res, ties)
+        chosen = _certified(cand_j, cand_t, cand_n, cost, capacity, res, ties, warm.last)
         if chosen is not None:
+            warm.last = chosen
             return chosen
         lp = highs.solver("configs")       # not certified: the fresh solve decides, as without
         res = lp.solve(cost, _matrix(n_jobs, cand_j, cand_t, cand_n, len(capacity)),
@@ -104,9 +106,12 @@ def choose_configs(n_jobs: int, cand_j: np.ndarray, cand_t: np.ndarray, cand_n: 
         res = lp.solve(cost, A, np.concatenate([np.ones(n_jobs), capacity.astype(float)]),
                        np.zeros(m), np.ones(m))
         if warm is not None:
-            warm.lp, warm.key = lp, key
-    return _from_relaxation(n_jobs, cand_j, cand_t, cand_n, cost, capacity, res, time_limit,
-                            ties)
+            warm.lp, warm.key, warm.last = lp, key, None
+    chosen = _from_relaxation(n_jobs, cand_j, cand_t, cand_n, cost, capacity, res, time_limit,
+                              ties)
+    if warm is not None:
+        warm.last = chosen
+    return chosen
 
 
 def _from_relaxation(n_jobs, cand_j, cand_t, cand_n, cost, capacity, res, time_limit: float,
@@ -128,7 +133,8 @@ def _from_relaxation(n_jobs, cand_j, cand_t, cand_n, cost, capacity, res, time_l
     return np.flatnonzero(x > 0.5)
 
 
-def _certified(cand_j, cand_t, cand_n, cost, capacity, res, ties: str) -> np.ndarray | None:
+def _certified(cand_j, cand_t, cand_n, cost, capacity, res, ties: str,
+               hint: np.ndarray | None = None) -> np.ndarray | None:
     """The answer a fresh solve of the relaxation would lead to, from a relaxation solved from
     the last basis (`res`), where that is certain; else None.
 
@@ -138,7 +144,9 @@ def _certified(cand_j, cand_t, cand_n, cost, capacity, res, ties: str) -> np.nda
     unique beyond what decides ties: the MILP's window (ties="milp", as a fresh relaxation's
     search would: the MILP, which the search's doubts go to, returns it too), or any tie rule's
     margin (ties="search": the fresh relaxation's search, whatever its incumbent and order,
-    would find the same optimum)."""
+    would find the same optimum). `hint`, a feasible choice set (the last round's answer to a
+    programme of the same rows and columns), is the search's incumbent if it is cheaper than its
+    own: a unique optimum does not depend on it, the search's length does."""
     if res.status != 0:
         return None
     x = res.x
@@ -153,7 +161,7 @@ def _certified(cand_j, cand_t, cand_n, cost, capacity, res, ties: str) -> np.nda
         width = 2 * TIE * max(1.0, float(most.sum()))
     return exact_optimum(cand_j, cand_t, cand_n, cost, capacity, x,
                          np.maximum(-res.row_dual[-len(capacity):], 0.0), unique=True,
-                         width=width)
+                         width=width, hint=hint)
 
 
 MIP_REL_GAP = 1e-4        # the MILP's relative gap (HiGHS stops within it of its dual bound)
@@ -262,12 +270,14 @@ class _Overflow(Exception):
 
 def exact_optimum(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, cost: np.ndarray,
                   capacity: np.ndarray, x: np.ndarray, price: np.ndarray,
-                  unique: bool = False, width: float | None = None) -> np.ndarray | None:
+                  unique: bool = False, width: float | None = None,
+                  hint: np.ndarray | None = None) -> np.ndarray | None:
     """The programme's optimum (chosen candidates) by a depth-first branch and bound over the
     jobs, or None past SEARCH_STATES states or SEARCH_DEPTH free jobs (the MILP answers). With
     `unique`, only an optimum that every other choice set exceeds by more than `_window`: then
     HiGHS' MILP, which stops within that window of the optimum, returns it too, and the answer
-    is the MILP's whatever the ties (None otherwise); `width` replaces that window.
+    is the MILP's whatever the ties (None otherwise); `width` replaces that window; `hint` (a
+    feasible choice set, with `unique` only) is the incumbent where it is cheaper.
 
     Bound, by Lagrangian duality: with `price` (>= 0 per GPU of each type; the relaxation's duals
     make it as tight as the relaxation) the jobs from k on, given `left` GPUs, cost at least the
@@ -291,6 +301,8 @@ def exact_optimum(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, co
     choices, floor = _job_choices(cand_j, val)
     floor -= float(price @ capacity)
     inc, inc_set = _incumbent(cand_j, cand_t, cand_n, cost, capacity, x, choices)
+    if unique and hint is not None and float(cost[hint].sum()) < inc:
+        inc, inc_set = float(cost[hint].sum()), hint.tolist()
     tie = TIE * max(1.0, abs(inc))
 
     def within(z: float) -> float:
