@@ -13,7 +13,8 @@ round's starting population: the best solution's power mean and how many jobs it
         [--side both|replay]
 
 The rounds are those of `quanta simulate --world sia-sim --policy pollux --seed S` on the
-workload's first N jobs (a round = one decision of the run, from 0). The reference's side runs
+workload's first N jobs on Sia's default cluster (6 x 4 T4, 3 x 8 RTX, 2 x 8 A100: 16 virtual
+nodes of 4 GPUs; a round = one decision of the run, from 0). The reference's side runs
 in the venv of `bench/anchors/sia.py` on its export of sia-simulator (`--sia`: a checkout of
 siasosp23/artifacts or its bare git dir); `--side replay` runs only the replay's draws. Moved
 jobs are counted after the majority-type repair (cluster_unaware.py:448-503).
@@ -139,7 +140,7 @@ def dump_rounds(workload: str, max_jobs: int, seed: int, rounds: list[int], work
         order = np.lexsort((j.rows, j.submit, j.attained))      # as _decide_ga orders them
         if state["round"] in rounds:
             cl = snap.cluster
-            jobs = {"fair": np.array(np.ceil(64 / len(order)))}
+            jobs = {"fair": np.array(np.ceil(cl.num_gpus / len(order)))}   # pollux.py `fair`
             for a, i in enumerate(order.tolist()):
                 row = int(j.rows[i])
                 pts = st.get("points", {}).get((row, MERGED)) or {}

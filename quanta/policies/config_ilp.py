@@ -38,7 +38,9 @@ class Warm:
         self.lp = None
         self.key: tuple | None = None
         self.exact = exact        # answer only where a fresh solve would answer the same
-        self.last: np.ndarray | None = None   # the last answer to a programme with this key
+        # the last answer given to a programme with this key: feasible for the next one with
+        # it (the key fixes the candidates and the capacities), a search's incumbent
+        self.last: np.ndarray | None = None
 
     @staticmethod
     def of(policy, snap: Snapshot, exact: bool = True) -> Warm:
