@@ -32,7 +32,8 @@ def test_a_jobs_course_in_a_reference_log_and_in_a_replay(tmp_path):
     ref = [ln for ln in run.stdout.splitlines() if ln.startswith("reference seed 1")]
     assert ref == ["reference seed 1  cifar10-1        0.0 h  t4 50%, a100 50%             "
                    "longest t4 x2  0.0 h  changes   1  last a100 x4"]
-    assert (tmp_path / "replay" / "sia_philly_workload-1_first8_s1" / "pollux" / "events.csv").is_file()
+    replayed = tmp_path / "replay" / "sia_philly_workload-1_first8_s1"
+    assert (replayed / "pollux" / "events.csv").is_file()
     assert any(ln.startswith("replay    seed 1  cifar10-") for ln in run.stdout.splitlines())
     assert "reference: 1 jobs over 1 seeds" in run.stdout and "replay   : " in run.stdout
 
@@ -56,4 +57,5 @@ def test_bad_input_is_a_one_line_error(tmp_path):
                "--work", str(tmp_path))
     assert run.returncode == 2 and "--sia PATH" in run.stderr and "Traceback" not in run.stderr
     run = _run("pollux_job_course.py", "--workload", "nope", "--max-jobs", "3")
-    assert run.returncode == 2 and "no bundled trace" in run.stderr and "Traceback" not in run.stderr
+    assert run.returncode == 2 and "no bundled trace" in run.stderr
+    assert "Traceback" not in run.stderr

@@ -239,7 +239,8 @@ def summarise(work: Path, rounds: list[int], sides: dict[str, list[dict]], table
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sia", help="checkout of siasosp23/artifacts or its bare git dir")
-    ap.add_argument("--workload", required=True, help="bundled Sia workload, e.g. sia_philly_workload-1")
+    ap.add_argument("--workload", required=True,
+                    help="bundled Sia workload, e.g. sia_philly_workload-1")
     ap.add_argument("--max-jobs", type=int, required=True)
     ap.add_argument("--seed", type=int, default=0, help="the replay run's seed")
     ap.add_argument("--rounds", default="30,45,60,75,90,105", help="decisions of the run, from 0")

@@ -28,8 +28,11 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from quanta.reproduce import SIA_TYPES  # noqa: E402  (Sia's cluster names -> Quanta's types)
+
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "anchors" / "sia"
-TYPES = {"aws": "t4", "rtx": "rtx", "dgx-ext": "a100"}     # Sia's cluster names -> Quanta's
 ROUND = 60.0                                                # the reference's round
 
 
@@ -62,7 +65,7 @@ def reference(log_gz: Path, app: str) -> dict[str, Course]:
             for j in json.loads(line)["submitted_jobs"]:
                 if not j["name"].startswith(app + "-") or j["completion_time"] is not None:
                     continue
-                key = (TYPES.get(j["cluster"], j["cluster"]), sum(j["placement"])) \
+                key = (SIA_TYPES.get(j["cluster"], j["cluster"]), sum(j["placement"])) \
                     if j["placement"] else ("none", 0)
                 c = out.setdefault(j["name"], Course())
                 if key == ("none", 0) and not c.time:
@@ -151,7 +154,8 @@ def seeds_of(text: str) -> list[int]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--workload", required=True, help="bundled Sia workload, e.g. sia_saturn_workload-3")
+    ap.add_argument("--workload", required=True,
+                    help="bundled Sia workload, e.g. sia_saturn_workload-3")
     ap.add_argument("--max-jobs", type=int, required=True, help="the slice's first N jobs")
     ap.add_argument("--app", default="imagenet", help="application (default imagenet)")
     ap.add_argument("--seeds", default="0-7", help="seeds, e.g. 0-7 or 3")
@@ -171,8 +175,8 @@ def main(argv: list[str] | None = None) -> int:
             refs[s] = reference(log, a.app)
             for name, c in sorted(refs[s].items()):
                 print(f"reference seed {s}  {name:14s} {describe(c)}")
-        reps[s] = replay(run_replay(a.workload, a.max_jobs, s, Path(a.replay_dir) / f"{label}_s{s}"),
-                         a.app)
+        events = run_replay(a.workload, a.max_jobs, s, Path(a.replay_dir) / f"{label}_s{s}")
+        reps[s] = replay(events, a.app)
         for name, c in sorted(reps[s].items()):
             print(f"replay    seed {s}  {name:14s} {describe(c)}")
     summary("reference", refs)
