@@ -88,27 +88,21 @@ def choose_configs(n_jobs: int, cand_j: np.ndarray, cand_t: np.ndarray, cand_n: 
         return chosen
     from quanta import highs
     key = (n_jobs, cand_j.tobytes(), cand_t.tobytes(), cand_n.tobytes(), capacity.tobytes())
-    if warm is not None and warm.lp is not None and warm.key == key:
+    kept = warm is not None and warm.lp is not None and warm.key == key
+    if kept:
         res = warm.lp.resolve(cost=cost)
-        if not warm.exact:
-            return _from_relaxation(n_jobs, cand_j, cand_t, cand_n, cost, capacity, res,
-                                    time_limit, ties)
-        chosen = _certified(cand_j, cand_t, cand_n, cost, capacity, res, ties, warm.last)
-        if chosen is not None:
-            warm.last = chosen
-            return chosen
-        lp = highs.solver("configs")       # not certified: the fresh solve decides, as without
+        if warm.exact:
+            chosen = _certified(cand_j, cand_t, cand_n, cost, capacity, res, ties, warm.last)
+            if chosen is not None:
+                warm.last = chosen
+                return chosen
+    if not kept or warm.exact:      # afresh (where a kept relaxation's answer is not certain)
+        lp = highs.solver("configs") if warm is None else warm.lp or highs.LP()
         res = lp.solve(cost, _matrix(n_jobs, cand_j, cand_t, cand_n, len(capacity)),
                        np.concatenate([np.ones(n_jobs), capacity.astype(float)]),
                        np.zeros(m), np.ones(m))
-    else:
-        A = _matrix(n_jobs, cand_j, cand_t, cand_n, len(capacity))
-        lp = warm.lp if warm is not None and warm.lp is not None else \
-            highs.LP() if warm is not None else highs.solver("configs")
-        res = lp.solve(cost, A, np.concatenate([np.ones(n_jobs), capacity.astype(float)]),
-                       np.zeros(m), np.ones(m))
         if warm is not None:
-            warm.lp, warm.key, warm.last = lp, key, None
+            warm.lp, warm.key = lp, key
     chosen = _from_relaxation(n_jobs, cand_j, cand_t, cand_n, cost, capacity, res, time_limit,
                               ties)
     if warm is not None:
