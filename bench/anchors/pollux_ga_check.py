@@ -137,10 +137,12 @@ def dump_rounds(workload: str, max_jobs: int, seed: int, rounds: list[int], work
 
     def decide_ga(self, snap, st, main, cap):
         j = snap.jobs
-        order = np.lexsort((j.rows, j.submit, j.attained))      # as _decide_ga orders them
+        order = pollux.ga_order(j)
         if state["round"] in rounds:
             cl = snap.cluster
-            jobs = {"fair": np.array(np.ceil(cl.num_gpus / len(order)))}   # pollux.py `fair`
+            vn = pollux.VirtualNodes(cl, snap.node_up)
+            jobs = {"fair": np.array(np.ceil(vn.res.sum() / len(order))),   # as _decide_ga
+                    "vtype": vn.type, "types": np.array(cl.types)}
             for a, i in enumerate(order.tolist()):
                 row = int(j.rows[i])
                 pts = st.get("points", {}).get((row, MERGED)) or {}
@@ -205,9 +207,9 @@ def reference_draws(sia: Path, work: Path, rounds: list[int], draws: int) -> tup
 def moved(draw: dict, r: dict) -> int:
     """Jobs whose row the best solution changes, after the majority-type repair."""
     from quanta.policies.pollux_ga import keep_one_type
-    vtype = np.repeat(np.arange(3), [6, 6, 4])      # sia-sim's 16 virtual nodes: t4, rtx, a100
+    types = tuple(r["types"].tolist())
     best = np.array(draw["best"])
-    kept = np.array([keep_one_type(row, vtype, ("t4", "rtx", "a100")) for row in best])
+    kept = np.array([keep_one_type(row, r["vtype"], types) for row in best])
     return int((kept != r["base"]).any(axis=1).sum())
 
 

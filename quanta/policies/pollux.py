@@ -251,8 +251,7 @@ class Pollux(Policy):
             rng = st["rng"] = np.random.default_rng(self.seed)
         vn = VirtualNodes(cl, snap.node_up)
         N = len(vn)
-        # jobs in Pollux's order: least attained service first, then oldest
-        order = np.lexsort((j.rows, j.submit, j.attained))
+        order = ga_order(j)
         rows = j.rows[order].astype(np.int64)
         cap_o = cap[order]
         held = j.placement
@@ -347,6 +346,12 @@ class Pollux(Policy):
             dec.gpu_type[i] = int(cl.gpu_type_idx[gpus[0]])
             dec.exact[i] = gpus
             dec.plans[i] = ADAPTIVE_BATCH
+
+
+def ga_order(jobs) -> np.ndarray:
+    """The snapshot's jobs in the order Pollux's search takes them: least attained service
+    first, then oldest (pollux_unaware.py:140-143)."""
+    return np.lexsort((jobs.rows, jobs.submit, jobs.attained))
 
 
 def _carried(prev_rows: np.ndarray, rows: np.ndarray, carry: str) -> tuple[np.ndarray, np.ndarray]:
