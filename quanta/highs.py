@@ -38,9 +38,43 @@ def core():
         if os.environ.get("QUANTA_HIGHS") == "highspy":
             import highspy._core as c
         else:
-            import scipy.optimize._highspy._core as c
+            c = _scipy_core()
         _CORE = c
     return _CORE
+
+
+_SCIPY_CORE = "scipy.optimize._highspy._core"
+
+
+def _scipy_core():
+    """scipy's HiGHS bindings without importing scipy.optimize: the package's __init__ imports
+    all of scipy.optimize and scipy.linalg (~0.35 s, more than a whole FIFO simulation), none of
+    which the bindings use. The extension is loaded from its file under its own name and
+    registered as such, so a later `import scipy.optimize` (milp, a user's linprog) finds and
+    uses this same module. Where scipy lays its files out otherwise, the plain import."""
+    import sys
+    mod = sys.modules.get(_SCIPY_CORE)
+    if mod is not None:
+        return mod
+    import importlib.machinery
+    import importlib.util
+
+    import scipy
+    folder = os.path.join(os.path.dirname(scipy.__file__), "optimize", "_highspy")
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        path = os.path.join(folder, "_core" + suffix)
+        if os.path.exists(path):
+            spec = importlib.util.spec_from_file_location(_SCIPY_CORE, path)
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[_SCIPY_CORE] = mod
+            try:
+                spec.loader.exec_module(mod)
+            except BaseException:
+                del sys.modules[_SCIPY_CORE]
+                raise
+            return mod
+    import scipy.optimize._highspy._core as c
+    return c
 
 
 def csc(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, shape: tuple[int, int]):

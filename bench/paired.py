@@ -1,0 +1,102 @@
+"""Paired timing: one `quanta` command run by the code here and by an earlier commit, in
+alternation (the order flips every repeat), so that both see the same machine load; then
+whether their outputs are byte-identical.
+
+    python bench/paired.py --baseline REF [--repeat 5] -- simulate --trace synthetic:3:300 \
+        --cluster gavel-108 --policy sia --no-plots --quiet
+
+REF is a git commit of this repository (exported with `git archive` to a temporary folder and
+run with PYTHONPATH set to it, which takes precedence over the installed Quanta; the code here
+runs with PYTHONPATH set to this checkout). Each process
+gets its own `--out` folder (do not pass one); OMP_NUM_THREADS=1. Prints every repeat's wall
+time, the median and minimum per side, their ratio, and the files that differ between the two
+sides' outputs (every output file but report.md, which records timings and the command line).
+This machine's load moves single runs by up to 25%: read the medians of several repeats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import filecmp
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SKIP = {"report.md"}
+
+
+def export(ref: str, into: Path) -> None:
+    """The tree of commit `ref` into `into`."""
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], capture_output=True)
+    if archive.returncode != 0:
+        sys.exit(f"paired.py: --baseline {ref}: {archive.stderr.decode().strip()}")
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+
+
+def run(args: list[str], out: Path, pythonpath: str) -> float:
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env["PYTHONPATH"] = pythonpath
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-m", "quanta.cli", *args, "--out", str(out)],
+                       env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if p.returncode != 0:
+        sys.exit(f"paired.py: `quanta {' '.join(args)}` failed ({p.returncode}): "
+                 f"{(p.stderr or p.stdout).strip().splitlines()[-1:]}")
+    return wall
+
+
+def differing(a: Path, b: Path) -> list[str]:
+    """Output files (relative paths) that differ or exist on one side only."""
+    names = {p.relative_to(a) for p in a.rglob("*") if p.is_file()} | \
+            {p.relative_to(b) for p in b.rglob("*") if p.is_file()}
+    return sorted(str(n) for n in names if n.name not in SKIP and not (
+        (a / n).is_file() and (b / n).is_file() and filecmp.cmp(a / n, b / n, shallow=False)))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--baseline", required=True, help="git commit to compare with")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("command", nargs=argparse.REMAINDER, help="-- then quanta's arguments")
+    a = ap.parse_args()
+    cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
+    if not cmd:
+        sys.exit("paired.py: no quanta command given (after --)")
+    if "--out" in cmd:
+        sys.exit("paired.py: do not pass --out: each process gets its own")
+    if a.repeat < 1:
+        sys.exit("paired.py: --repeat must be at least 1")
+    with tempfile.TemporaryDirectory(prefix="paired-") as tmp:
+        work = Path(tmp)
+        base = work / "baseline"
+        base.mkdir()
+        export(a.baseline, base)
+        times: dict[str, list[float]] = {"new": [], "baseline": []}
+        for r in range(a.repeat):
+            order = ["new", "baseline"] if r % 2 == 0 else ["baseline", "new"]
+            for side in order:
+                out = work / f"{side}{r}"
+                wall = run(cmd, out, str(base) if side == "baseline" else str(ROOT))
+                times[side].append(wall)
+                print(f"  [{r}] {side:8s} {wall:7.2f} s", flush=True)
+        print(f"quanta {' '.join(cmd)}")
+        for side in ("baseline", "new"):
+            t = times[side]
+            print(f"{side:8s} median {statistics.median(t):.2f} s  min {min(t):.2f} s  "
+                  f"({', '.join(f'{x:.2f}' for x in t)})")
+        ratio = statistics.median(times["baseline"]) / statistics.median(times["new"])
+        print(f"speed-up (baseline / new, medians): {ratio:.2f}x; "
+              f"minima {min(times['baseline']) / min(times['new']):.2f}x")
+        diff = differing(work / "new0", work / "baseline0")
+        print("outputs: byte-identical" if not diff else
+              f"outputs differ: {', '.join(diff[:10])}{' ...' if len(diff) > 10 else ''}")
+
+
+if __name__ == "__main__":
+    main()
