@@ -9,8 +9,9 @@ REF is a git commit of this repository (exported with `git archive` to a tempora
 run with PYTHONPATH set to it, which takes precedence over the installed Quanta; the code here
 runs with PYTHONPATH set to this checkout). Each process
 gets its own `--out` folder (do not pass one); OMP_NUM_THREADS=1. Prints every repeat's wall
-time, the median and minimum per side, their ratio, and the files that differ between the two
-sides' outputs (every output file but report.md, which records timings and the command line).
+and CPU time (user + system), the median and minimum per side, their ratio, and the files that differ between the two
+sides' outputs (every output file but report.md and config.yaml, which record timings, the
+command line, the output folder and the code's commit).
 This machine's load moves single runs by up to 25%: read the medians of several repeats.
 """
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import filecmp
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -27,7 +29,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SKIP = {"report.md"}
+SKIP = {"report.md", "config.yaml"}   # timings, the command line, the folder, the commit
 
 
 def export(ref: str, into: Path) -> None:
@@ -38,17 +40,23 @@ def export(ref: str, into: Path) -> None:
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
 
 
-def run(args: list[str], out: Path, pythonpath: str) -> float:
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def run(args: list[str], out: Path, pythonpath: str) -> tuple[float, float]:
+    """(wall, CPU) seconds of one `python -m quanta.cli ARGS --out OUT` process."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env["PYTHONPATH"] = pythonpath
-    t0 = time.perf_counter()
+    c0, t0 = _cpu(), time.perf_counter()
     p = subprocess.run([sys.executable, "-m", "quanta.cli", *args, "--out", str(out)],
                        env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, _cpu() - c0
     if p.returncode != 0:
         sys.exit(f"paired.py: `quanta {' '.join(args)}` failed ({p.returncode}): "
                  f"{(p.stderr or p.stdout).strip().splitlines()[-1:]}")
-    return wall
+    return wall, cpu
 
 
 def differing(a: Path, b: Path) -> list[str]:
@@ -78,21 +86,24 @@ def main() -> None:
         base.mkdir()
         export(a.baseline, base)
         times: dict[str, list[float]] = {"new": [], "baseline": []}
+        cpus: dict[str, list[float]] = {"new": [], "baseline": []}
         for r in range(a.repeat):
             order = ["new", "baseline"] if r % 2 == 0 else ["baseline", "new"]
             for side in order:
                 out = work / f"{side}{r}"
-                wall = run(cmd, out, str(base) if side == "baseline" else str(ROOT))
+                wall, cpu = run(cmd, out, str(base) if side == "baseline" else str(ROOT))
                 times[side].append(wall)
-                print(f"  [{r}] {side:8s} {wall:7.2f} s", flush=True)
+                cpus[side].append(cpu)
+                print(f"  [{r}] {side:8s} {wall:7.2f} s wall {cpu:7.2f} s CPU", flush=True)
         print(f"quanta {' '.join(cmd)}")
-        for side in ("baseline", "new"):
-            t = times[side]
-            print(f"{side:8s} median {statistics.median(t):.2f} s  min {min(t):.2f} s  "
-                  f"({', '.join(f'{x:.2f}' for x in t)})")
-        ratio = statistics.median(times["baseline"]) / statistics.median(times["new"])
-        print(f"speed-up (baseline / new, medians): {ratio:.2f}x; "
-              f"minima {min(times['baseline']) / min(times['new']):.2f}x")
+        for what, d in (("wall", times), ("CPU", cpus)):
+            for side in ("baseline", "new"):
+                t = d[side]
+                print(f"{what:4s} {side:8s} median {statistics.median(t):.2f} s  min "
+                      f"{min(t):.2f} s  ({', '.join(f'{x:.2f}' for x in t)})")
+            ratio = statistics.median(d["baseline"]) / statistics.median(d["new"])
+            print(f"{what:4s} speed-up (baseline / new): medians {ratio:.2f}x, minima "
+                  f"{min(d['baseline']) / min(d['new']):.2f}x")
         diff = differing(work / "new0", work / "baseline0")
         print("outputs: byte-identical" if not diff else
               f"outputs differ: {', '.join(diff[:10])}{' ...' if len(diff) > 10 else ''}")

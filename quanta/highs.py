@@ -136,12 +136,16 @@ class LP:
 
     def solve(self, cost: np.ndarray, A, row_upper: np.ndarray, col_lower: np.ndarray,
               col_upper: np.ndarray, row_lower: np.ndarray | None = None,
-              ipm: bool | None = None, owner=None) -> Result:
+              ipm: bool | None = None, owner=None,
+              basis: tuple[np.ndarray, np.ndarray] | None = None) -> Result:
         """minimise cost x  s.t.  row_lower <= A x <= row_upper (row_lower: -inf by default),
-        col_lower <= x <= col_upper; A = (start, index, value) column-wise (`csc`)."""
+        col_lower <= x <= col_upper; A = (start, index, value) column-wise (`csc`). With
+        `basis` (each column's and row's status, `LP.basis`'s codes), dual simplex starts from
+        it, with no presolve (HiGHS repairs a basis with too many or too few basic variables,
+        or a singular one); else the programme is solved afresh as linprog would."""
         c = self.c
         n, m = len(cost), len(row_upper)
-        ipm = n >= IPM_FROM if ipm is None else ipm
+        ipm = False if basis is not None else n >= IPM_FROM if ipm is None else ipm
         if ipm != self.ipm:
             self._options(ipm)
         start, index, value = A
@@ -165,7 +169,24 @@ class LP:
         if self.h.passModel(lp) == c.HighsStatus.kError:
             return Result(2, "model error", None, None)
         self.ncol = n
+        if basis is not None:
+            status = list(c.HighsBasisStatus.__members__.values())
+            status.sort(key=int)
+            b = c.HighsBasis()
+            b.col_status = [status[k] for k in basis[0].tolist()]
+            b.row_status = [status[k] for k in basis[1].tolist()]
+            b.alien = True        # its basic variables need not number the rows
+            b.valid = True
+            if self.h.setBasis(b) == c.HighsStatus.kError:
+                return Result(4, "basis rejected", None, None)
         return self._run()
+
+    def basis(self) -> tuple[np.ndarray, np.ndarray]:
+        """The last solve's basis: each column's and row's status as HiGHS' codes (0 at lower,
+        1 basic, 2 at upper, 3 zero, 4 nonbasic), for `solve(basis=...)`."""
+        b = self.h.getBasis()
+        return (np.array([int(s) for s in b.col_status], dtype=np.int8),
+                np.array([int(s) for s in b.row_status], dtype=np.int8))
 
     def resolve(self, cost: np.ndarray | None = None,
                 bounds: tuple[int, float, float] | None = None,

@@ -250,6 +250,12 @@ def test_uncontended_programmes_need_no_relaxation():
         if got is not None:
             ref = np.flatnonzero(ci._milp(n_jobs, cj, ct, cn, cost, cap * 4, 10.0) > 0.5)
             assert np.array_equal(got, ref)
+        # the candidates in any order (not grouped by job): the same choices
+        perm = rng.permutation(len(cj))
+        mixed = ci._uncontended(cj[perm], ct[perm], cn[perm], cost[perm], cap * 4)
+        assert (got is None) == (mixed is None)
+        if got is not None:
+            assert np.array_equal(np.sort(perm[mixed]), got)
 
 
 @pytest.mark.parametrize("seed", [4, 5])

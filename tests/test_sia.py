@@ -155,6 +155,63 @@ def test_a_programme_kept_between_rounds_answers_only_what_a_fresh_solve_would(m
     assert rounds >= 15               # and it answers without the fresh solve
 
 
+def test_a_changed_programme_starts_from_the_last_basis_and_answers_as_a_fresh_solve(
+        monkeypatch):
+    # Jobs come and go and a job's candidates grow (its GPU cap doubles) from round to round:
+    # each new programme is solved from the last basis mapped onto it (Warm.mapped_basis, by
+    # job id and candidate) and its answer taken only where certified; every round gives the
+    # fresh solve's answer, most without the fresh solve. Half the rounds draw costs from a
+    # few values (ties: the certificate must refuse some of those).
+    import numpy as np
+
+    from quanta import highs
+    from quanta.policies import config_ilp as ci
+    solves = []
+    _solve = highs.LP.solve
+
+    def counted(self, *a, **k):
+        solves.append(k.get("basis") is not None)
+        return _solve(self, *a, **k)
+
+    monkeypatch.setattr(highs.LP, "solve", counted)
+    rng = np.random.default_rng(11)
+    K = 3
+    cap = np.array([6, 5, 7])
+    ids = list(range(8))              # the jobs' stable ids (the driver's rows)
+    caps = {i: 2 for i in ids}        # each job's largest GPU count
+    next_id = 8
+    warm = ci.Warm()
+    mapped = refused = 0
+    for r in range(80):
+        if r % 3 == 0:                                  # a job leaves, another comes
+            ids.pop(int(rng.integers(len(ids))))
+            ids.append(next_id)
+            caps[next_id] = 1
+            next_id += 1
+        elif r % 3 == 1:                                # a job's cap doubles
+            i = ids[int(rng.integers(len(ids)))]
+            caps[i] = min(2 * caps[i], 4)
+        rows = [(j, k, c) for j, i in enumerate(ids) for k in range(K)
+                for c in (1, 2, 4) if c <= caps[i]]
+        cj, ct, cn = (np.array(x) for x in zip(*rows))
+        if r % 2:
+            cost = -rng.uniform(0.2, 2.0, len(cj)) * cn ** 0.6
+        else:
+            cost = -rng.choice([0.5, 1.0], size=len(cj)) * cn ** 0.5
+        cold = ci.choose_configs(len(ids), cj, ct, cn, cost, cap)
+        solves.clear()
+        got = ci.choose_configs(len(ids), cj, ct, cn, cost, cap, warm=warm,
+                                job_ids=np.array(ids))
+        assert np.array_equal(got, cold), r
+        if r % 2:                     # no ties: every changed programme answered from the map
+            assert solves in ([], [True]), (r, solves)
+            mapped += solves == [True]
+        else:
+            refused += solves == [True, False]
+    assert mapped >= 15
+    assert refused > 0                # where ties leave it uncertain, the fresh solve answers
+
+
 def test_a_waiting_job_starts_unpenalised():
     """Sia penalises leaving an allocation, not getting one (sia.py:890-900: the factor applies
     to jobs with a previous allocation). A job waiting 50 s with a 30 s penalty is worth

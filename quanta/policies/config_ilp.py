@@ -41,6 +41,34 @@ class Warm:
         # the last answer given to a programme with this key: feasible for the next one with
         # it (the key fixes the candidates and the capacities), a search's incumbent
         self.last: np.ndarray | None = None
+        # who the kept programme's columns and job rows are (`_identity`), to start another
+        # programme from its basis where the same jobs and candidates come up again
+        self.codes: np.ndarray | None = None
+        self.ids: np.ndarray | None = None
+
+    def mapped_basis(self, codes: np.ndarray, ids: np.ndarray, K: int
+                     ) -> tuple[np.ndarray, np.ndarray] | None:
+        """A basis for a programme with columns `codes` and job rows `ids` (then K GPU-type
+        rows) from the kept programme's last one: a column or job row kept has its status
+        there; a new column is at 0 (its job takes none of its new choices) and a new job's row
+        basic (its slack); the type rows as they were. None if nothing is kept to map from."""
+        if self.codes is None or self.ids is None or self.lp is None:
+            return None
+        old_cols, old_rows = self.lp.basis()
+        if len(old_cols) != len(self.codes) or len(old_rows) != len(self.ids) + K:
+            return None
+        cols = np.zeros(len(codes), dtype=np.int8)
+        rows = np.ones(len(ids) + K, dtype=np.int8)
+        for new, old, status, out in ((codes, self.codes, old_cols, cols),
+                                      (ids, self.ids, old_rows[:len(self.ids)], rows)):
+            if len(old) == 0 or len(new) == 0:
+                continue
+            o = np.argsort(old, kind="stable")
+            at = np.minimum(np.searchsorted(old[o], new), len(old) - 1)
+            hit = old[o][at] == new
+            out[:len(new)][hit] = status[o[at[hit]]]
+        rows[len(ids):] = old_rows[len(self.ids):]
+        return cols, rows
 
     @staticmethod
     def of(policy, snap: Snapshot, exact: bool = True) -> Warm:
@@ -48,6 +76,13 @@ class Warm:
         if w is None or not snap.state or w.exact != exact:   # a new run: nothing kept
             w = policy.__dict__["_warm"] = Warm(exact)
         return w
+
+
+def _identity(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, job_ids: np.ndarray
+              ) -> np.ndarray:
+    """Each candidate as one integer that names it across rounds: its job's id (the driver's
+    row), GPU type and count."""
+    return (job_ids[cand_j].astype(np.int64) << 24) | (cand_t.astype(np.int64) << 16) | cand_n
 
 
 def _matrix(n_jobs: int, cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, K: int):
@@ -61,11 +96,15 @@ def _matrix(n_jobs: int, cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndar
 def choose_configs(n_jobs: int, cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray,
                    cost: np.ndarray, capacity: np.ndarray, time_limit: float = 10.0,
                    warm: Warm | None = None, fixed: np.ndarray | None = None,
-                   ties: str = "search") -> np.ndarray | None:
+                   ties: str = "search", job_ids: np.ndarray | None = None
+                   ) -> np.ndarray | None:
     """Indexes of the chosen candidates, or None if the solver found nothing. With `warm`, the
     LP relaxation of a programme with the same rows and columns as the last one is re-solved
     from its basis (only the costs changed), its answer taken where certain to be a fresh
-    solve's (`warm.exact`, else always). `fixed` (a mask over the candidates, at most one
+    solve's (`warm.exact`, else always). With `warm.exact` and `job_ids` (a stable id per job:
+    the driver's rows), another programme (jobs came or left, a job's candidates changed) is
+    first solved from the last basis mapped onto it (`Warm.mapped_basis`), its answer too
+    taken only where certain to be a fresh solve's. `fixed` (a mask over the candidates, at most one
     per job) are chosen whatever the costs: their GPUs come off the capacity and their jobs out
     of the programme, a constraint x = 1 as Sia's simulator pins a job mid-restore (sia.py:
     1021-1028). (A large negative cost instead would dwarf the objective, and with it the MILP's
@@ -77,7 +116,7 @@ def choose_configs(n_jobs: int, cand_j: np.ndarray, cand_t: np.ndarray, cand_n: 
         free = np.flatnonzero(~np.isin(cand_j, cand_j[fixed]))
         rest = choose_configs(n_jobs, cand_j[free], cand_t[free], cand_n[free], cost[free],
                               capacity - held.astype(capacity.dtype), time_limit, warm, None,
-                              ties)
+                              ties, job_ids)
         return None if rest is None else np.sort(np.concatenate([np.flatnonzero(fixed),
                                                                 free[rest]]))
     m = len(cand_j)
@@ -87,7 +126,8 @@ def choose_configs(n_jobs: int, cand_j: np.ndarray, cand_t: np.ndarray, cand_n: 
     if chosen is not None:
         return chosen
     from quanta import highs
-    key = (n_jobs, cand_j.tobytes(), cand_t.tobytes(), cand_n.tobytes(), capacity.tobytes())
+    key = (n_jobs, cand_j.tobytes(), cand_t.tobytes(), cand_n.tobytes(), capacity.tobytes(),
+           None if job_ids is None else job_ids.tobytes())
     kept = warm is not None and warm.lp is not None and warm.key == key
     if kept:
         res = warm.lp.resolve(cost=cost)
@@ -96,13 +136,31 @@ def choose_configs(n_jobs: int, cand_j: np.ndarray, cand_t: np.ndarray, cand_n: 
             if chosen is not None:
                 warm.last = chosen
                 return chosen
+    A = rows = codes = None
+    if not kept and warm is not None and warm.exact and job_ids is not None:
+        codes = _identity(cand_j, cand_t, cand_n, job_ids)
+        basis = warm.mapped_basis(codes, job_ids, len(capacity))
+        if basis is not None:         # another programme, from the last one's basis
+            A = _matrix(n_jobs, cand_j, cand_t, cand_n, len(capacity))
+            rows = np.concatenate([np.ones(n_jobs), capacity.astype(float)])
+            res = warm.lp.solve(cost, A, rows, np.zeros(m), np.ones(m), basis=basis)
+            warm.key, warm.codes, warm.ids = key, codes, job_ids
+            chosen = _certified(cand_j, cand_t, cand_n, cost, capacity, res, ties)
+            if chosen is not None:
+                warm.last = chosen
+                return chosen
     if not kept or warm.exact:      # afresh (where a kept relaxation's answer is not certain)
+        if A is None:
+            A = _matrix(n_jobs, cand_j, cand_t, cand_n, len(capacity))
+            rows = np.concatenate([np.ones(n_jobs), capacity.astype(float)])
         lp = highs.solver("configs") if warm is None else warm.lp or highs.LP()
-        res = lp.solve(cost, _matrix(n_jobs, cand_j, cand_t, cand_n, len(capacity)),
-                       np.concatenate([np.ones(n_jobs), capacity.astype(float)]),
-                       np.zeros(m), np.ones(m))
+        res = lp.solve(cost, A, rows, np.zeros(m), np.ones(m))
         if warm is not None:
             warm.lp, warm.key = lp, key
+            if not kept and job_ids is not None:
+                warm.codes = _identity(cand_j, cand_t, cand_n, job_ids) if codes is None \
+                    else codes
+                warm.ids = job_ids
     chosen = _from_relaxation(n_jobs, cand_j, cand_t, cand_n, cost, capacity, res, time_limit,
                               ties)
     if warm is not None:
@@ -193,14 +251,31 @@ def _uncontended(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, cos
                  capacity: np.ndarray) -> np.ndarray | None:
     """Every job's cheapest choice (none, costing 0, included), when each is cheaper than the
     job's next one by more than TIE (relative) and together they fit: then that is the unique
-    optimum, the relaxation's too, found without solving it; else None."""
-    ex, idx, bounds, low = _sorted_choices(cand_j, cost)
-    first = bounds[:-1]              # each job's cheapest choice; every job has a second one
-    tie = TIE * max(1.0, abs(float(low.sum())))      # (none, or at least one candidate)
-    if not (ex[first + 1] > tie).all():
+    optimum, the relaxation's too, found without solving it; else None. (Called every round:
+    two minima per job by reduceat over the candidates grouped by job, no sort where they come
+    grouped, as Sia's and Pollux's do.)"""
+    order = None
+    if len(cand_j) > 1 and (cand_j[1:] < cand_j[:-1]).any():
+        order = np.argsort(cand_j, kind="stable")
+        cand_j, cost = cand_j[order], cost[order]
+    starts = np.flatnonzero(np.concatenate(([True], cand_j[1:] != cand_j[:-1])))
+    job_of = np.cumsum(np.concatenate(([False], cand_j[1:] != cand_j[:-1])))
+    low1 = np.minimum.reduceat(cost, starts)             # each job's cheapest candidate
+    at = np.flatnonzero(cost == low1[job_of])
+    first = at[np.concatenate(([True], job_of[at[1:]] != job_of[at[:-1]]))]   # one per job
+    rest = cost.copy()
+    rest[first] = np.inf
+    low2 = np.minimum.reduceat(rest, starts)             # its next one (inf: none)
+    # choices: leaving the job out (0), then its candidates; best and second best of those
+    take = low1 < 0.0
+    best = np.where(take, low1, 0.0)
+    second = np.where(take, np.minimum(low2, 0.0), low1)
+    tie = TIE * max(1.0, abs(float(best.sum())))
+    if not (second - best > tie).all():
         return None
-    chosen = idx[first]
-    chosen = chosen[chosen >= 0]
+    chosen = first[take]
+    if order is not None:
+        chosen = order[chosen]
     use = np.bincount(cand_t[chosen], weights=cand_n[chosen], minlength=len(capacity))
     if (use > capacity).any():
         return None
@@ -473,7 +548,7 @@ def decide_configs(snap: Snapshot, cands: Candidates, cost: np.ndarray, state: d
     among optimal choice sets (`choose_configs`)."""
     j = snap.jobs
     chosen = choose_configs(len(j), cands.job, cands.gtype, cands.count, cost, snap.capacity,
-                            time_limit, warm, fixed, ties)
+                            time_limit, warm, fixed, ties, j.rows)
     if chosen is None:
         held = {i: j.plan[i] for i in np.flatnonzero(j.running).tolist() if j.plan[i] is not None}
         return Decision(j.gpus.copy(), j.gtype.copy(), plans=held, state=state)
