@@ -5,9 +5,9 @@ whether their outputs are byte-identical.
     python bench/paired.py --baseline REF [--repeat 5] -- simulate --trace synthetic:3:300 \
         --cluster gavel-108 --policy sia --no-plots --quiet
 
-REF is a git commit of this repository (exported with `git archive` to a temporary folder and
-run with PYTHONPATH set to it, which takes precedence over the installed Quanta; the code here
-runs with PYTHONPATH set to this checkout). Each process
+REF is a git commit of this repository, exported with `git archive` to a temporary folder; each
+side's folder goes first on the process' sys.path (ahead of the working folder, which `python -m`
+would put first, and of the installed Quanta), so each imports its own code. Each process
 gets its own `--out` folder (do not pass one); OMP_NUM_THREADS=1. Prints every repeat's wall
 and CPU time (user + system), the median and minimum per side, their ratio, and the files that differ between the two
 sides' outputs (every output file but report.md and config.yaml, which record timings, the
@@ -48,15 +48,27 @@ def _cpu() -> float:
 def run(args: list[str], out: Path, pythonpath: str) -> tuple[float, float]:
     """(wall, CPU) seconds of one `python -m quanta.cli ARGS --out OUT` process."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    env["PYTHONPATH"] = pythonpath
+    env.pop("PYTHONPATH", None)
+    # `python -m` would put the working folder first on sys.path, ahead of PYTHONPATH: run from
+    # this checkout, both sides would import its Quanta. The checkout goes first instead.
+    boot = (f"import runpy, sys; sys.path.insert(0, {pythonpath!r}); sys.argv[0] = 'quanta'; "
+            "runpy.run_module('quanta.cli', run_name='__main__', alter_sys=True)")
     c0, t0 = _cpu(), time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "quanta.cli", *args, "--out", str(out)],
+    p = subprocess.run([sys.executable, "-c", boot, *args, "--out", str(out)],
                        env=env, capture_output=True, text=True)
     wall, cpu = time.perf_counter() - t0, _cpu() - c0
     if p.returncode != 0:
         sys.exit(f"paired.py: `quanta {' '.join(args)}` failed ({p.returncode}): "
                  f"{(p.stderr or p.stdout).strip().splitlines()[-1:]}")
     return wall, cpu
+
+
+def code_version(out: Path) -> str:
+    """The code version an output folder's config.yaml records (a hash of Quanta's sources)."""
+    for line in (out / "config.yaml").read_text().splitlines():
+        if line.startswith("code_version:"):
+            return line.split(":", 1)[1].strip()
+    return "?"
 
 
 def differing(a: Path, b: Path) -> list[str]:
@@ -104,6 +116,10 @@ def main() -> None:
             ratio = statistics.median(d["baseline"]) / statistics.median(d["new"])
             print(f"{what:4s} speed-up (baseline / new): medians {ratio:.2f}x, minima "
                   f"{min(d['baseline']) / min(d['new']):.2f}x")
+        versions = {side: code_version(work / f"{side}0") for side in ("new", "baseline")}
+        print(f"code: new {versions['new']}, baseline {versions['baseline']}")
+        if versions["new"] == versions["baseline"]:
+            print("warning: both sides ran the same code")
         diff = differing(work / "new0", work / "baseline0")
         print("outputs: byte-identical" if not diff else
               f"outputs differ: {', '.join(diff[:10])}{' ...' if len(diff) > 10 else ''}")
