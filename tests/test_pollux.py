@@ -235,3 +235,37 @@ def test_the_previous_front_seeds_each_job_by_job_or_by_position_as_the_referenc
     with pytest.raises(QuantaError, match="carry must be job or position"):
         make_policy("pollux:search=ga,carry=row")
     assert "carry=position" in get_world("sia-sim").policy_params(0)["pollux"]
+
+
+def test_kept_candidates_follow_the_jobs_spec_and_cap():
+    """With a model that declares its rates pure, Pollux keeps each job's candidates between
+    rounds (`RateMemo`, as Sia does) only while the job's spec object and GPU cap are the same;
+    a model without the declaration is asked every round. Unaware, every type is rated as the
+    cluster's main one."""
+    from test_sia import LinearPerf
+
+    from quanta.perf.online import OnlineModel
+    c = Cluster(tuple(NodeSpec(f"n{i}", "v100", 8) for i in range(2))
+                + (NodeSpec("k", "k80", 4),))
+    perf = LinearPerf({("x", "v100"): 1.0, ("x", "k80"): 0.25, ("y", "v100"): 5.0})
+    perf.pure_rates = True
+    pol = make_policy("pollux")
+    specs = jobs("x")
+
+    def cands(specs, model, cap):
+        snap = snap_of(specs, c, model, state={"seen": {}})
+        return pol._candidates(snap, {}, 0, np.array([cap]))
+
+    first = cands(specs, perf, 2)
+    assert list(zip(first.gtype.tolist(), first.count.tolist())) == [(0, 1), (0, 2), (1, 1),
+                                                                     (1, 2)]
+    assert first.rate.tolist() == pytest.approx([1.0, 2 ** 0.9] * 2)    # k80 seen as v100
+    perf.speed[("x", "v100")] = 3.0              # pure by declaration: the kept rates stand
+    assert cands(specs, perf, 2).rate[0] == pytest.approx(1.0)
+    assert cands(specs, perf, 8).count.tolist() == list(range(1, 9)) + [1, 2, 3, 4]
+    assert cands(specs, perf, 8).rate[0] == pytest.approx(3.0)          # a new cap: rated now
+    assert cands(jobs("y"), perf, 2).rate[0] == pytest.approx(5.0)      # same row, new spec
+    online = OnlineModel(perf)
+    assert cands(specs, online, 2).rate[0] == pytest.approx(3.0)
+    online.observe(specs[0], "v100", 1, 1, 2.0)                         # measured: 2 steps/s
+    assert cands(specs, online, 2).rate[0] == pytest.approx(2.0)

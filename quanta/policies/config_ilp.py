@@ -528,6 +528,39 @@ def exact_optimum(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, co
     return np.sort(np.array(chosen, dtype=np.int64))
 
 
+class RateMemo:
+    """A policy's candidates of each job (Sia's, Pollux's), rows of (GPU type, count, rate),
+    kept between one policy's rounds while the job's spec (its training phase included), the
+    cluster and the performance model are the same objects: the model's rates are a function of
+    those alone. Per job, the candidates for one set of allowed types and GPU caps (they change
+    as the job scales up).
+    Forgotten at the first decision of a run (`of`); never part of the policy's state; none
+    for a model that does not declare its rates pure (`pure_rates`, quanta/perf/base.py)."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        self.perf, self.cluster = snap.perf, snap.cluster
+        self.jobs: dict[int, tuple[object, dict]] = {}
+
+    @staticmethod
+    def of(policy, snap: Snapshot) -> RateMemo | None:
+        if not getattr(snap.perf, "pure_rates", False):
+            return None
+        m = policy.__dict__.get("_rate_memo")
+        if m is None or not snap.state or m.perf is not snap.perf or m.cluster is not snap.cluster:
+            m = policy.__dict__["_rate_memo"] = RateMemo(snap)
+        return m
+
+    def get(self, row: int, spec, key: tuple) -> np.ndarray | None:
+        hit = self.jobs.get(row)
+        return hit[1].get(key) if hit is not None and hit[0] is spec else None
+
+    def put(self, row: int, spec, key: tuple, out: np.ndarray) -> None:
+        hit = self.jobs.get(row)
+        if hit is None or hit[0] is not spec:
+            hit = self.jobs[row] = (spec, {})
+        hit[1][key] = out
+
+
 @dataclass(frozen=True)
 class Candidates:
     """(job, GPU type, GPU count) triples a job could be given, with the model's rate for each."""
@@ -542,6 +575,15 @@ class Candidates:
         a = np.array(rows, dtype=float).reshape(-1, 4)
         return cls(a[:, 0].astype(np.int64), a[:, 1].astype(np.int64), a[:, 2].astype(np.int64),
                    a[:, 3])
+
+    @classmethod
+    def of_blocks(cls, jobs: list[int], blocks: list[np.ndarray]) -> Candidates:
+        """From one block of rows (GPU type, count, rate) per job in `jobs`."""
+        if not blocks:
+            return cls.of([])
+        a = np.concatenate(blocks)
+        job = np.repeat(np.array(jobs, dtype=np.int64), [len(b) for b in blocks])
+        return cls(job, a[:, 0].astype(np.int64), a[:, 1].astype(np.int64), a[:, 2])
 
     def __len__(self) -> int:
         return len(self.job)

@@ -60,6 +60,7 @@ from quanta.policies.base import Policy
 from quanta.policies.config_ilp import (
     TIES,
     Candidates,
+    RateMemo,
     Warm,
     decide_configs,
     restart_factor,
@@ -147,26 +148,7 @@ class Pollux(Policy):
                        dtype=np.int64)
         if self.search == "ga":
             return self._decide_ga(snap, st, main, cap)
-        rows: list[tuple[int, int, int, float]] = []
-        for i, spec in enumerate(j.specs):
-            allowed = np.flatnonzero(j.allowed[i]).tolist()
-            counts = np.arange(1, int(cap[i]) + 1)
-            if self.learn:
-                good = self._goodputs(snap, st, i, main, counts,
-                                      [cl.min_nodes(main, int(c)) for c in counts])
-                for k in allowed:
-                    for cnt, g in zip(counts.tolist(), good.tolist()):
-                        if cnt <= int(snap.capacity[k]) and g > 0:
-                            rows.append((i, k, cnt, g))
-                continue
-            for k in allowed:
-                seen_as = k if self.aware else main
-                for cnt in range(1, min(int(cap[i]), int(snap.capacity[k])) + 1):
-                    rate = rate_with(snap.perf, spec, cl.types[seen_as], cnt,
-                                     cl.min_nodes(seen_as, cnt), True, ADAPTIVE_BATCH)
-                    if rate > 0:
-                        rows.append((i, k, cnt, rate))
-        c = Candidates.of(rows)
+        c = self._candidates(snap, st, main, cap)
         realloc = restart_factor(snap, self.restart_delay, grace=False,
                                  first_start_counted=self.first_start_counted)
         if self.fair_share:
@@ -191,6 +173,44 @@ class Pollux(Policy):
                               dict.fromkeys(range(n), ADAPTIVE_BATCH),
                               Warm.of(self, snap, exact=not self.warm_start),
                               ties=self.ties)
+
+    def _candidates(self, snap: Snapshot, st: dict, main: int, cap: np.ndarray) -> Candidates:
+        """Every job's (GPU type, count) up to its cap and the type's GPUs, with the goodput the
+        policy expects there (as if on the main type unless `aware`); the model's rates kept
+        between rounds per job (`RateMemo`), the learned ones computed each round."""
+        j = snap.jobs
+        cl = snap.cluster
+        memo = None if self.learn else RateMemo.of(self, snap)
+        rows: list[int] = []
+        blocks: list[np.ndarray] = []
+        for i, spec in enumerate(j.specs):
+            allowed = np.flatnonzero(j.allowed[i]).tolist()
+            tops = tuple(min(int(cap[i]), int(snap.capacity[k])) for k in allowed)
+            if self.learn:
+                counts = np.arange(1, int(cap[i]) + 1)
+                good = self._goodputs(snap, st, i, main, counts,
+                                      [cl.min_nodes(main, int(c)) for c in counts]).tolist()
+                out = [(k, cnt, g) for k, top in zip(allowed, tops)
+                       for cnt, g in zip(counts.tolist(), good) if cnt <= top and g > 0]
+            else:
+                row = int(j.rows[i])
+                key = (tuple(allowed), tops)
+                out = None if memo is None else memo.get(row, spec, key)
+                if out is None:
+                    out = []
+                    for k, top in zip(allowed, tops):
+                        seen_as = k if self.aware else main
+                        for cnt in range(1, top + 1):
+                            rate = rate_with(snap.perf, spec, cl.types[seen_as], cnt,
+                                             cl.min_nodes(seen_as, cnt), True, ADAPTIVE_BATCH)
+                            if rate > 0:
+                                out.append((k, cnt, rate))
+                    out = np.array(out, dtype=float).reshape(-1, 3)
+                    if memo is not None:
+                        memo.put(row, spec, key, out)
+            rows.append(i)
+            blocks.append(np.array(out, dtype=float).reshape(-1, 3))
+        return Candidates.of_blocks(rows, blocks)
 
     # -- what the policy believes -------------------------------------------------------------
     def _cap(self, snap: Snapshot, most: int) -> int:

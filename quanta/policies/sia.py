@@ -40,6 +40,7 @@ from quanta.policies.base import Policy
 from quanta.policies.config_ilp import (
     TIES,
     Candidates,
+    RateMemo,
     Warm,
     decide_configs,
     restart_factor,
@@ -203,7 +204,7 @@ class Sia(Policy):
         cl = snap.cluster
         counts = [config_counts(int(cl.type_node_max[k]), int(snap.capacity[k]))
                   for k in range(len(cl.types))]
-        memo = _RateMemo.of(self, snap)
+        memo = RateMemo.of(self, snap)
         rows: list[int] = []                 # per job with candidates: its index, its block
         blocks: list[np.ndarray] = []        # (GPU type, count, rate) per candidate
         for i, spec in enumerate(j.specs):
@@ -251,40 +252,4 @@ class Sia(Policy):
                     memo.put(row, spec, key, out)
             rows.append(i)
             blocks.append(out)
-        if not blocks:
-            return Candidates.of([])
-        a = np.concatenate(blocks)
-        job = np.repeat(np.array(rows, dtype=np.int64), [len(b) for b in blocks])
-        return Candidates(job, a[:, 0].astype(np.int64), a[:, 1].astype(np.int64), a[:, 2])
-
-
-class _RateMemo:
-    """Sia's candidates of each job, rows of (GPU type, count, rate), kept between one policy's
-    rounds while the job's spec (its training phase included), the cluster and the performance
-    model are the same objects: the model's rates are a function of those alone. Per job, the
-    candidates for one set of allowed types and GPU caps (they change as the job scales up).
-    Forgotten at the first decision of a run (`of`); never part of the policy's state; none
-    for a model that does not declare its rates pure (`pure_rates`, quanta/perf/base.py)."""
-
-    def __init__(self, snap: Snapshot) -> None:
-        self.perf, self.cluster = snap.perf, snap.cluster
-        self.jobs: dict[int, tuple[object, dict]] = {}
-
-    @staticmethod
-    def of(policy, snap: Snapshot) -> _RateMemo | None:
-        if not getattr(snap.perf, "pure_rates", False):
-            return None
-        m = policy.__dict__.get("_rate_memo")
-        if m is None or not snap.state or m.perf is not snap.perf or m.cluster is not snap.cluster:
-            m = policy.__dict__["_rate_memo"] = _RateMemo(snap)
-        return m
-
-    def get(self, row: int, spec, key: tuple) -> np.ndarray | None:
-        hit = self.jobs.get(row)
-        return hit[1].get(key) if hit is not None and hit[0] is spec else None
-
-    def put(self, row: int, spec, key: tuple, out: np.ndarray) -> None:
-        hit = self.jobs.get(row)
-        if hit is None or hit[0] is not spec:
-            hit = self.jobs[row] = (spec, {})
-        hit[1][key] = out
+        return Candidates.of_blocks(rows, blocks)
