@@ -9,9 +9,10 @@ REF is a git commit of this repository, exported with `git archive` to a tempora
 side's folder goes first on the process' sys.path (ahead of the working folder, which `python -m`
 would put first, and of the installed Quanta), so each imports its own code. Each process
 gets its own `--out` folder (do not pass one); OMP_NUM_THREADS=1. Prints every repeat's wall
-and CPU time (user + system), the median and minimum per side, their ratio, and the files that differ between the two
-sides' outputs (every output file but report.md and config.yaml, which record timings, the
-command line, the output folder and the code's commit).
+and CPU time (user + system), the median and minimum per side, their ratio, both sides' code
+versions, and the files that differ between the two sides' outputs (every output file but
+report.md and config.yaml, which record timings, the command line, the output folder and the
+code's commit).
 This machine's load moves single runs by up to 25%: read the medians of several repeats.
 """
 

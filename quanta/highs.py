@@ -145,7 +145,10 @@ class LP:
         or a singular one); else the programme is solved afresh as linprog would."""
         c = self.c
         n, m = len(cost), len(row_upper)
-        ipm = False if basis is not None else n >= IPM_FROM if ipm is None else ipm
+        if basis is not None:
+            ipm = False                  # (a basis is for the simplex)
+        elif ipm is None:
+            ipm = n >= IPM_FROM
         if ipm != self.ipm:
             self._options(ipm)
         start, index, value = A
@@ -170,8 +173,7 @@ class LP:
             return Result(2, "model error", None, None)
         self.ncol = n
         if basis is not None:
-            status = list(c.HighsBasisStatus.__members__.values())
-            status.sort(key=int)
+            status = sorted(c.HighsBasisStatus.__members__.values(), key=int)
             b = c.HighsBasis()
             b.col_status = [status[k] for k in basis[0].tolist()]
             b.row_status = [status[k] for k in basis[1].tolist()]

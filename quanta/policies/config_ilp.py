@@ -11,8 +11,9 @@ optimum unique beyond the MILP's gap, the MILP the rest: HiGHS' answers througho
 2026-11-26, and as a reference that solves a MILP, Sia's simulator with CBC, would).
 
 A policy keeps its programme in HiGHS between rounds (`Warm`): where only the costs changed,
-the relaxation is re-solved from the last basis (about 8x cheaper than afresh on Sia's rounds),
-and its answer is taken only where a fresh solve would certainly give the same (`_certified`);
+the relaxation is re-solved from the last basis (about 8x cheaper than afresh on Sia's rounds);
+where jobs came or left, the new programme starts from the last basis mapped onto it. Either
+answer is taken only where a fresh solve would certainly give the same (`_certified`);
 elsewhere the programme is solved afresh, so the answers are those of fresh solves.
 """
 
@@ -70,19 +71,20 @@ class Warm:
         rows[len(ids):] = old_rows[len(self.ids):]
         return cols, rows
 
-    def carried(self, codes: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray,
-                capacity: np.ndarray) -> np.ndarray | None:
+    def carried(self, codes: np.ndarray, cand_j: np.ndarray, cand_t: np.ndarray,
+                cand_n: np.ndarray, capacity: np.ndarray) -> np.ndarray | None:
         """The last answer's candidates that the programme with columns `codes` still has,
-        as its column indexes, if they fit its capacities (a feasible choice set: each job at
-        most one), else None."""
+        as its column indexes, if they are a feasible choice set there (at most one per job,
+        within the capacities), else None."""
         if self.last is None or self.codes is None or len(codes) == 0:
             return None
         o = np.argsort(codes, kind="stable")
         want = self.codes[self.last]
         at = np.minimum(np.searchsorted(codes[o], want), len(codes) - 1)
-        keep = o[at[codes[o][at] == want]]
+        keep = np.sort(o[at[codes[o][at] == want]])
         use = np.bincount(cand_t[keep], weights=cand_n[keep], minlength=len(capacity))
-        return np.sort(keep) if (use <= capacity).all() else None
+        one_each = len(np.unique(cand_j[keep])) == len(keep)
+        return keep if one_each and (use <= capacity).all() else None
 
     @staticmethod
     def of(policy, snap: Snapshot, exact: bool = True) -> Warm:
@@ -95,7 +97,8 @@ class Warm:
 def _identity(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, job_ids: np.ndarray
               ) -> np.ndarray:
     """Each candidate as one integer that names it across rounds: its job's id (the driver's
-    row), GPU type and count."""
+    row), GPU type (< 2^8) and count (< 2^16). (Only a starting basis and an incumbent come of
+    it: a programme's answer is certified or solved afresh whatever they are.)"""
     return (job_ids[cand_j].astype(np.int64) << 24) | (cand_t.astype(np.int64) << 16) | cand_n
 
 
@@ -118,12 +121,12 @@ def choose_configs(n_jobs: int, cand_j: np.ndarray, cand_t: np.ndarray, cand_n: 
     solve's (`warm.exact`, else always). With `warm.exact` and `job_ids` (a stable id per job:
     the driver's rows), another programme (jobs came or left, a job's candidates changed) is
     first solved from the last basis mapped onto it (`Warm.mapped_basis`), its answer too
-    taken only where certain to be a fresh solve's. `fixed` (a mask over the candidates, at most one
-    per job) are chosen whatever the costs: their GPUs come off the capacity and their jobs out
-    of the programme, a constraint x = 1 as Sia's simulator pins a job mid-restore (sia.py:
-    1021-1028). (A large negative cost instead would dwarf the objective, and with it the MILP's
-    relative gap: HiGHS could then stop at any allocation that keeps the pins.) `ties`:
-    "search" or "milp", who picks among optimal choice sets (module docstring)."""
+    taken only where certain to be a fresh solve's. `fixed` (a mask over the candidates, at
+    most one per job) are chosen whatever the costs: their GPUs come off the capacity and their
+    jobs out of the programme, a constraint x = 1 as Sia's simulator pins a job mid-restore
+    (sia.py:1021-1028). (A large negative cost instead would dwarf the objective, and with it
+    the MILP's relative gap: HiGHS could then stop at any allocation that keeps the pins.)
+    `ties`: "search" or "milp", who picks among optimal choice sets (module docstring)."""
     if fixed is not None and fixed.any():
         held = np.zeros(len(capacity))
         np.add.at(held, cand_t[fixed], cand_n[fixed])
@@ -158,7 +161,7 @@ def choose_configs(n_jobs: int, cand_j: np.ndarray, cand_t: np.ndarray, cand_n: 
             A = _matrix(n_jobs, cand_j, cand_t, cand_n, len(capacity))
             rows = np.concatenate([np.ones(n_jobs), capacity.astype(float)])
             res = warm.lp.solve(cost, A, rows, np.zeros(m), np.ones(m), basis=basis)
-            hint = warm.carried(codes, cand_t, cand_n, capacity)
+            hint = warm.carried(codes, cand_j, cand_t, cand_n, capacity)
             warm.key, warm.codes, warm.ids = key, codes, job_ids
             chosen = _certified(cand_j, cand_t, cand_n, cost, capacity, res, ties, hint)
             if chosen is not None:
