@@ -439,7 +439,10 @@ def exact_optimum(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, co
     for t in range(1, K):
         radix[t] = radix[t - 1] * (left[t - 1] + 1)
     stride = radix[-1] * (left[-1] + 1)
-    step = [count[c] * radix[ctype[c]] for c in range(len(costs))]
+    # each free job's choices as (excess, candidate, GPUs, type, cost, priced GPUs, GPUs in the
+    # radix): one unpacking per choice on the search's hot path (none: -1 and zeros)
+    packed = [[(e, c, count[c], ctype[c], costs[c], priced[c], count[c] * radix[ctype[c]])
+               if c >= 0 else (e, c, 0, 0, 0.0, 0.0, 0) for e, c in zip(*ch)] for ch in free]
     memo: dict[int, tuple] = {}
     states = 0
 
@@ -463,7 +466,7 @@ def exact_optimum(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, co
         base = lowsum[k] - priced_left
         best, cut = None, thr
         last = k + 1 == nf                          # the children are leaves: no call
-        for e, c in zip(*free[k]):
+        for e, c, n, t, cc, pc, sc in packed[k]:
             if base + e >= cut:
                 break
             if c < 0:
@@ -472,16 +475,15 @@ def exact_optimum(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, co
                 if r is not None:
                     best = (r[0], (-1,) + r[1])
                     cut = best[0] - tie
-            elif count[c] <= left[ctype[c]]:
+            elif n <= left[t]:
                 if last:
-                    r = _LEAF if cut - costs[c] > 0.0 else None
+                    r = _LEAF if cut - cc > 0.0 else None
                 else:
-                    t = ctype[c]
-                    left[t] -= count[c]
-                    r = solve(k + 1, cut - costs[c], priced_left - priced[c], code - step[c])
-                    left[t] += count[c]
+                    left[t] -= n
+                    r = solve(k + 1, cut - cc, priced_left - pc, code - sc)
+                    left[t] += n
                 if r is not None:
-                    best = (costs[c] + r[0], (c,) + r[1])
+                    best = (cc + r[0], (c,) + r[1])
                     cut = best[0] - tie
         memo[key] = (thr, None) if best is None else best
         return best
@@ -495,7 +497,7 @@ def exact_optimum(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, co
         bound = z + within(z)
         for k, on_path in enumerate(path):
             base = prefix + lowsum[k] - priced_left
-            for e, c in zip(*free[k]):
+            for e, c, n, t, cc, pc, sc in packed[k]:
                 if base + e >= bound:
                     break
                 if c == on_path:
@@ -503,18 +505,17 @@ def exact_optimum(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, co
                 if c < 0:
                     if solve(k + 1, bound - prefix, priced_left, code) is not None:
                         return True
-                elif count[c] <= left[ctype[c]]:
-                    left[ctype[c]] -= count[c]
-                    r = solve(k + 1, bound - prefix - costs[c], priced_left - priced[c],
-                              code - step[c])
-                    left[ctype[c]] += count[c]
+                elif n <= left[t]:
+                    left[t] -= n
+                    r = solve(k + 1, bound - prefix - cc, priced_left - pc, code - sc)
+                    left[t] += n
                     if r is not None:
                         return True
             if on_path >= 0:
                 left[ctype[on_path]] -= count[on_path]
                 prefix += costs[on_path]
                 priced_left -= priced[on_path]
-                code -= step[on_path]
+                code -= count[on_path] * radix[ctype[on_path]]
         return False
 
     fixed_cost = float(cost[fixed].sum())
