@@ -207,16 +207,22 @@ class Sia(Policy):
         memo = RateMemo.of(self, snap)
         rows: list[int] = []                 # per job with candidates: its index, its block
         blocks: list[np.ndarray] = []        # (GPU type, count, rate) per candidate
+        allowed_of = j.allowed.tolist()      # (plain lists: this loop runs every round)
+        job_rows, reqs = j.rows.tolist(), j.req.tolist()
+        shapes: dict[tuple, tuple] = {}      # allowed types -> (them, each one's count choices)
         for i, spec in enumerate(j.specs):
             if pinned[i]:
                 rows.append(i)
                 blocks.append(np.array([[j.gtype[i], j.gpus[i], 1.0]], dtype=float))
                 continue
             rigid = self._rigid(spec)
-            allowed = np.flatnonzero(j.allowed[i]).tolist()
-            row = int(j.rows[i])
-            caps = tuple(min(max(2 * seen.get((row, -1 if self.share_max else k), 0), 1),
-                             self.max_gpus) for k in allowed)
+            allowed = [k for k, ok in enumerate(allowed_of[i]) if ok]
+            row = job_rows[i]
+            if self.share_max:
+                caps = (min(max(2 * seen.get((row, -1), 0), 1), self.max_gpus),) * len(allowed)
+            else:
+                caps = tuple(min(max(2 * seen.get((row, k), 0), 1), self.max_gpus)
+                             for k in allowed)
             if learned is not None and not rigid and snap.perf.goodput_profile(
                     spec, cl.types[allowed[0]]) is not None:
                 out = []
@@ -232,8 +238,11 @@ class Sia(Policy):
                 blocks.append(np.array(out, dtype=float).reshape(-1, 3))
                 continue
             # the model's rates depend on the job's spec (its phase included) alone: kept per job
-            key = (tuple(allowed), caps, tuple(len(counts[k]) for k in allowed),
-                   int(j.req[i]) if rigid else -1)
+            shape = shapes.get(tuple(allowed))
+            if shape is None:
+                shape = shapes[tuple(allowed)] = (tuple(allowed),
+                                                  tuple(len(counts[k]) for k in allowed))
+            key = (shape, caps, reqs[i] if rigid else -1)
             out = None if memo is None else memo.get(row, spec, key)
             if out is None:
                 plan = None if rigid else (adaptive_batch_up_to(spec.batch_size) if self.batch_cap
