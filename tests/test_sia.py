@@ -229,7 +229,7 @@ def test_a_waiting_job_starts_unpenalised():
 def test_restart_factor_leaves_out_a_counted_first_start():
     """sia-sim and Pollux's replay charge the first start as a restart; Sia's and Pollux's own
     count starts at the first restart after it (sia-simulator job.py:537-542)."""
-    from quanta.policies.config_ilp import restart_factor
+    from quanta.policies.config_candidates import restart_factor
     c = Cluster((NodeSpec("a", "a100", 4),))
     perf = LinearPerf({("x", "a100"): 1.0})
     specs = [JobSpec("x", 0.0, 1, "x", total_steps=1e6), JobSpec("y", 0.0, 1, "x", total_steps=1e6)]
@@ -301,7 +301,7 @@ def test_a_job_pinned_mid_restore_leaves_the_others_their_optimum():
 
 def test_kept_candidates_follow_the_jobs_spec_and_gpu_cap():
     """With a model that declares its rates pure, Sia keeps each job's candidates between
-    rounds (`_RateMemo`) only while the job's spec object and GPU caps are the same: a new spec
+    rounds (`RateMemo`) only while the job's spec object and GPU caps are the same: a new spec
     (a new training phase, another job type) is rated afresh, a larger cap adds counts. A
     model without the declaration (the runtime's OnlineModel, which learns from measurements)
     is asked every round."""

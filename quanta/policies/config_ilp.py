@@ -19,12 +19,11 @@ elsewhere the programme is solved afresh, so the answers are those of fresh solv
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from quanta.core.decision import Decision
 from quanta.core.snapshot import Snapshot
+from quanta.policies.config_candidates import Candidates
 from quanta.solver_output import silent_stdout
 
 
@@ -530,86 +529,6 @@ def exact_optimum(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, co
         return None
     chosen = inc_set if found is None else fixed + [c for c in found[1] if c >= 0]
     return np.sort(np.array(chosen, dtype=np.int64))
-
-
-class RateMemo:
-    """A policy's candidates of each job (Sia's, Pollux's), rows of (GPU type, count, rate),
-    kept between one policy's rounds while the job's spec (its training phase included), the
-    cluster and the performance model are the same objects: the model's rates are a function of
-    those alone. Per job, the candidates for one set of allowed types and GPU caps (they change
-    as the job scales up).
-    Forgotten at the first decision of a run (`of`); never part of the policy's state; none
-    for a model that does not declare its rates pure (`pure_rates`, quanta/perf/base.py)."""
-
-    def __init__(self, snap: Snapshot) -> None:
-        self.perf, self.cluster = snap.perf, snap.cluster
-        self.jobs: dict[int, tuple[object, dict]] = {}
-
-    @staticmethod
-    def of(policy, snap: Snapshot) -> RateMemo | None:
-        if not getattr(snap.perf, "pure_rates", False):
-            return None
-        m = policy.__dict__.get("_rate_memo")
-        if m is None or not snap.state or m.perf is not snap.perf or m.cluster is not snap.cluster:
-            m = policy.__dict__["_rate_memo"] = RateMemo(snap)
-        return m
-
-    def get(self, row: int, spec, key: tuple) -> np.ndarray | None:
-        hit = self.jobs.get(row)
-        return hit[1].get(key) if hit is not None and hit[0] is spec else None
-
-    def put(self, row: int, spec, key: tuple, out: np.ndarray) -> None:
-        hit = self.jobs.get(row)
-        if hit is None or hit[0] is not spec:
-            hit = self.jobs[row] = (spec, {})
-        hit[1][key] = out
-
-
-@dataclass(frozen=True)
-class Candidates:
-    """(job, GPU type, GPU count) triples a job could be given, with the model's rate for each."""
-
-    job: np.ndarray
-    gtype: np.ndarray
-    count: np.ndarray
-    rate: np.ndarray
-
-    @classmethod
-    def of(cls, rows: list[tuple[int, int, int, float]]) -> Candidates:
-        a = np.array(rows, dtype=float).reshape(-1, 4)
-        return cls(a[:, 0].astype(np.int64), a[:, 1].astype(np.int64), a[:, 2].astype(np.int64),
-                   a[:, 3])
-
-    @classmethod
-    def of_blocks(cls, jobs: list[int], blocks: list[np.ndarray]) -> Candidates:
-        """From one block of rows (GPU type, count, rate) per job in `jobs`."""
-        if not blocks:
-            return cls.of([])
-        a = np.concatenate(blocks)
-        job = np.repeat(np.array(jobs, dtype=np.int64), [len(b) for b in blocks])
-        return cls(job, a[:, 0].astype(np.int64), a[:, 1].astype(np.int64), a[:, 2])
-
-    def __len__(self) -> int:
-        return len(self.job)
-
-    def current(self, snap: Snapshot) -> np.ndarray:
-        """The candidates equal to what each job holds now."""
-        j = snap.jobs
-        return (self.gtype == j.gtype[self.job]) & (self.count == j.gpus[self.job])
-
-
-def restart_factor(snap: Snapshot, delta: float | np.ndarray, grace: bool,
-                   first_start_counted: bool = False) -> np.ndarray:
-    """Pollux/Sia re-allocation penalty per job: max(age - restarts * delta, 0) / (age + delta);
-    with `grace`, none while the job is younger than delta (Sia). With `first_start_counted`
-    the world charged each job's first start as a restart, which Pollux's and Sia's own count
-    leaves out (sia-simulator job.py:537-542: `num_restarts` is 0 at the first start), so one
-    is taken off the snapshot's count."""
-    j = snap.jobs
-    age = snap.now - j.submit
-    restarts = np.maximum(j.restarts - 1, 0) if first_start_counted else j.restarts
-    r = np.maximum(age - restarts * delta, 0.0) / (age + delta)
-    return np.where(age < delta, 1.0, r) if grace else r
 
 
 def decide_configs(snap: Snapshot, cands: Candidates, cost: np.ndarray, state: dict,

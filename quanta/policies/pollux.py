@@ -57,13 +57,16 @@ from quanta.errors import QuantaError
 from quanta.perf.base import ADAPTIVE_BATCH, rate_with
 from quanta.perf.pollux_online import MERGED, pollux_goodput, record_trained
 from quanta.policies.base import Policy
-from quanta.policies.config_ilp import (
-    TIES,
+from quanta.policies.config_candidates import (
     Candidates,
     RateMemo,
+    kept_rates,
+    restart_factor,
+)
+from quanta.policies.config_ilp import (
+    TIES,
     Warm,
     decide_configs,
-    restart_factor,
 )
 from quanta.policies.pollux_ga import (
     FLOOR,
@@ -190,27 +193,30 @@ class Pollux(Policy):
                 counts = np.arange(1, int(cap[i]) + 1)
                 good = self._goodputs(snap, st, i, main, counts,
                                       [cl.min_nodes(main, int(c)) for c in counts]).tolist()
-                out = [(k, cnt, g) for k, top in zip(allowed, tops)
-                       for cnt, g in zip(counts.tolist(), good) if cnt <= top and g > 0]
+                out = np.array([(k, cnt, g) for k, top in zip(allowed, tops)
+                                for cnt, g in zip(counts.tolist(), good) if cnt <= top and g > 0],
+                               dtype=float).reshape(-1, 3)
             else:
-                row = int(j.rows[i])
-                key = (tuple(allowed), tops)
-                out = None if memo is None else memo.get(row, spec, key)
-                if out is None:
-                    out = []
-                    for k, top in zip(allowed, tops):
-                        seen_as = k if self.aware else main
-                        for cnt in range(1, top + 1):
-                            rate = rate_with(snap.perf, spec, cl.types[seen_as], cnt,
-                                             cl.min_nodes(seen_as, cnt), True, ADAPTIVE_BATCH)
-                            if rate > 0:
-                                out.append((k, cnt, rate))
-                    out = np.array(out, dtype=float).reshape(-1, 3)
-                    if memo is not None:
-                        memo.put(row, spec, key, out)
+                out = kept_rates(memo, int(j.rows[i]), spec, (tuple(allowed), tops),
+                                 self._rated, snap, main, spec, allowed, tops)
             rows.append(i)
-            blocks.append(np.array(out, dtype=float).reshape(-1, 3))
+            blocks.append(out)
         return Candidates.of_blocks(rows, blocks)
+
+    def _rated(self, snap: Snapshot, main: int, spec, allowed: list[int],
+               tops: tuple[int, ...]) -> list[tuple[int, int, float]]:
+        """The model's rate of a job on each allowed type (as if on `main` unless `aware`) at
+        each GPU count up to the type's top."""
+        cl = snap.cluster
+        out = []
+        for k, top in zip(allowed, tops):
+            seen_as = k if self.aware else main
+            for cnt in range(1, top + 1):
+                rate = rate_with(snap.perf, spec, cl.types[seen_as], cnt,
+                                 cl.min_nodes(seen_as, cnt), True, ADAPTIVE_BATCH)
+                if rate > 0:
+                    out.append((k, cnt, rate))
+        return out
 
     # -- what the policy believes -------------------------------------------------------------
     def _cap(self, snap: Snapshot, most: int) -> int:

@@ -37,13 +37,16 @@ from quanta.perf.base import ADAPTIVE_BATCH, rate_with
 from quanta.perf.goodput import adaptive_batch_up_to
 from quanta.perf.pollux_online import pollux_goodput, record_trained
 from quanta.policies.base import Policy
-from quanta.policies.config_ilp import (
-    TIES,
+from quanta.policies.config_candidates import (
     Candidates,
     RateMemo,
+    kept_rates,
+    restart_factor,
+)
+from quanta.policies.config_ilp import (
+    TIES,
     Warm,
     decide_configs,
-    restart_factor,
 )
 from quanta.policies.registry import register
 
@@ -242,23 +245,26 @@ class Sia(Policy):
             if shape is None:
                 shape = shapes[tuple(allowed)] = (tuple(allowed),
                                                   tuple(len(counts[k]) for k in allowed))
-            key = (shape, caps, reqs[i] if rigid else -1)
-            out = None if memo is None else memo.get(row, spec, key)
-            if out is None:
-                plan = None if rigid else (adaptive_batch_up_to(spec.batch_size) if self.batch_cap
-                                           else ADAPTIVE_BATCH)
-                out = []
-                for k, cap in zip(allowed, caps):
-                    for cnt in counts[k]:
-                        if rigid and cnt != j.req[i] or not rigid and cnt > cap:
-                            continue
-                        rate = rate_with(snap.perf, spec, cl.types[k], cnt, cl.min_nodes(k, cnt),
-                                         True, plan)
-                        if rate > 0:
-                            out.append((k, cnt, rate))
-                out = np.array(out, dtype=float).reshape(-1, 3)
-                if memo is not None:
-                    memo.put(row, spec, key, out)
             rows.append(i)
-            blocks.append(out)
+            blocks.append(kept_rates(memo, row, spec, (shape, caps, reqs[i] if rigid else -1),
+                                     self._rated, snap, counts, spec, reqs[i] if rigid else None,
+                                     allowed, caps))
         return Candidates.of_blocks(rows, blocks)
+
+    def _rated(self, snap: Snapshot, counts: list[list[int]], spec, req: int | None,
+               allowed: list[int], caps: tuple[int, ...]) -> list[tuple[int, int, float]]:
+        """The model's rate of a job on each allowed type at each GPU count Sia would give it:
+        `req` alone for a rigid job, else the counts up to the type's cap."""
+        cl = snap.cluster
+        plan = None if req is not None else (adaptive_batch_up_to(spec.batch_size)
+                                             if self.batch_cap else ADAPTIVE_BATCH)
+        out = []
+        for k, cap in zip(allowed, caps):
+            for cnt in counts[k]:
+                if (cnt != req) if req is not None else (cnt > cap):
+                    continue           # a rigid job runs on what it asked for alone
+                rate = rate_with(snap.perf, spec, cl.types[k], cnt, cl.min_nodes(k, cnt), True,
+                                 plan)
+                if rate > 0:
+                    out.append((k, cnt, rate))
+        return out
