@@ -8,7 +8,9 @@ whether their outputs are byte-identical.
 REF is a git commit of this repository, exported with `git archive` to a temporary folder; each
 side's folder goes first on the process' sys.path (ahead of the working folder, which `python -m`
 would put first, and of the installed Quanta), so each imports its own code. Each process
-gets its own `--out` folder (do not pass one); OMP_NUM_THREADS=1. Prints every repeat's wall
+gets its own `--out` folder (do not pass one); OMP_NUM_THREADS=1; bytecode cached as in a normal
+install (PYTHONDONTWRITEBYTECODE removed, after one untimed warm-up process per side that writes
+the caches: otherwise every process compiles Quanta's ~100 modules, ~0.2 s). Prints every repeat's wall
 and CPU time (user + system), the median and minimum per side, their ratio, both sides' code
 versions, and the files that differ between the two sides' outputs (every output file but
 report.md and config.yaml, which record timings, the command line, the output folder and the
@@ -50,6 +52,7 @@ def run(args: list[str], out: Path, pythonpath: str) -> tuple[float, float]:
     """(wall, CPU) seconds of one `python -m quanta.cli ARGS --out OUT` process."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env.pop("PYTHONPATH", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     # `python -m` would put the working folder first on sys.path, ahead of PYTHONPATH: run from
     # this checkout, both sides would import its Quanta. The checkout goes first instead.
     boot = (f"import runpy, sys; sys.path.insert(0, {pythonpath!r}); sys.argv[0] = 'quanta'; "
@@ -100,6 +103,8 @@ def main() -> None:
         export(a.baseline, base)
         times: dict[str, list[float]] = {"new": [], "baseline": []}
         cpus: dict[str, list[float]] = {"new": [], "baseline": []}
+        for side in ("new", "baseline"):        # untimed: writes the bytecode caches
+            run(cmd, work / f"warm-{side}", str(base) if side == "baseline" else str(ROOT))
         for r in range(a.repeat):
             order = ["new", "baseline"] if r % 2 == 0 else ["baseline", "new"]
             for side in order:
@@ -107,13 +112,13 @@ def main() -> None:
                 wall, cpu = run(cmd, out, str(base) if side == "baseline" else str(ROOT))
                 times[side].append(wall)
                 cpus[side].append(cpu)
-                print(f"  [{r}] {side:8s} {wall:7.2f} s wall {cpu:7.2f} s CPU", flush=True)
+                print(f"  [{r}] {side:8s} {wall:7.3f} s wall {cpu:7.3f} s CPU", flush=True)
         print(f"quanta {' '.join(cmd)}")
         for what, d in (("wall", times), ("CPU", cpus)):
             for side in ("baseline", "new"):
                 t = d[side]
-                print(f"{what:4s} {side:8s} median {statistics.median(t):.2f} s  min "
-                      f"{min(t):.2f} s  ({', '.join(f'{x:.2f}' for x in t)})")
+                print(f"{what:4s} {side:8s} median {statistics.median(t):.3f} s  min "
+                      f"{min(t):.3f} s  ({', '.join(f'{x:.3f}' for x in t)})")
             ratio = statistics.median(d["baseline"]) / statistics.median(d["new"])
             print(f"{what:4s} speed-up (baseline / new): medians {ratio:.2f}x, minima "
                   f"{min(d['baseline']) / min(d['new']):.2f}x")

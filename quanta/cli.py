@@ -12,26 +12,19 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from quanta import cli_options
 from quanta.errors import QuantaError
 
 
-def _plain_help_flag(opt):
-    """typer 0.29 coerces even an absent --help flag through a pydantic TypeAdapter, importing
-    pydantic (~0.15 s) for `quanta --help` or `--version`; the flag is a plain bool, so it gets
-    typer's own pass-through coercion instead (the same values: None or True)."""
-    if opt is not None and getattr(opt, "_runtime_param", False) is None:
-        try:
-            from typer._coercion import PassThroughRuntimeParam
-            opt._runtime_param = PassThroughRuntimeParam(
-                parameter_info=opt.type_descriptor.parameter_info, annotation=bool)
-        except (ImportError, AttributeError, TypeError):     # another typer: its own way
-            pass
-    return opt
-
-
 class _Group(typer.core.TyperGroup):
+    """Options converted without pydantic (quanta/cli_options.py)."""
+
     def get_help_option(self, ctx):
-        return _plain_help_flag(super().get_help_option(ctx))
+        return cli_options.bool_flag(super().get_help_option(ctx))
+
+    def resolve_command(self, ctx, args):
+        name, cmd, rest = super().resolve_command(ctx, args)
+        return name, cli_options.install(cmd, ctx), rest
 
 
 # rich_markup_mode=None: help is click's plain text, wrapped to the terminal (no rich panels that
