@@ -19,6 +19,8 @@ elsewhere the programme is solved afresh, so the answers are those of fresh solv
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
 import numpy as np
 
 from quanta.core.decision import Decision
@@ -443,9 +445,15 @@ def exact_optimum(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, co
         radix[t] = radix[t - 1] * (left[t - 1] + 1)
     stride = radix[-1] * (left[-1] + 1)
     # each free job's choices as (excess, candidate, GPUs, type, cost, priced GPUs, GPUs in the
-    # radix): one unpacking per choice on the search's hot path (none: -1 and zeros)
+    # radix): one unpacking per choice on the search's hot path (none: -1 and zeros). Only the
+    # choices under `reach`: one with floor + excess >= budget fails `base + e >= cut` in every
+    # state (base + e there is at least floor + e, the threshold at most budget, both less the
+    # costs of the choices above it), in `second_within` too (its bound is at most budget); the
+    # margin keeps those that rounding could let through.
+    reach = budget - floor + 1e-9 * (1.0 + abs(budget))
     packed = [[(e, c, count[c], ctype[c], costs[c], priced[c], count[c] * radix[ctype[c]])
-               if c >= 0 else (e, c, 0, 0, 0.0, 0.0, 0) for e, c in zip(*ch)] for ch in free]
+               if c >= 0 else (e, c, 0, 0, 0.0, 0.0, 0)
+               for e, c in zip(ex[:bisect_left(ex, reach)], idx)] for ex, idx in free]
     memo: dict[int, tuple | float] = {}
     states = 0
 
