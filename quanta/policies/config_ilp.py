@@ -277,26 +277,27 @@ def _uncontended(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, cos
     if len(cand_j) > 1 and (cand_j[1:] < cand_j[:-1]).any():
         order = np.argsort(cand_j, kind="stable")
         cand_j, cost = cand_j[order], cost[order]
-    starts = np.flatnonzero(np.concatenate(([True], cand_j[1:] != cand_j[:-1])))
-    job_of = np.cumsum(np.concatenate(([False], cand_j[1:] != cand_j[:-1])))
+    step = cand_j[1:] != cand_j[:-1]                     # where the next job's candidates start
+    starts = np.flatnonzero(np.concatenate(([True], step)))
+    job_of = np.cumsum(np.concatenate(([False], step)))
     low1 = np.minimum.reduceat(cost, starts)             # each job's cheapest candidate
     at = np.flatnonzero(cost == low1[job_of])
     first = at[np.concatenate(([True], job_of[at[1:]] != job_of[at[:-1]]))]   # one per job
-    rest = cost.copy()
-    rest[first] = np.inf
-    low2 = np.minimum.reduceat(rest, starts)             # its next one (inf: none)
-    # choices: leaving the job out (0), then its candidates; best and second best of those
     take = low1 < 0.0
-    best = np.where(take, low1, 0.0)
-    second = np.where(take, np.minimum(low2, 0.0), low1)
-    tie = TIE * max(1.0, abs(float(best.sum())))
-    if not (second - best > tie).all():
-        return None
     chosen = first[take]
     if order is not None:
         chosen = order[chosen]
     use = np.bincount(cand_t[chosen], weights=cand_n[chosen], minlength=len(capacity))
-    if (use > capacity).any():
+    if (use > capacity).any():      # (first: where the jobs contend, this is what fails)
+        return None
+    rest = cost.copy()
+    rest[first] = np.inf
+    low2 = np.minimum.reduceat(rest, starts)             # its next one (inf: none)
+    # choices: leaving the job out (0), then its candidates; best and second best of those
+    best = np.where(take, low1, 0.0)
+    second = np.where(take, np.minimum(low2, 0.0), low1)
+    tie = TIE * max(1.0, abs(float(best.sum())))
+    if not (second - best > tie).all():
         return None
     return np.sort(chosen)
 
