@@ -23,7 +23,9 @@ except ImportError:                   # another typer: its own conversion everyw
     RuntimeParam = None
 
 # what pydantic (lax mode) takes as an integer written as text: ASCII digits, Python-style
-# underscores between them, an optional sign, and zeros only after a decimal point ("5.00")
+# underscores between them, an optional sign, and zeros only after a decimal point ("5.00").
+# (Not its quirk after leading zeros: it reads "0-5" as -5 and "0__3" as 3; here both are
+# errors, as they read.)
 _INT = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*(?:\.0+)?")
 _PLAIN = (str, int, float, Path)
 
@@ -50,11 +52,15 @@ def _number(kind: type, value: Any) -> int | float:
         return int(s.split(".")[0])
     if isinstance(value, (int, float)):
         return float(value)
-    s = str(value).strip()
+    text = str(value)
+    s = text.strip()
     try:
-        if not s.isascii():
+        # pydantic takes single underscores anywhere inside ("1_.5", "1e_5"), but none with
+        # spaces around the text, at its ends or doubled; then Python's float() grammar
+        if not s.isascii() or "_" in s and (s != text or "__" in s or s[0] == "_"
+                                            or s[-1] == "_"):
             raise ValueError
-        return float(s)
+        return float(s.replace("_", ""))
     except ValueError:
         raise ValueError("Input should be a valid number, unable to parse string as a "
                          "number") from None

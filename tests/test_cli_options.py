@@ -3,6 +3,7 @@ pydantic conversion, on every parameter of every `quanta` command it covers."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -59,7 +60,7 @@ def test_every_plain_parameter_is_covered():
     assert len(COVERED) > 40
 
 
-NUMBERS = ["5", "5.0", "5.00", "5.", "5.5", " 7 ", "+5", "-1", "-0", "0", "00012", "1_000",
+NUMBERS = ["5", "5.0", "0_.", "1_.5", "1e_5", " 1_0 ", "1_e5", "__1", "5.00", "5.", "5.5", " 7 ", "+5", "-1", "-0", "0", "00012", "1_000",
            "1__0", "_1", "1_", "0x10", "0b1", "1e3", "1e400", "inf", "-inf", "nan", "infinity",
            "", " ", "abc", "1,5", "\u0663", "\uff11\uff12", "99999999999999999999999", "10000",
            "10001", "0.5", "-0.0", "5.0000000001", "+-5", 5, 5.0, 5.5, -3, 0.0, True]
@@ -76,12 +77,32 @@ def test_same_values_and_errors_as_typer(value):
         assert got == want, (cmd.name, p.name, value)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# pydantic-core reads an integer's leading zeros and underscores loosely: "0-5" is -5 and
+# "0__3" is 3 there; cli_options rejects both, deliberately (test below)
+_ZERO_QUIRK = re.compile(r"\s*[+-]?(0[0_]*)(.*)", re.S)
+
+
+def _zero_quirk(text: str) -> bool:
+    m = _ZERO_QUIRK.match(text)
+    return bool(m) and ("__" in m.group(1) or m.group(2)[:1] in ("+", "-"))
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(alphabet="0123456789+-._eEinfa x", max_size=8))
 def test_same_as_typer_on_numeric_looking_text(text):
     for cmd, p, ours, theirs in COVERED:
+        if ours.kind is int and _zero_quirk(text):
+            continue
         v = (text,) if ours.many else text
         assert _result(ours, v, cmd, p) == _result(theirs, v, cmd, p), (cmd.name, p.name, text)
+
+
+@pytest.mark.parametrize("text", ["0-5", "+0-3", "0__3", "0_-58"])
+def test_integers_after_leading_zeros_are_read_as_written(text):
+    """pydantic-core turns "0-5" into -5; here it is an error, as it reads."""
+    for cmd, p, ours, _theirs in COVERED:
+        if ours.kind is int:
+            assert _result(ours, text, cmd, p)[0] == "error", (cmd.name, p.name)
 
 
 def test_a_simulation_imports_no_pydantic_and_bad_values_say_so_in_one_line(tmp_path):
