@@ -10,11 +10,11 @@ side's folder goes first on the process' sys.path (ahead of the working folder, 
 would put first, and of the installed Quanta), so each imports its own code. Each process
 gets its own `--out` folder (do not pass one); OMP_NUM_THREADS=1; bytecode cached as in a normal
 install (PYTHONDONTWRITEBYTECODE removed, after one untimed warm-up process per side that writes
-the caches: otherwise every process compiles Quanta's ~100 modules, ~0.2 s). Prints every repeat's wall
-and CPU time (user + system), the median and minimum per side, their ratio, both sides' code
-versions, and the files that differ between the two sides' outputs (every output file but
-report.md and config.yaml, which record timings, the command line, the output folder and the
-code's commit).
+the caches: otherwise every process compiles Quanta's ~100 modules, ~0.2 s). Prints every
+repeat's wall and CPU time (user + system), the median and minimum per side, their ratio, both
+sides' code versions, and the files that differ between the two sides' outputs (every output
+file but report.md and config.yaml, which record timings, the command line, the output folder
+and the code's commit).
 This machine's load moves single runs by up to 25%: read the medians of several repeats.
 """
 

@@ -117,8 +117,9 @@ def converter(param: Any) -> Any:
     info, ann = d.parameter_info, d.annotation
     many = get_origin(ann) is list
     kind = get_args(ann)[0] if many else ann
-    if kind not in _PLAIN or info.parser is not None or getattr(info, "click_type", None) is not None \
-            or info.clamp or getattr(info, "path_type", None) not in (None, Path):
+    if kind not in _PLAIN or info.parser is not None \
+            or getattr(info, "click_type", None) is not None or info.clamp \
+            or getattr(info, "path_type", None) not in (None, Path):
         return None
     if kind is Path and info.allow_dash:      # ("-" is compared as text there)
         return None

@@ -476,7 +476,7 @@ def exact_optimum(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, co
         if states > SEARCH_STATES:
             raise _Overflow
         base = lowsum[k] - priced_left
-        best, cut, low = None, thr, INF             # low: a bound on what failed, while best is None
+        best, cut, low = None, thr, INF     # low: a bound on what failed, while best is None
         last = k + 1 == nf                          # the children are leaves: no call
         for e, c, n, t, cc, pc, sc in packed[k]:
             if base + e >= cut:
