@@ -67,17 +67,9 @@ class Candidates:
     rate: np.ndarray
 
     @classmethod
-    def of(cls, rows: list[tuple[int, int, int, float]]) -> Candidates:
-        a = np.array(rows, dtype=float).reshape(-1, 4)
-        return cls(a[:, 0].astype(np.int64), a[:, 1].astype(np.int64), a[:, 2].astype(np.int64),
-                   a[:, 3])
-
-    @classmethod
     def of_blocks(cls, jobs: list[int], blocks: list[np.ndarray]) -> Candidates:
         """From one block of rows (GPU type, count, rate) per job in `jobs`."""
-        if not blocks:
-            return cls.of([])
-        a = np.concatenate(blocks)
+        a = np.concatenate(blocks) if blocks else np.empty((0, 3))
         job = np.repeat(np.array(jobs, dtype=np.int64), [len(b) for b in blocks])
         return cls(job, a[:, 0].astype(np.int64), a[:, 1].astype(np.int64), a[:, 2])
 

@@ -353,7 +353,7 @@ def _incumbent(cand_j, cand_t, cand_n, cost, capacity, x, choices) -> tuple[floa
 
 
 _LEAF = (0.0, ())          # the search's answer past the last free job
-INF = float("inf")
+_INF = float("inf")
 
 
 def _costliest_alternatives_first(choices: tuple[list, list]) -> float:
@@ -476,7 +476,7 @@ def exact_optimum(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, co
         if states > SEARCH_STATES:
             raise _Overflow
         base = lowsum[k] - priced_left
-        best, cut, low = None, thr, INF     # low: a bound on what failed, while best is None
+        best, cut, low = None, thr, _INF    # low: a bound on what failed, while best is None
         last = k + 1 == nf                          # the children are leaves: no call
         for e, c, n, t, cc, pc, sc in packed[k]:
             if base + e >= cut:
