@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from functools import lru_cache
 from pathlib import Path
 
@@ -20,21 +21,66 @@ import quanta
 NOT_SIMULATION = ("runtime", "service", "job", "examples", "cli.py", "cli_jobs.py")
 
 
+# how long after a file's last change its (size, mtime) may still miss a change made within the
+# same timestamp tick: a stamp with a file that young is not stored (git's "racily clean" rule)
+_SETTLE_NS = 2_000_000_000
+
+
 @lru_cache(maxsize=1)
 def code_version() -> str:
     """`<version>+<hash>`: the package version and a hash of every file of the installed package
     that a simulation can run (code and bundled data: profiles, samples), so an edited checkout
-    never reuses stale cells."""
+    never reuses stale cells.
+
+    Hashing the files' bytes (7 MB) costs ~25 ms, a tenth of a small `quanta simulate`; so the
+    answer is kept in the package's __pycache__ with the files' (path, size, mtime) and reused
+    while none of them changed (a file younger than 2 s is never trusted so)."""
     root = Path(quanta.__file__).resolve().parent
+    files = _simulation_files(str(root))
+    now = time.time_ns()
+    stamp = hashlib.sha256(repr([(rel, st.st_size, st.st_mtime_ns)
+                                 for rel, st in files]).encode()).hexdigest()
+    memo = root / "__pycache__" / "quanta-code-version.json"
+    try:
+        kept = json.loads(memo.read_text())
+        if kept["stamp"] == stamp and kept["version"].startswith(quanta.__version__ + "+"):
+            return kept["version"]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass
     h = hashlib.sha256()
-    for path in sorted(root.rglob("*")):
-        if "__pycache__" in path.parts or not path.is_file() or path.suffix in (".pyc", ".pyo"):
-            continue
-        if path.relative_to(root).parts[0] in NOT_SIMULATION:
-            continue
-        h.update(path.relative_to(root).as_posix().encode() + b"\0")
-        h.update(hashlib.sha256(path.read_bytes()).digest())
-    return f"{quanta.__version__}+{h.hexdigest()[:12]}"
+    for rel, _st in files:
+        h.update(rel.encode() + b"\0")
+        h.update(hashlib.sha256((root / rel).read_bytes()).digest())
+    version = f"{quanta.__version__}+{h.hexdigest()[:12]}"
+    if all(now - st.st_mtime_ns > _SETTLE_NS for _rel, st in files):
+        try:
+            memo.parent.mkdir(exist_ok=True)
+            tmp = memo.with_name(f".{memo.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"stamp": stamp, "version": version}))
+            os.replace(tmp, memo)
+        except OSError:          # a read-only install: hashed every time
+            pass
+    return version
+
+
+def _simulation_files(root: str) -> list[tuple[str, os.stat_result]]:
+    """(posix path under `root`, stat) of each of the package's files a simulation can run, in
+    path order (by components, as sorted Paths compare)."""
+    found: list[tuple[tuple[str, ...], os.stat_result]] = []
+
+    def walk(folder: str, rel: tuple[str, ...]) -> None:
+        with os.scandir(folder) as it:
+            for entry in it:
+                name = entry.name
+                if not rel and name in NOT_SIMULATION or name == "__pycache__":
+                    continue
+                if entry.is_dir():
+                    walk(entry.path, rel + (name,))
+                elif entry.is_file() and not name.endswith((".pyc", ".pyo")):
+                    found.append((rel + (name,), entry.stat()))
+    walk(root, ())
+    found.sort(key=lambda f: f[0])
+    return [("/".join(parts), st) for parts, st in found]
 
 
 def file_digest(path: str | os.PathLike) -> str | None:

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import sys
+from functools import lru_cache
 from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich import box
-from rich.console import Console
-from rich.table import Table
 
 from quanta import cli_options
 from quanta.errors import QuantaError
@@ -33,9 +32,16 @@ class _Group(typer.core.TyperGroup):
 # "synthetic:-1:10" is never turned into an emoji.
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None, cls=_Group,
                   help="Quanta: deep-learning cluster scheduling, simulated and for real.")
-console = Console(width=None if sys.stdout.isatty() else 120,   # pipes and logs get full rows
-                  emoji=False)
-err_console = Console(stderr=True, emoji=False)
+
+
+@lru_cache(maxsize=None)
+def console(stderr: bool = False):
+    """The rich console of standard output (pipes and logs get full rows) or of standard error,
+    made on first use: a `quanta simulate --quiet` process never imports rich's console."""
+    from rich.console import Console
+    if stderr:
+        return Console(stderr=True, emoji=False)
+    return Console(width=None if sys.stdout.isatty() else 120, emoji=False)
 
 
 
@@ -127,8 +133,10 @@ def simulate(
                             world=world, window=parse_window(window),
                             queues=str(queues) if queues else None, force=force,
                             fig_format=fig_format.lower())
-    rows, header = run_simulations(req, console=None if quiet else console)
+    rows, header = run_simulations(req, console=None if quiet else console())
     if not quiet:
+        from rich import box
+        from rich.table import Table
         table = Table(title=_plain("Quanta: " + "; ".join(header[:2])), title_justify="left",
                       box=box.SIMPLE_HEAD)
         cols = [("policy", "policy"), ("finished", "done"), ("avg_jct_s", "avg JCT h"),
@@ -144,11 +152,11 @@ def simulate(
                 cells.append(_plain(f"{v / 3600:.1f}" if key.endswith("_s") else
                                     f"{v:.2f}" if isinstance(v, float) else str(v)))
             table.add_row(*cells)
-        console.print(table)
+        console().print(table)
         for h in header[2:]:
-            console.print(_plain(f"note: {h}", "dim"), soft_wrap=True)
+            console().print(_plain(f"note: {h}", "dim"), soft_wrap=True)
         figs = f", figures *.{req.fig_format}" if plots else ""
-        console.print(_plain(f"results in {out}/ (summary.csv, report.md, config.yaml, "
+        console().print(_plain(f"results in {out}/ (summary.csv, report.md, config.yaml, "
                              f"<policy>/jobs.csv, timeline.csv{figs})"), soft_wrap=True)
 
 
@@ -246,13 +254,15 @@ def sweep(
             "until_h": until_h, "drop_impossible": drop_impossible, "world": world,
             "queues": str(queues) if queues else None}
     spec = replace(spec, **{k: v for k, v in over.items() if v is not None})
-    res = run_sweep(spec, out, workers=workers, ray=ray, console=None if quiet else console,
+    res = run_sweep(spec, out, workers=workers, ray=ray, console=None if quiet else console(),
                     plots=plots, fig_format=fig_format.lower())
     if quiet:
         return
-    console.print(f"Quanta sweep: {len(res.cells)} cells ({res.ran} run, {res.reused} reused) "
+    console().print(f"Quanta sweep: {len(res.cells)} cells ({res.ran} run, {res.reused} reused) "
                   f"in {res.wall_s:.1f} s; mean ± 95% CI over seeds", highlight=False,
                   markup=False, soft_wrap=True)
+    from rich import box
+    from rich.table import Table
     table = Table(box=box.SIMPLE_HEAD)
     cols = ["trace", "cluster", "policy", "load", "seeds", "avg JCT h", "p99 JCT h", "util",
             "preempt"]
@@ -269,9 +279,9 @@ def sweep(
                                     f"{r['load_scale']:g}", str(r["seeds"]),
                                     pm(r, "avg_jct_s", 3600), pm(r, "p99_jct_s", 3600),
                                     pm(r, "gpu_util"), pm(r, "preemptions", 1.0, ".0f"))))
-    console.print(table)
+    console().print(table)
     figs = "".join(f", {p.name}" for p in res.figures)
-    console.print(_plain(f"results in {res.out}/ (results.csv, results.parquet, aggregate.csv, "
+    console().print(_plain(f"results in {res.out}/ (results.csv, results.parquet, aggregate.csv, "
                          f"aggregate.parquet, jobs.parquet, cells/{figs})"), soft_wrap=True)
 
 
@@ -296,13 +306,15 @@ def reproduce(
 
     from quanta.reproduce import reproduce as run
     rows = run(system, workload, ref_policy, seed,
-               progress=None if as_json else (lambda what: console.print(
+               progress=None if as_json else (lambda what: console().print(
                    _plain(f"replaying {what}", "dim"))), ref_seed=ref_seed,
                replay_seeds=replay_seeds)
     if as_json:
         print(_json.dumps(rows, indent=1))
         return
     world = rows[0]["replay"]
+    from rich import box
+    from rich.table import Table
     table = Table(title=f"{system}: reference simulator vs Quanta (average JCT, hours; "
                         f"per-job median |error| vs the reference)", title_justify="left",
                   box=box.SIMPLE_HEAD)
@@ -324,9 +336,9 @@ def reproduce(
                       f"{q['avg_jct_matched_s'] / 3600:.3f}",
                       f"{q['avg_jct_matched_s'] / ref - 1:+.1%}",
                       f"{r['ref_makespan_s'] / 3600:.2f}", f"{rep['makespan_s'] / 3600:.2f}")
-    console.print(table)
+    console().print(table)
     mapping = dict((r["policy"], r["quanta_policy"]) for r in rows)
-    console.print(_plain("reference policy -> Quanta's: "
+    console().print(_plain("reference policy -> Quanta's: "
                          + ", ".join(f"{a} -> {b}" for a, b in mapping.items())
                          + f"; replay = Quanta under --world {world['world']}, quanta = Quanta's "
                          "own world; averages over the jobs the reference finished; mksp = "
@@ -334,7 +346,7 @@ def reproduce(
                          "recorded with several seeds", "dim"))
     names = sorted({a for r in rows for a in r["ref_by_app"]})
     if len(names) > 8:
-        console.print(f"[dim]{len(names)} job types: per-type averages with --json[/dim]")
+        console().print(f"[dim]{len(names)} job types: per-type averages with --json[/dim]")
         names = []
     apps = Table(title="per application (average JCT, hours): reference / replay / quanta world",
                  title_justify="left", box=box.SIMPLE_HEAD)
@@ -351,9 +363,9 @@ def reproduce(
                          f" / {r['quanta']['by_app'].get(a, float('nan')) / 3600:.2f}")
         apps.add_row(f"{r['workload']} / {label(r)}", *cells)
     if names:
-        console.print(apps)
+        console().print(apps)
     _print_spread([r for r in rows if "spread" in r])
-    console.print("[dim]reference runs and the command and commit of each: "
+    console().print("[dim]reference runs and the command and commit of each: "
                   "quanta/data/reference/PROVENANCE.md[/dim]")
 
 
@@ -361,6 +373,8 @@ def _print_spread(rows: list[dict]) -> None:
     """`quanta reproduce --replay-seeds`: the reference's runs and the replay's as two samples."""
     if not rows:
         return
+    from rich import box
+    from rich.table import Table
     table = Table(title="reference runs vs replay seeds (hours: mean ± standard deviation over "
                         "runs; difference of the means, 95% interval)", title_justify="left",
                   box=box.SIMPLE_HEAD)
@@ -380,8 +394,8 @@ def _print_spread(rows: list[dict]) -> None:
                           side(c["replay_mean"], c["replay_sd"], c["replay_n"]),
                           f"{c['diff']:+.1%}",
                           "-" if math.isnan(c["lo"]) else f"{c['lo']:+.1%} .. {c['hi']:+.1%}")
-    console.print(table)
-    console.print(_plain("(N): runs; the reference's runs differ by --seed only (its search draws "
+    console().print(table)
+    console().print(_plain("(N): runs; the reference's runs differ by --seed only (its search draws "
                          "from it); the replay's are seeds 0..N-1 under the replay profile", "dim"))
 
 
@@ -392,7 +406,7 @@ def worlds() -> None:
     for name in world_names():
         line = _plain(f"{name:12s}", "bold")
         line.append(" " + get_world(name).description)
-        console.print(line)
+        console().print(line)
 
 
 @app.command()
@@ -402,10 +416,10 @@ def policies() -> None:
     from quanta.policies.plugins import entry_point_infos
     for name, info in sorted(POLICIES.items()):
         origin = f" (from {info.origin})" if info.origin else ""
-        console.print(f"{name:24s} {info.description}{origin}", highlight=False, markup=False)
+        console().print(f"{name:24s} {info.description}{origin}", highlight=False, markup=False)
     for info in entry_point_infos():
         if info.name not in POLICIES:
-            console.print(f"{info.name:24s} {info.description} (plugin: {info.origin})",
+            console().print(f"{info.name:24s} {info.description} (plugin: {info.origin})",
                           highlight=False, markup=False)
 
 
@@ -414,7 +428,7 @@ def clusters() -> None:
     """List the cluster presets."""
     from quanta.model.presets import PRESETS
     for name, p in PRESETS.items():
-        console.print(_plain(f"{name:16s} {p.description}"))
+        console().print(_plain(f"{name:16s} {p.description}"))
 
 
 @app.command()
@@ -422,12 +436,12 @@ def traces() -> None:
     """List the bundled trace samples and the trace formats that can be read."""
     from quanta.workloads.formats import FORMATS
     from quanta.workloads.samples import SAMPLES
-    console.print(_plain("bundled samples (use the name with --trace):"))
+    console().print(_plain("bundled samples (use the name with --trace):"))
     for name, (_file, fmt, desc) in SAMPLES.items():
-        console.print(_plain(f"  {name:14s} [{fmt}] {desc}"))
-    console.print(_plain("formats (--format):"))
+        console().print(_plain(f"  {name:14s} [{fmt}] {desc}"))
+    console().print(_plain("formats (--format):"))
     for name, info in FORMATS.items():
-        console.print(_plain(f"  {name:14s} {info.description}"))
+        console().print(_plain(f"  {name:14s} {info.description}"))
 
 
 @app.command()
@@ -435,7 +449,7 @@ def catalog() -> None:
     """List the job types the performance models know, with their source."""
     from quanta.workloads.catalog import catalog_rows
     for r in catalog_rows():
-        console.print(_plain(f"{r.name:34s} {r.model:22s} {r.gpu_types:38s} {r.cpu_mem:20s} "
+        console().print(_plain(f"{r.name:34s} {r.model:22s} {r.gpu_types:38s} {r.cpu_mem:20s} "
                              f"{r.source}"), soft_wrap=True)
 
 
@@ -468,11 +482,26 @@ _EXTRAS = {"torch": "runtime", "fastapi": "runtime", "starlette": "runtime", "uv
            "httpx": "runtime", "ray": "ray"}
 
 
+def _app_for(argv: list[str]) -> typer.Typer:
+    """`app` holding only the command that argv names, when it names one: typer turns every
+    registered command's parameters into click's on each start (~10 ms for 20 commands), and a
+    command's options, help and errors do not depend on the others. Anything else (no command,
+    --version, a typo to suggest a fix for) gets the whole app."""
+    if len(argv) > 1:
+        for info in app.registered_commands:
+            name = info.name or typer.main.get_command_name(info.callback.__name__)
+            if name == argv[1]:
+                one = copy.copy(app)
+                one.registered_commands = [info]
+                return one
+    return app
+
+
 def main() -> None:
     try:
-        rv = app(standalone_mode=False)
+        rv = _app_for(sys.argv)(standalone_mode=False)
     except QuantaError as e:
-        err_console.print(f"error: {e}", highlight=False, soft_wrap=True, markup=False)
+        console(stderr=True).print(f"error: {e}", highlight=False, soft_wrap=True, markup=False)
         sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
         sys.exit(130)
@@ -480,7 +509,7 @@ def main() -> None:
         extra = _EXTRAS.get((e.name or "").split(".")[0])
         if extra is None:
             raise
-        err_console.print(f"error: this command needs the '{extra}' extra (no module '{e.name}'): "
+        console(stderr=True).print(f"error: this command needs the '{extra}' extra (no module '{e.name}'): "
                           f"pip install 'quanta[{extra}]'", highlight=False, soft_wrap=True,
                           markup=False)
         sys.exit(2)
@@ -492,7 +521,7 @@ def main() -> None:
         if line is None:
             raise
         if line:
-            err_console.print(line, highlight=False, soft_wrap=True, markup=False)
+            console(stderr=True).print(line, highlight=False, soft_wrap=True, markup=False)
         sys.exit(2)
     if isinstance(rv, int) and rv:      # typer.Exit(code) under standalone_mode=False
         sys.exit(rv)

@@ -10,12 +10,9 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 import typer
-from rich import box
-from rich.table import Table
-from rich.text import Text
 
 URL = typer.Option(None, "--url", help="service URL (default $QUANTA_URL or http://127.0.0.1:8472)")
 TOKEN = typer.Option(None, "--token", help="API token (default $QUANTA_TOKEN or the admin token file)")
@@ -129,13 +126,15 @@ def positions(client, jobs: list[dict]) -> dict | None:
     return got["positions"] if got.get("queues") else None
 
 
-def register(app: typer.Typer, console) -> None:
+def register(app: typer.Typer, console: Callable) -> None:
+    """The commands, printing on `console()` (made on first use)."""
     def out_json(obj) -> None:
-        console.print_json(json.dumps(obj))
+        console().print_json(json.dumps(obj))
 
     def say(text: str) -> None:
         """One line that holds user data: printed as it is (no markup, no highlighting)."""
-        console.print(Text(plain(text)), highlight=False, soft_wrap=True)
+        from rich.text import Text
+        console().print(Text(plain(text)), highlight=False, soft_wrap=True)
 
     @app.command()
     def serve(
@@ -175,7 +174,7 @@ def register(app: typer.Typer, console) -> None:
         _store, runtime, api, token_path = build(ServiceConfig(state, policy, cluster, backend,
                                                                poll_s, ray_address, users, queues))
         tree = runtime.tree
-        console.print(f"quanta serve: {runtime.cluster.describe()} under {runtime.policy.label()} "
+        console().print(f"quanta serve: {runtime.cluster.describe()} under {runtime.policy.label()} "
                       f"({backend} backend); http://{host}:{port}/  admin token: {token_path}",
                       highlight=False, markup=False)
         if tree is not None:
@@ -199,13 +198,13 @@ def register(app: typer.Typer, console) -> None:
         if as_json:
             out_json(res)
         else:
-            console.print(f"Submitted job {res['id']}", highlight=False)
+            console().print(f"Submitted job {res['id']}", highlight=False)
 
     @app.command()
     def schema() -> None:
         """Print the JSON Schema of a job spec."""
         from quanta.runtime.spec import JobSubmission
-        console.print_json(json.dumps(JobSubmission.model_json_schema()))
+        console().print_json(json.dumps(JobSubmission.model_json_schema()))
 
     @app.command()
     def queue(all_states: bool = typer.Option(False, "--all", "-a", help="finished jobs too"),
@@ -227,6 +226,9 @@ def register(app: typer.Typer, console) -> None:
             out_json(jobs)
             return
         now = time.time()
+        from rich import box
+        from rich.table import Table
+        from rich.text import Text
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
         cols = ["JOBID", "NAME", "USER", "QUEUE", "STATE", "TIME", "GPUS", "NODES/REASON"]
         for col in cols + (["POS", "EST START"] if pos is not None else []):
@@ -239,9 +241,9 @@ def register(app: typer.Typer, console) -> None:
                 cells += ["" if j["position"] is None else j["position"],
                           "" if j["est_start"] is None else _when(j["est_start"])]
             t.add_row(*(Text(plain(v)) for v in cells))
-        console.print(t)
+        console().print(t)
         if nxt is not None:
-            console.print(f"{len(jobs)} of {total} jobs shown; next page: quanta queue"
+            console().print(f"{len(jobs)} of {total} jobs shown; next page: quanta queue"
                           f"{' --all' if all_states else ''} --after {nxt}"
                           f"{f' --limit {limit}' if limit != 100 else ''}",
                           highlight=False, markup=False)
@@ -343,6 +345,9 @@ def register(app: typer.Typer, console) -> None:
             out_json(res if by else res["jobs"])
             return
         types = sorted({ty for r in res["totals" if by else "jobs"] for ty in r["gpu_hours"]})
+        from rich import box
+        from rich.table import Table
+        from rich.text import Text
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
         if by:
             cols = [by.upper(), "JOBS", "FINISHED", "FAILED", "CANCELLED", "ELAPSED H"]
@@ -363,7 +368,7 @@ def register(app: typer.Typer, console) -> None:
             t.add_column("HOW IT ENDED", overflow="fold", ratio=1, min_width=12)
         for r in rows:
             t.add_row(*(Text(plain(v)) for v in r))
-        console.print(t)
+        console().print(t)
 
     @app.command("add-user")
     def add_user(name: str = typer.Argument(..., help="user name"),

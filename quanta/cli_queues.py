@@ -14,12 +14,9 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import typer
-from rich import box
-from rich.table import Table
-from rich.text import Text
 
 
 def _num(v: float) -> str:
@@ -90,6 +87,9 @@ def render_report(console, report: dict, title: str) -> None:
             d += 1
         return d
 
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
     t = Table(title=Text(title), title_justify="left", box=box.SIMPLE_HEAD)
     for col in ["QUEUE"] + [ty.upper() for ty in types] + ["BORROWED", "RUNNING", "PENDING",
                                                            "PENDING GPUS", "FAIRSHARE"]:
@@ -118,7 +118,8 @@ def _tree_order(qs: dict) -> list[str]:
     return out + [n for n in qs if n not in out]
 
 
-def register(app: typer.Typer, console) -> None:
+def register(app: typer.Typer, console: Callable) -> None:
+    """The commands, printing on `console()` (made on first use)."""
     @app.command("queues")
     def queues(
         file: Optional[Path] = typer.Argument(None, help="queues YAML (see docs/queues.md); none: "
@@ -142,22 +143,26 @@ def register(app: typer.Typer, console) -> None:
         """Queues of a file: tree and quotas; on a simulated trace, usage, borrowed GPUs, waiting
         jobs and fair-share factor per queue. Without FILE: those of the running service
         (quanta serve --queues FILE)."""
+        from rich import box
+        from rich.table import Table
+        from rich.text import Text
+
         from quanta.model.presets import resolve_cluster
         from quanta.queues.spec import load_queues
         if file is None:
             from quanta.service.client import Client
             report = Client(url, token).call("GET", "/v1/queues")
             if as_json:
-                console.print_json(json.dumps(report))
+                console().print_json(json.dumps(report))
             else:
-                render_report(console, report, "queues of the service: GPUs held/nominal per type")
+                render_report(console(), report, "queues of the service: GPUs held/nominal per type")
             return
         if trace is None:
             tree = load_queues(file)
             types = resolve_cluster(cluster).types
             rows = tree_rows(tree, types)
             if as_json:
-                console.print_json(json.dumps({"name": tree.name, "types": list(types),
+                console().print_json(json.dumps({"name": tree.name, "types": list(types),
                                                "queues": rows}))
                 return
             t = Table(title=Text(f"queues {tree.name} on {cluster}: nominal / most it may hold "
@@ -170,9 +175,9 @@ def register(app: typer.Typer, console) -> None:
                          if ty in r["quota"] else "" for ty in types]
                 t.add_row(_indent(tree, r["queue"]), f"{r['weight']:g}",
                           ",".join(r["users"]) if r["leaf"] else "", *cells)
-            console.print(t, markup=False)      # names from the user's files, as they are
+            console().print(t, markup=False)      # names from the user's files, as they are
             for note in tree.notes(types):
-                console.print(Text(f"note: {note}", style="dim"))
+                console().print(Text(f"note: {note}", style="dim"))
             return
         layer, sim, res = simulate_until(file, trace, format, cluster, policy, seed, max_jobs, at_h)
         tree = layer.tree
@@ -181,7 +186,7 @@ def register(app: typer.Typer, console) -> None:
             from quanta.queues.metrics import queue_metrics
             rows = queue_metrics(res, layer, sim.loop.state)
             if as_json:
-                console.print_json(json.dumps(rows, default=float))
+                console().print_json(json.dumps(rows, default=float))
                 return
             t = Table(title=Text(f"{layer.label()} on {trace}, {cluster}: per queue over the run"),
                       title_justify="left", box=box.SIMPLE_HEAD)
@@ -194,7 +199,7 @@ def register(app: typer.Typer, console) -> None:
                           f"{r['gpu_hours']:.0f}", f"{r['quota_gpu_hours']:.0f}",
                           f"{r['borrowed_gpu_hours']:.0f}", str(r["reclaim_preemptions"]),
                           str(r["preemptions"]))
-            console.print(t, markup=False)      # names from the user's files, as they are
+            console().print(t, markup=False)      # names from the user's files, as they are
             return
         now = at_h * 3600.0
         from quanta.queues.sim import explain_now
@@ -212,7 +217,7 @@ def register(app: typer.Typer, console) -> None:
                             "position": pos, "reason": dec.reasons.get(i, ""),
                             "est_start_h": None if est is None else est / 3600.0})
             if as_json:
-                console.print_json(json.dumps(out))
+                console().print_json(json.dumps(out))
                 return
             t = Table(title=Text(f"waiting jobs at hour {at_h:g} ({layer.label()})"),
                       title_justify="left", box=box.SIMPLE_HEAD)
@@ -222,10 +227,10 @@ def register(app: typer.Typer, console) -> None:
                 t.add_row(r["job"], r["queue"], r["user"], str(r["gpus"]), str(r["priority"]),
                           str(r["position"]), r["reason"],
                           "" if r["est_start_h"] is None else f"{r['est_start_h']:.2f}")
-            console.print(t, markup=False)      # names from the user's files, as they are
+            console().print(t, markup=False)      # names from the user's files, as they are
             return
         if as_json:
-            console.print_json(json.dumps(dec.state["report"]))
+            console().print_json(json.dumps(dec.state["report"]))
             return
-        render_report(console, dec.state["report"], f"queues at hour {at_h:g} ({layer.label()} "
+        render_report(console(), dec.state["report"], f"queues at hour {at_h:g} ({layer.label()} "
                       f"on {trace}, {cluster}): GPUs held/nominal per type")

@@ -147,8 +147,9 @@ def run_simulations(req: SimulationRequest, console=None, keep_results: bool = F
         window.mask(np.array([s.submit_time for s in wl.specs]), trace.source or req.trace)
         header.append(window.describe(len(wl.specs)))
     if req.out is not None:
-        from quanta.report.outdir import check_out_folder
+        from quanta.report.outdir import check_out_folder, git_describe_later
         check_out_folder(Path(req.out), req.force)
+        git_describe = git_describe_later()          # runs beside the simulation
     results: list[SimResult] = []
     for i, pol in enumerate(policies):
         named = getattr(pol, "inner", pol)          # a queue layer: the policy inside it
@@ -177,7 +178,7 @@ def run_simulations(req: SimulationRequest, console=None, keep_results: bool = F
         from quanta.report.outdir import write_config
         from quanta.report.output import write_run
         out = Path(req.out)
-        config = run_config(req, trace, wl, cluster, world, built)
+        config = run_config(req, trace, wl, cluster, world, built, git=git_describe())
         written: list[Path] = []
         rows = write_run(out, results, header=header, notes=notes, plots=req.plots,
                          window=window, fig_format=req.fig_format, written=written,
@@ -215,13 +216,13 @@ def check_request(req: SimulationRequest) -> None:
 
 
 def run_config(req: SimulationRequest, trace: Trace, wl, cluster: Cluster, world,
-               policies: Sequence[Policy]) -> dict:
-    """Every input of a run, for its config.yaml."""
+               policies: Sequence[Policy], git: str | None) -> dict:
+    """Every input of a run, for its config.yaml (`git`: the checkout's `git describe`)."""
     import dataclasses
 
     import quanta
     from quanta.cellstore import code_version, file_digest
-    from quanta.report.outdir import command_line, git_describe
+    from quanta.report.outdir import command_line
     pols = []
     for given, pol in zip(req.policies, policies):
         params = {}
@@ -234,7 +235,7 @@ def run_config(req: SimulationRequest, trace: Trace, wl, cluster: Cluster, world
     return {
         "command": req.command or command_line(),
         "quanta_version": quanta.__version__, "code_version": code_version(),
-        "git": git_describe(),
+        "git": git,
         "trace": {"spec": req.trace, "format": req.format, "name": trace.name,
                   "read_as": trace.format, "source": trace.source or None,
                   "sha256": file_digest(req.trace), "jobs": len(wl.specs)},

@@ -46,6 +46,27 @@ def test_help_and_version_import_nothing_heavy(args):
     assert not heavy, heavy
 
 
+def test_a_command_alone_reads_and_helps_as_under_the_whole_app():
+    """`quanta CMD ...` builds only CMD's click command (quanta.cli._app_for); its help, its
+    errors and its run are those of the whole app, for every command."""
+    from typer.testing import CliRunner
+
+    from quanta.cli import _app_for, app
+    names = [i.name or i.callback.__name__.replace("_", "-") for i in app.registered_commands]
+    assert len(names) >= 20 and {"simulate", "sweep", "add-user", "queues"} <= set(names)
+    runner = CliRunner()
+    for name in names:
+        for args in ([name, "--help"], [name, "--no-such-option"]):
+            one = _app_for(["quanta", *args])
+            assert [i.name or i.callback.__name__.replace("_", "-")
+                    for i in one.registered_commands] == [name]
+            alone, whole = runner.invoke(one, args), runner.invoke(app, args)
+            assert (alone.exit_code, alone.output) == (whole.exit_code, whole.output), args
+    for argv in (["quanta"], ["quanta", "--version"], ["quanta", "simulat"]):
+        assert _app_for(argv) is app
+    assert len(app.registered_commands) == len(names)                  # the app is untouched
+
+
 @pytest.mark.parametrize("cmd, hints", [
     ("simulate", ["synthetic:JOBS_PER_HOUR:NUM_JOBS", "TYPE:NODESxGPUS[,...]",
                   "NAME[:key=value,...]", "--window A:B", "--fig-format png|pdf|svg", "--force"]),
@@ -105,6 +126,12 @@ def test_output_folder_describes_itself_and_is_never_mixed(tmp_path):
     assert cfg["policies"][1]["parameters"]["backfill"] is True
     assert (cfg["seed"], cfg["world"], cfg["window"], cfg["until_h"]) == (3, "quanta", "2:18", 500)
     assert cfg["quanta_version"] and cfg["code_version"].startswith(cfg["quanta_version"])
+    from quanta.cellstore import code_version
+    assert cfg["code_version"] == code_version.__wrapped__()
+    if (ROOT / ".git").exists():                    # run from a checkout: its git describe
+        described = subprocess.run(["git", "describe", "--always", "--dirty", "--tags"],
+                                   cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        assert cfg["git"] == described and described
     assert {"summary.csv", "report.md", "config.yaml", "fifo/jobs.csv",
             "las_backfill=false/timeline.csv"} <= set(cfg["files"])
     assert all((out / f).is_file() for f in cfg["files"])

@@ -119,6 +119,56 @@ def test_one_type_fast_path_matches_general_walk(perf):
             assert np.array_equal(a.gpus, b.gpus), (trial, backfill)
 
 
+def test_built_in_table_names_the_module_that_registers_each_policy():
+    from quanta.policies.registry import BUILT_IN
+    built_in = {n: i.cls.__module__ for n, i in POLICIES.items() if not i.origin}
+    assert built_in == {n: f"quanta.policies.{m}" for n, m in BUILT_IN.items()}
+
+
+LAZY = """
+import sys
+from quanta.policies import POLICIES, make_policy
+def loaded():
+    return sorted(m.rpartition(".")[2] for m in sys.modules if m.count(".") == 2
+                  and m.startswith("quanta.policies.") and m.rpartition(".")[2] in BUILT)
+from quanta.policies.registry import BUILT_IN
+BUILT = set(BUILT_IN.values())
+assert loaded() == [], loaded()
+assert "sia" in POLICIES and "nope" not in POLICIES and loaded() == []
+assert make_policy("gavel-fifo").name == "gavel-fifo" and loaded() == ["gavel"], loaded()
+assert make_policy("tiresias-las").name == "tiresias-las"
+assert loaded() == ["gavel", "tiresias"], loaded()
+assert sorted(POLICIES) == sorted(BUILT_IN) and loaded() == sorted(BUILT), loaded()
+"""
+
+CLASH = """
+from dataclasses import dataclass
+import quanta
+from quanta.errors import QuantaError
+from quanta.policies.baselines import Fifo
+try:
+    @quanta.register("gavel-fifo", "a user's policy under a built-in name")
+    @dataclass
+    class Mine(Fifo):
+        pass
+except QuantaError as e:
+    assert "registered twice" in str(e) and "quanta.policies.gavel" in str(e), e
+else:
+    raise AssertionError("a built-in name taken over")
+"""
+
+
+@pytest.mark.parametrize("code", [LAZY, CLASH], ids=["lazy", "clash"])
+def test_a_process_imports_only_the_policy_modules_it_looks_up(code):
+    """A run imports the modules of the policies it names (all of them cost ~20 ms a process);
+    listing imports them all, and a user's class under a built-in name is refused as before,
+    though the built-in module was not imported yet."""
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+
+
 def test_registry_parameters_and_errors():
     assert {"fifo", "sjf", "srtf", "las"} <= set(POLICIES)
     assert make_policy("las:backfill=false").backfill is False

@@ -1,7 +1,9 @@
 """Policies by name. `make_policy("las:backfill=false")` builds one with parameters.
 
 A policy module registers itself with `@register("name", "one-line description", **defaults)`;
-adding a policy touches its own module and one import line in quanta/policies/__init__.py.
+adding a policy touches its own module and its line in `BUILT_IN` below, which names the module
+that registers each built-in policy, so that a run imports only the policies it uses (all of
+them cost ~20 ms a process; the listing and an unknown name import them all).
 A user's own policy needs no edit here: `make_policy("my_pkg.my_mod:MyPolicy:k=v")` imports it,
 and installed packages name theirs in the `quanta.policies` entry-point group
 (`quanta/policies/plugins.py`).
@@ -10,6 +12,8 @@ and installed packages name theirs in the `quanta.policies` entry-point group
 from __future__ import annotations
 
 import dataclasses
+import importlib
+from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -26,7 +30,59 @@ class PolicyInfo:
     origin: str = ""            # "" = built in; else where a plugin came from
 
 
-POLICIES: dict[str, PolicyInfo] = {}
+# built-in policy name -> its module under quanta.policies (tests/test_policies_baselines.py
+# checks that each module registers exactly its names)
+BUILT_IN: dict[str, str] = {
+    "fifo": "baselines", "sjf": "baselines", "srtf": "baselines", "las": "baselines",
+    "gandiva": "gandiva",
+    "gavel-las": "gavel", "gavel-las-agnostic": "gavel", "gavel-las-packed": "gavel",
+    "gavel-ftf": "gavel", "gavel-makespan": "gavel", "gavel-throughput": "gavel",
+    "gavel-cost": "gavel", "gavel-fifo": "gavel", "gavel-fifo-agnostic": "gavel",
+    "gavel-hierarchical": "gavel",
+    "hadar": "hadar", "hadare": "hadare",
+    "pollux": "pollux", "sia": "sia",
+    "rubick": "rubick",
+    "sjf-bsbf": "sjf_bsbf", "sjf-ffs": "sjf_bsbf",
+    "synergy": "synergy",
+    "tiresias-las": "tiresias", "tiresias-gittins": "tiresias",
+}
+
+
+class Registry(MutableMapping):
+    """Policies by name: the registered ones, a built-in one's module imported on first lookup
+    (iterating imports every built-in module)."""
+
+    def __init__(self) -> None:
+        self._infos: dict[str, PolicyInfo] = {}
+
+    def _import(self, names) -> None:
+        for module in dict.fromkeys(BUILT_IN[n] for n in names if n in BUILT_IN):
+            importlib.import_module(f"quanta.policies.{module}")
+
+    def __getitem__(self, name: str) -> PolicyInfo:
+        if name not in self._infos:
+            self._import([name])
+        return self._infos[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._infos or name in BUILT_IN
+
+    def __iter__(self) -> Iterator[str]:
+        self._import(BUILT_IN)
+        return iter(list(self._infos))
+
+    def __len__(self) -> int:
+        self._import(BUILT_IN)
+        return len(self._infos)
+
+    def __setitem__(self, name: str, info: PolicyInfo) -> None:
+        self._infos[name] = info
+
+    def __delitem__(self, name: str) -> None:
+        del self._infos[name]
+
+
+POLICIES = Registry()
 
 
 def register(name: str, description: str, **defaults: Any) -> Callable[[type[Policy]], type[Policy]]:
@@ -34,7 +90,7 @@ def register(name: str, description: str, **defaults: Any) -> Callable[[type[Pol
     (a notebook cell run twice, `importlib.reload`) replaces the entry; from another module it is
     an error naming both."""
     def wrap(cls: type[Policy]) -> type[Policy]:
-        old = POLICIES.get(name)
+        old = POLICIES.get(name)     # a built-in name: its module first, so a clash is seen here
         if old is not None and old.cls.__module__ != cls.__module__:
             raise QuantaError(f"policy '{name}' registered twice: by {old.cls.__module__}."
                               f"{old.cls.__qualname__} and by {cls.__module__}.{cls.__qualname__}")

@@ -16,7 +16,9 @@ import os
 import shlex
 import subprocess
 import sys
+from functools import lru_cache
 from pathlib import Path
+from typing import Callable
 
 from quanta.errors import QuantaError
 
@@ -105,17 +107,29 @@ def check_out_folder(out: Path, force: bool) -> None:
             d.rmdir()
 
 
-def git_describe() -> str | None:
-    """`git describe --always --dirty` of the checkout Quanta runs from, None if not a checkout."""
+def git_describe_later() -> Callable[[], str | None]:
+    """`git describe --always --dirty --tags` of the checkout Quanta runs from, started now in a
+    child process so that it runs beside the simulation; call the result for the answer (None
+    if Quanta is not run from a checkout or git fails)."""
     root = Path(__file__).resolve().parents[2]
     if not (root / ".git").exists():
-        return None
+        return lambda: None
     try:
-        r = subprocess.run(["git", "describe", "--always", "--dirty", "--tags"], cwd=root,
-                           capture_output=True, text=True, timeout=10)
+        proc = subprocess.Popen(["git", "describe", "--always", "--dirty", "--tags"], cwd=root,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     except (OSError, subprocess.SubprocessError):
-        return None
-    return r.stdout.strip() or None if r.returncode == 0 else None
+        return lambda: None
+
+    @lru_cache(maxsize=1)
+    def answer() -> str | None:
+        try:
+            out, _ = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            return None
+        return out.strip() or None if proc.returncode == 0 else None
+    return answer
 
 
 def command_line() -> str:

@@ -129,9 +129,14 @@ class ReferenceRounds:
         began (they are seen at the next one)."""
         if not self.late:
             return active
-        seen = np.setdiff1d(active, self.late)
+        late = np.asarray(self.late, dtype=active.dtype)
         self.late = []
-        return seen
+        if not len(active):
+            return active
+        at = np.minimum(active.searchsorted(late), len(active) - 1)    # `active` is sorted
+        keep = np.ones(len(active), dtype=bool)
+        keep[at[active[at] == late]] = False
+        return active[keep]
 
     def _round_decided(self, now: float, active: np.ndarray, version, push) -> None:
         """After a round's decision: failed rounds, and the reference's clock."""
