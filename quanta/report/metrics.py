@@ -124,11 +124,12 @@ def job_rows(res: SimResult) -> list[list]:
     t = res.table
     m = job_metrics(res)
     types = res.cluster.types
-    out = []
-    for i, spec in enumerate(t.specs):
-        used = "+".join(types[k] for k in range(len(types)) if t.types_used[i] >> k & 1)
-        out.append([spec.job_id, spec.job_type, t.submit[i], t.first_start[i], t.end[i], m.jct[i],
-                    m.queue[i], int(t.req[i]), used, int(t.preemptions[i]), int(t.migrations[i]),
-                    int(t.reconfigs[i]), m.gpu_seconds[i], m.ideal[i], m.rho[i],
-                    STATE_NAMES[int(t.state[i])]])
-    return out
+    used = {}
+    for bits in set(t.types_used.tolist()):
+        used[bits] = "+".join(types[k] for k in range(len(types)) if bits >> k & 1)
+    cols = zip([s.job_id for s in t.specs], [s.job_type for s in t.specs], t.submit.tolist(),
+               t.first_start.tolist(), t.end.tolist(), m.jct.tolist(), m.queue.tolist(),
+               t.req.tolist(), [used[b] for b in t.types_used.tolist()], t.preemptions.tolist(),
+               t.migrations.tolist(), t.reconfigs.tolist(), m.gpu_seconds.tolist(),
+               m.ideal.tolist(), m.rho.tolist(), [STATE_NAMES[s] for s in t.state.tolist()])
+    return [list(row) for row in cols]

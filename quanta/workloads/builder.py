@@ -37,7 +37,13 @@ def build_workload(trace: Trace, perf: PerfModel, *, seed: int = 0, max_jobs: in
         raise QuantaError(f"--load-scale must be positive, got {load_scale}", field="--load-scale")
     jobs = trace.jobs[:max_jobs] if max_jobs else list(trace.jobs)
     notes = list(trace.notes)
-    rng = np.random.default_rng([seed, 0xC47A])
+    rng = None                  # made at the first draw (most traces draw nothing: no numpy.random)
+
+    def draws() -> np.random.Generator:
+        nonlocal rng
+        if rng is None:
+            rng = np.random.default_rng([seed, 0xC47A])
+        return rng
     types = drawable_types()
     t0 = (jobs[0].submit_time if jobs else 0.0) if not keep_clock else -trace.origin
     drawn = durations_drawn = from_catalog = 0
@@ -46,7 +52,7 @@ def build_workload(trace: Trace, perf: PerfModel, *, seed: int = 0, max_jobs: in
     for j in jobs:
         changes: dict = {"submit_time": (j.submit_time - t0) / load_scale}
         if not j.job_type:
-            changes["job_type"] = types[int(rng.integers(len(types)))]
+            changes["job_type"] = types[int(draws().integers(len(types)))]
             changes["type_drawn"] = True
             drawn += 1
         work = catalog_work(j.with_(**changes)) if (catalog_work and j.total_steps <= 0
@@ -57,7 +63,7 @@ def build_workload(trace: Trace, perf: PerfModel, *, seed: int = 0, max_jobs: in
         elif j.total_steps <= 0:
             dur = j.duration_s
             if dur <= 0:
-                dur = gavel_duration(rng)
+                dur = gavel_duration(draws())
                 changes["duration_s"] = dur
                 durations_drawn += 1
             spec = j.with_(**changes)
