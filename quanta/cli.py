@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import gc
 import math
 import sys
 from functools import lru_cache
@@ -498,6 +499,16 @@ def _app_for(argv: list[str]) -> typer.Typer:
 
 
 def main() -> None:
+    try:
+        _main()
+    finally:
+        # Every object left is about to go: the collector's last passes over them all at exit
+        # cost ~25 ms of a 0.25 s `quanta simulate`. Frozen, they are skipped (atexit handlers
+        # and module teardown still run; only cyclic garbage is left to the operating system).
+        gc.freeze()
+
+
+def _main() -> None:
     try:
         rv = _app_for(sys.argv)(standalone_mode=False)
     except QuantaError as e:

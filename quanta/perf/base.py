@@ -41,6 +41,12 @@ class PerfModel(Protocol):
 # to every job they run; without it a job trains at its own global batch (JobSpec.batch_size).
 ADAPTIVE_BATCH = "adaptive-batch"
 
+
+def is_adaptive(plan) -> bool:
+    """Whether a job's plan is an adaptive batch size (Pollux/Sia goodput jobs)."""
+    return isinstance(plan, str) and plan.startswith(ADAPTIVE_BATCH)
+
+
 # Optional: pure_rates = True on a model whose rates are a function of their arguments alone
 # (nothing it learns between calls changes them), so that a policy may keep a job's rates for as
 # long as its spec is the same object (Sia's candidates). Absent: False (OnlineModel, which the

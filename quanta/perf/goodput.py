@@ -32,7 +32,7 @@ import numpy as np
 from quanta.errors import QuantaError
 from quanta.model.gpu import gpu_type as gpu_spec
 from quanta.model.job import JobSpec
-from quanta.perf.base import ADAPTIVE_BATCH, Provenance
+from quanta.perf.base import ADAPTIVE_BATCH, Provenance, is_adaptive
 from quanta.perf.goodput_data import (APPS, GPUS_PER_NODE, MAX_LOCAL_OVERRIDE, SIA_POLLUX_DIR,
                                       canonical_type, load_samples, load_validation,
                                       profiled_types, seed_atomic, validation_batches)
@@ -386,10 +386,6 @@ def adaptive_batch_up_to(max_batch: int | None) -> str:
     plain ADAPTIVE_BATCH). For a scheduler's *estimates* (Sia's simulator tunes its policy's
     goodput up to the job's requested batch, job.py get_speedup_fn), not for execution."""
     return ADAPTIVE_BATCH if max_batch is None else f"{ADAPTIVE_BATCH}<={int(max_batch)}"
-
-
-def is_adaptive(plan) -> bool:
-    return isinstance(plan, str) and plan.startswith(ADAPTIVE_BATCH)
 
 
 def adaptive_cap(plan) -> int | None:

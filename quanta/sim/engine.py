@@ -22,7 +22,7 @@ from quanta.core.sharing import tenancy_rate
 from quanta.model.cluster import Cluster
 from quanta.model.job import JobSpec
 from quanta.perf.base import PerfModel, allocation_rate
-from quanta.perf.goodput import is_adaptive
+from quanta.perf.base import is_adaptive
 from quanta.placement.occupancy import Occupancy
 from quanta.policies.base import Policy, PolicyError
 from quanta.sim.faults import FailureModel, NodeOutage

@@ -317,7 +317,7 @@ class MeasuredPerf:
                      ) -> float | None:
         """Progress per second of the job on the placement `shape` of type t (the batch tuned
         for `nodes` nodes with an adaptive plan), or None where the profiles give no answer."""
-        from quanta.perf.goodput import is_adaptive
+        from quanta.perf.base import is_adaptive
         if not self.knows(app, t):
             return None
         got = self.config_at(job, app, t, shape, nodes, is_adaptive(plan))
