@@ -84,7 +84,6 @@ from quanta.model.job import JobSpec
 from quanta.perf.goodput_data import CLUSTER_OF_TYPE, GPUS_PER_NODE, SIA_POLLUX_DIR
 from quanta.sim.engine import RestartCost
 from quanta.worlds import World, world
-from quanta.worlds.sia_agents import LearningJobs
 
 RESCALE_S = {"cifar10": 50.0, "deepspeech2": 25.0, "bert": 120.0, "yolov3": 80.0,
              "imagenet": 250.0, "ncf": 15.0}
@@ -496,6 +495,12 @@ def _prepare(policy: str, specs: Sequence[JobSpec]) -> list[JobSpec]:
             if s.job_type.lower() == "ncf" else s for s in specs]
 
 
+def _learning_jobs(perf, policy: str):
+    """The run's jobs learning their own batch (sia_agents.py, imported only by a sia-sim run)."""
+    from quanta.worlds.sia_agents import LearningJobs
+    return LearningJobs(perf, merged=policy == "pollux")
+
+
 def _policy_params(seed: int) -> dict[str, str]:
     """The reference's settings for each policy. Pollux's genetic algorithm (`search=ga`)
     draws from the run's seed (the reference's recorded runs were seeded with 0,
@@ -528,7 +533,7 @@ def sia_sim() -> World:
         cluster="t4:6x4,rtx:3x8,a100:2x8",
         # Sia's and Pollux's jobs tune their own batch from what they learned (sia_agents.py):
         # one profile for every GPU type under Pollux (h_unaware), one per type otherwise
-        run_perf=lambda perf, policy: LearningJobs(perf, merged=policy == "pollux"),
+        run_perf=_learning_jobs,
         notes=("world sia-sim: restart delay per application (cifar10 50 s, deepspeech2 25 s, "
                "bert 120 s, yolov3 80 s, imagenet 250 s, ncf 15 s), charged at the first start "
                "too; throughput divided by Sia's calibration slowdowns (1.2-1.8); rounds on the "
