@@ -158,7 +158,7 @@ def simulate(
             console().print(_plain(f"note: {h}", "dim"), soft_wrap=True)
         figs = f", figures *.{req.fig_format}" if plots else ""
         console().print(_plain(f"results in {out}/ (summary.csv, report.md, config.yaml, "
-                             f"<policy>/jobs.csv, timeline.csv{figs})"), soft_wrap=True)
+                               f"<policy>/jobs.csv, timeline.csv{figs})"), soft_wrap=True)
 
 
 def _numbers(values: Optional[List[str]], kind: type, flag: str) -> Optional[tuple]:
@@ -260,8 +260,8 @@ def sweep(
     if quiet:
         return
     console().print(f"Quanta sweep: {len(res.cells)} cells ({res.ran} run, {res.reused} reused) "
-                  f"in {res.wall_s:.1f} s; mean ± 95% CI over seeds", highlight=False,
-                  markup=False, soft_wrap=True)
+                    f"in {res.wall_s:.1f} s; mean ± 95% CI over seeds", highlight=False,
+                    markup=False, soft_wrap=True)
     from rich import box
     from rich.table import Table
     table = Table(box=box.SIMPLE_HEAD)
@@ -283,7 +283,7 @@ def sweep(
     console().print(table)
     figs = "".join(f", {p.name}" for p in res.figures)
     console().print(_plain(f"results in {res.out}/ (results.csv, results.parquet, aggregate.csv, "
-                         f"aggregate.parquet, jobs.parquet, cells/{figs})"), soft_wrap=True)
+                           f"aggregate.parquet, jobs.parquet, cells/{figs})"), soft_wrap=True)
 
 
 @app.command()
@@ -340,11 +340,11 @@ def reproduce(
     console().print(table)
     mapping = dict((r["policy"], r["quanta_policy"]) for r in rows)
     console().print(_plain("reference policy -> Quanta's: "
-                         + ", ".join(f"{a} -> {b}" for a, b in mapping.items())
-                         + f"; replay = Quanta under --world {world['world']}, quanta = Quanta's "
-                         "own world; averages over the jobs the reference finished; mksp = "
-                         "makespan (h); \"mean of N seeds\": the means over a workload's runs "
-                         "recorded with several seeds", "dim"))
+                           + ", ".join(f"{a} -> {b}" for a, b in mapping.items())
+                           + f"; replay = Quanta under --world {world['world']}, quanta = Quanta's "
+                           "own world; averages over the jobs the reference finished; mksp = "
+                           "makespan (h); \"mean of N seeds\": the means over a workload's runs "
+                           "recorded with several seeds", "dim"))
     names = sorted({a for r in rows for a in r["ref_by_app"]})
     if len(names) > 8:
         console().print(f"[dim]{len(names)} job types: per-type averages with --json[/dim]")
@@ -367,7 +367,7 @@ def reproduce(
         console().print(apps)
     _print_spread([r for r in rows if "spread" in r])
     console().print("[dim]reference runs and the command and commit of each: "
-                  "quanta/data/reference/PROVENANCE.md[/dim]")
+                    "quanta/data/reference/PROVENANCE.md[/dim]")
 
 
 def _print_spread(rows: list[dict]) -> None:
@@ -396,8 +396,9 @@ def _print_spread(rows: list[dict]) -> None:
                           f"{c['diff']:+.1%}",
                           "-" if math.isnan(c["lo"]) else f"{c['lo']:+.1%} .. {c['hi']:+.1%}")
     console().print(table)
-    console().print(_plain("(N): runs; the reference's runs differ by --seed only (its search draws "
-                         "from it); the replay's are seeds 0..N-1 under the replay profile", "dim"))
+    console().print(_plain("(N): runs; the reference's runs differ by --seed only (its search "
+                           "draws from it); the replay's are seeds 0..N-1 under the replay "
+                           "profile", "dim"))
 
 
 @app.command()
@@ -421,7 +422,7 @@ def policies() -> None:
     for info in entry_point_infos():
         if info.name not in POLICIES:
             console().print(f"{info.name:24s} {info.description} (plugin: {info.origin})",
-                          highlight=False, markup=False)
+                            highlight=False, markup=False)
 
 
 @app.command()
@@ -451,7 +452,7 @@ def catalog() -> None:
     from quanta.workloads.catalog import catalog_rows
     for r in catalog_rows():
         console().print(_plain(f"{r.name:34s} {r.model:22s} {r.gpu_types:38s} {r.cpu_mem:20s} "
-                             f"{r.source}"), soft_wrap=True)
+                               f"{r.source}"), soft_wrap=True)
 
 
 from quanta.cli_jobs import register as _register_job_commands  # noqa: E402
@@ -520,9 +521,9 @@ def _main() -> None:
         extra = _EXTRAS.get((e.name or "").split(".")[0])
         if extra is None:
             raise
-        console(stderr=True).print(f"error: this command needs the '{extra}' extra (no module '{e.name}'): "
-                          f"pip install 'quanta[{extra}]'", highlight=False, soft_wrap=True,
-                          markup=False)
+        console(stderr=True).print(f"error: this command needs the '{extra}' extra (no module "
+                                   f"'{e.name}'): pip install 'quanta[{extra}]'", highlight=False,
+                                   soft_wrap=True, markup=False)
         sys.exit(2)
     except Exception as e:
         if type(e).__name__ == "NoArgsIsHelpError":      # `quanta` alone: the help, exit 2

@@ -174,9 +174,10 @@ def register(app: typer.Typer, console: Callable) -> None:
         _store, runtime, api, token_path = build(ServiceConfig(state, policy, cluster, backend,
                                                                poll_s, ray_address, users, queues))
         tree = runtime.tree
-        console().print(f"quanta serve: {runtime.cluster.describe()} under {runtime.policy.label()} "
-                      f"({backend} backend); http://{host}:{port}/  admin token: {token_path}",
-                      highlight=False, markup=False)
+        console().print(f"quanta serve: {runtime.cluster.describe()} under "
+                        f"{runtime.policy.label()} ({backend} backend); http://{host}:{port}/  "
+                        f"admin token: {token_path}",
+                        highlight=False, markup=False)
         if tree is not None:
             say(f"queues: {tree.describe()} ({tree.source})")
             for note in tree.notes(runtime.cluster.types):
@@ -244,9 +245,9 @@ def register(app: typer.Typer, console: Callable) -> None:
         console().print(t)
         if nxt is not None:
             console().print(f"{len(jobs)} of {total} jobs shown; next page: quanta queue"
-                          f"{' --all' if all_states else ''} --after {nxt}"
-                          f"{f' --limit {limit}' if limit != 100 else ''}",
-                          highlight=False, markup=False)
+                            f"{' --all' if all_states else ''} --after {nxt}"
+                            f"{f' --limit {limit}' if limit != 100 else ''}",
+                            highlight=False, markup=False)
 
     def _act(what: str, job_ids: List[int], url, token, as_json) -> None:
         c = _client(url, token)

@@ -155,7 +155,8 @@ def register(app: typer.Typer, console: Callable) -> None:
             if as_json:
                 console().print_json(json.dumps(report))
             else:
-                render_report(console(), report, "queues of the service: GPUs held/nominal per type")
+                render_report(console(), report,
+                              "queues of the service: GPUs held/nominal per type")
             return
         if trace is None:
             tree = load_queues(file)
@@ -163,7 +164,7 @@ def register(app: typer.Typer, console: Callable) -> None:
             rows = tree_rows(tree, types)
             if as_json:
                 console().print_json(json.dumps({"name": tree.name, "types": list(types),
-                                               "queues": rows}))
+                                                 "queues": rows}))
                 return
             t = Table(title=Text(f"queues {tree.name} on {cluster}: nominal / most it may hold "
                                  f"(- no limit) per GPU type"), title_justify="left",
