@@ -205,7 +205,8 @@ def app():
     def _root() -> None:
         pass
 
-    register(a, Console(width=200))
+    console = Console(width=200)
+    register(a, lambda: console)          # register takes the console's maker
     return a
 
 
