@@ -221,3 +221,25 @@ def test_ftf_with_gavels_own_solver_replays_its_worst_trace_within_one_percent()
     c = compare(ref, dataclasses.replace(ad, policies=pols), ad.world)
     assert c["avg_jct_matched_s"] / ref.summary["avg_jct_s"] - 1 < -0.03
     assert c["median_abs_err"] > 0.03
+
+
+def test_the_jobs_a_round_sees_leave_out_late_arrivals_as_a_set_difference():
+    """ReferenceRounds._seen (a sorted search instead of np.setdiff1d, which imports numpy.ma):
+    the same jobs as the set difference, on random sorted job lists, late rows in or out of them,
+    repeated, or none left."""
+    import numpy as np
+
+    from quanta.sim.rounds import ReferenceRounds
+    rng = np.random.default_rng(5)
+    rounds = ReferenceRounds()
+    for _ in range(2000):
+        n = int(rng.integers(0, 12))
+        active = np.sort(rng.choice(40, size=n, replace=False)).astype(np.int64)
+        late = rng.integers(0, 40, size=int(rng.integers(1, 6))).tolist()
+        rounds.late = list(late)
+        seen = rounds._seen(active)
+        assert seen.tolist() == np.setdiff1d(active, late).tolist()
+        assert rounds.late == []
+    rounds.late = []
+    same = np.array([3, 5], dtype=np.int64)
+    assert rounds._seen(same) is same               # nobody late: the list itself
