@@ -6,13 +6,13 @@ import copy
 import gc
 import math
 import sys
-from functools import lru_cache
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
 from quanta import cli_options
+from quanta.cli_print import console, rich_table, rich_text
 from quanta.errors import QuantaError
 
 
@@ -29,21 +29,9 @@ class _Group(typer.core.TyperGroup):
 
 # rich_markup_mode=None: help is click's plain text, wrapped to the terminal (no rich panels that
 # cut `synthetic:JOBS_PER_HOUR:NUM_JOBS` at 80 columns, no ":B:" read as an emoji) and no
-# typer.rich_utils / rich.markdown import on every start. emoji=False: text such as
-# "synthetic:-1:10" is never turned into an emoji.
+# typer.rich_utils / rich.markdown import on every start. What Quanta prints: cli_print.py.
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None, cls=_Group,
                   help="Quanta: deep-learning cluster scheduling, simulated and for real.")
-
-
-@lru_cache(maxsize=None)
-def console(stderr: bool = False):
-    """The rich console of standard output (pipes and logs get full rows) or of standard error,
-    made on first use: a `quanta simulate --quiet` process never imports rich's console."""
-    from rich.console import Console
-    if stderr:
-        return Console(stderr=True, emoji=False)
-    return Console(width=None if sys.stdout.isatty() else 120, emoji=False)
-
 
 
 def _version(value: bool) -> None:
@@ -61,12 +49,6 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 DEFAULT_TRACE = "philly"
 DEFAULT_POLICIES = ["fifo", "sjf", "srtf", "las"]
-
-
-def _plain(text: str, style: str | None = None):
-    """Text printed as it is: never read as rich markup ("[philly]") or emoji (":-1:")."""
-    from rich.text import Text
-    return Text(str(text), style=style or "")
 
 
 @app.command()
@@ -136,10 +118,7 @@ def simulate(
                             fig_format=fig_format.lower())
     rows, header = run_simulations(req, console=None if quiet else console())
     if not quiet:
-        from rich import box
-        from rich.table import Table
-        table = Table(title=_plain("Quanta: " + "; ".join(header[:2])), title_justify="left",
-                      box=box.SIMPLE_HEAD)
+        table = rich_table(rich_text("Quanta: " + "; ".join(header[:2])))
         cols = [("policy", "policy"), ("finished", "done"), ("avg_jct_s", "avg JCT h"),
                 ("p50_jct_s", "p50 h"), ("p99_jct_s", "p99 h"), ("avg_queue_s", "queue h"),
                 ("makespan_s", "makespan h"), ("gpu_util", "util"), ("jain", "Jain"),
@@ -150,15 +129,15 @@ def simulate(
             cells = []
             for key, _title in cols:
                 v = r[key]
-                cells.append(_plain(f"{v / 3600:.1f}" if key.endswith("_s") else
-                                    f"{v:.2f}" if isinstance(v, float) else str(v)))
+                cells.append(rich_text(f"{v / 3600:.1f}" if key.endswith("_s") else
+                                       f"{v:.2f}" if isinstance(v, float) else str(v)))
             table.add_row(*cells)
         console().print(table)
         for h in header[2:]:
-            console().print(_plain(f"note: {h}", "dim"), soft_wrap=True)
+            console().print(rich_text(f"note: {h}", "dim"), soft_wrap=True)
         figs = f", figures *.{req.fig_format}" if plots else ""
-        console().print(_plain(f"results in {out}/ (summary.csv, report.md, config.yaml, "
-                               f"<policy>/jobs.csv, timeline.csv{figs})"), soft_wrap=True)
+        console().print(rich_text(f"results in {out}/ (summary.csv, report.md, config.yaml, "
+                                  f"<policy>/jobs.csv, timeline.csv{figs})"), soft_wrap=True)
 
 
 def _numbers(values: Optional[List[str]], kind: type, flag: str) -> Optional[tuple]:
@@ -262,9 +241,7 @@ def sweep(
     console().print(f"Quanta sweep: {len(res.cells)} cells ({res.ran} run, {res.reused} reused) "
                     f"in {res.wall_s:.1f} s; mean ± 95% CI over seeds", highlight=False,
                     markup=False, soft_wrap=True)
-    from rich import box
-    from rich.table import Table
-    table = Table(box=box.SIMPLE_HEAD)
+    table = rich_table()
     cols = ["trace", "cluster", "policy", "load", "seeds", "avg JCT h", "p99 JCT h", "util",
             "preempt"]
     for c in cols:
@@ -276,14 +253,15 @@ def sweep(
         return f"{mean:{fmt}}" + ("" if ci != ci else f" ± {ci:{fmt}}")
 
     for r in res.aggregate:
-        table.add_row(*map(_plain, (r["trace"], r["cluster"], r["policy"],
+        table.add_row(*map(rich_text, (r["trace"], r["cluster"], r["policy"],
                                     f"{r['load_scale']:g}", str(r["seeds"]),
                                     pm(r, "avg_jct_s", 3600), pm(r, "p99_jct_s", 3600),
                                     pm(r, "gpu_util"), pm(r, "preemptions", 1.0, ".0f"))))
     console().print(table)
     figs = "".join(f", {p.name}" for p in res.figures)
-    console().print(_plain(f"results in {res.out}/ (results.csv, results.parquet, aggregate.csv, "
-                           f"aggregate.parquet, jobs.parquet, cells/{figs})"), soft_wrap=True)
+    console().print(rich_text(f"results in {res.out}/ (results.csv, results.parquet, "
+                              f"aggregate.csv, aggregate.parquet, jobs.parquet, cells/{figs})"),
+                    soft_wrap=True)
 
 
 @app.command()
@@ -308,17 +286,14 @@ def reproduce(
     from quanta.reproduce import reproduce as run
     rows = run(system, workload, ref_policy, seed,
                progress=None if as_json else (lambda what: console().print(
-                   _plain(f"replaying {what}", "dim"))), ref_seed=ref_seed,
+                   rich_text(f"replaying {what}", "dim"))), ref_seed=ref_seed,
                replay_seeds=replay_seeds)
     if as_json:
         print(_json.dumps(rows, indent=1))
         return
     world = rows[0]["replay"]
-    from rich import box
-    from rich.table import Table
-    table = Table(title=f"{system}: reference simulator vs Quanta (average JCT, hours; "
-                        f"per-job median |error| vs the reference)", title_justify="left",
-                  box=box.SIMPLE_HEAD)
+    table = rich_table(f"{system}: reference simulator vs Quanta (average JCT, hours; "
+                       f"per-job median |error| vs the reference)")
     for col in ("workload", "policy", "jobs", "ref", "replay", "err", "job err", "quanta", "err",
                 "ref mksp", "replay mksp"):
         if col in ("workload", "policy"):
@@ -339,18 +314,17 @@ def reproduce(
                       f"{r['ref_makespan_s'] / 3600:.2f}", f"{rep['makespan_s'] / 3600:.2f}")
     console().print(table)
     mapping = dict((r["policy"], r["quanta_policy"]) for r in rows)
-    console().print(_plain("reference policy -> Quanta's: "
-                           + ", ".join(f"{a} -> {b}" for a, b in mapping.items())
-                           + f"; replay = Quanta under --world {world['world']}, quanta = Quanta's "
-                           "own world; averages over the jobs the reference finished; mksp = "
-                           "makespan (h); \"mean of N seeds\": the means over a workload's runs "
-                           "recorded with several seeds", "dim"))
+    console().print(rich_text("reference policy -> Quanta's: "
+                              + ", ".join(f"{a} -> {b}" for a, b in mapping.items())
+                              + f"; replay = Quanta under --world {world['world']}, quanta = "
+                              "Quanta's own world; averages over the jobs the reference finished; "
+                              "mksp = makespan (h); \"mean of N seeds\": the means over a "
+                              "workload's runs recorded with several seeds", "dim"))
     names = sorted({a for r in rows for a in r["ref_by_app"]})
     if len(names) > 8:
         console().print(f"[dim]{len(names)} job types: per-type averages with --json[/dim]")
         names = []
-    apps = Table(title="per application (average JCT, hours): reference / replay / quanta world",
-                 title_justify="left", box=box.SIMPLE_HEAD)
+    apps = rich_table("per application (average JCT, hours): reference / replay / quanta world")
     apps.add_column("workload / policy")
     for a in names:
         apps.add_column(a, justify="right")
@@ -374,11 +348,8 @@ def _print_spread(rows: list[dict]) -> None:
     """`quanta reproduce --replay-seeds`: the reference's runs and the replay's as two samples."""
     if not rows:
         return
-    from rich import box
-    from rich.table import Table
-    table = Table(title="reference runs vs replay seeds (hours: mean ± standard deviation over "
-                        "runs; difference of the means, 95% interval)", title_justify="left",
-                  box=box.SIMPLE_HEAD)
+    table = rich_table("reference runs vs replay seeds (hours: mean ± standard deviation over "
+                       "runs; difference of the means, 95% interval)")
     for col in ("workload", "measure", "reference", "replay", "diff", "95% interval"):
         table.add_column(col, overflow="fold", justify="left" if col in ("workload", "measure")
                          else "right")
@@ -396,9 +367,9 @@ def _print_spread(rows: list[dict]) -> None:
                           f"{c['diff']:+.1%}",
                           "-" if math.isnan(c["lo"]) else f"{c['lo']:+.1%} .. {c['hi']:+.1%}")
     console().print(table)
-    console().print(_plain("(N): runs; the reference's runs differ by --seed only (its search "
-                           "draws from it); the replay's are seeds 0..N-1 under the replay "
-                           "profile", "dim"))
+    console().print(rich_text("(N): runs; the reference's runs differ by --seed only (its search "
+                              "draws from it); the replay's are seeds 0..N-1 under the replay "
+                              "profile", "dim"))
 
 
 @app.command()
@@ -406,7 +377,7 @@ def worlds() -> None:
     """Simulated worlds: Quanta's own and the reference simulators' replay profiles."""
     from quanta.worlds import get_world, world_names
     for name in world_names():
-        line = _plain(f"{name:12s}", "bold")
+        line = rich_text(f"{name:12s}", "bold")
         line.append(" " + get_world(name).description)
         console().print(line)
 
@@ -430,7 +401,7 @@ def clusters() -> None:
     """List the cluster presets."""
     from quanta.model.presets import PRESETS
     for name, p in PRESETS.items():
-        console().print(_plain(f"{name:16s} {p.description}"))
+        console().print(rich_text(f"{name:16s} {p.description}"))
 
 
 @app.command()
@@ -438,12 +409,12 @@ def traces() -> None:
     """List the bundled trace samples and the trace formats that can be read."""
     from quanta.workloads.formats import FORMATS
     from quanta.workloads.samples import SAMPLES
-    console().print(_plain("bundled samples (use the name with --trace):"))
+    console().print(rich_text("bundled samples (use the name with --trace):"))
     for name, (_file, fmt, desc) in SAMPLES.items():
-        console().print(_plain(f"  {name:14s} [{fmt}] {desc}"))
-    console().print(_plain("formats (--format):"))
+        console().print(rich_text(f"  {name:14s} [{fmt}] {desc}"))
+    console().print(rich_text("formats (--format):"))
     for name, info in FORMATS.items():
-        console().print(_plain(f"  {name:14s} {info.description}"))
+        console().print(rich_text(f"  {name:14s} {info.description}"))
 
 
 @app.command()
@@ -451,8 +422,8 @@ def catalog() -> None:
     """List the job types the performance models know, with their source."""
     from quanta.workloads.catalog import catalog_rows
     for r in catalog_rows():
-        console().print(_plain(f"{r.name:34s} {r.model:22s} {r.gpu_types:38s} {r.cpu_mem:20s} "
-                               f"{r.source}"), soft_wrap=True)
+        console().print(rich_text(f"{r.name:34s} {r.model:22s} {r.gpu_types:38s} {r.cpu_mem:20s} "
+                                  f"{r.source}"), soft_wrap=True)
 
 
 from quanta.cli_jobs import register as _register_job_commands  # noqa: E402

@@ -14,6 +14,8 @@ from typing import Callable, List, Optional
 
 import typer
 
+from quanta.cli_print import rich_table, rich_text
+
 URL = typer.Option(None, "--url", help="service URL (default $QUANTA_URL or http://127.0.0.1:8472)")
 TOKEN = typer.Option(None, "--token", help="API token (default $QUANTA_TOKEN or the admin token file)")
 JSON = typer.Option(False, "--json", help="print JSON")
@@ -133,8 +135,7 @@ def register(app: typer.Typer, console: Callable) -> None:
 
     def say(text: str) -> None:
         """One line that holds user data: printed as it is (no markup, no highlighting)."""
-        from rich.text import Text
-        console().print(Text(plain(text)), highlight=False, soft_wrap=True)
+        console().print(rich_text(plain(text)), highlight=False, soft_wrap=True)
 
     @app.command()
     def serve(
@@ -227,10 +228,7 @@ def register(app: typer.Typer, console: Callable) -> None:
             out_json(jobs)
             return
         now = time.time()
-        from rich import box
-        from rich.table import Table
-        from rich.text import Text
-        t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+        t = rich_table(pad_edge=False)
         cols = ["JOBID", "NAME", "USER", "QUEUE", "STATE", "TIME", "GPUS", "NODES/REASON"]
         for col in cols + (["POS", "EST START"] if pos is not None else []):
             t.add_column(col, no_wrap=True)
@@ -241,7 +239,7 @@ def register(app: typer.Typer, console: Callable) -> None:
             if pos is not None:
                 cells += ["" if j["position"] is None else j["position"],
                           "" if j["est_start"] is None else _when(j["est_start"])]
-            t.add_row(*(Text(plain(v)) for v in cells))
+            t.add_row(*(rich_text(plain(v)) for v in cells))
         console().print(t)
         if nxt is not None:
             console().print(f"{len(jobs)} of {total} jobs shown; next page: quanta queue"
@@ -346,10 +344,7 @@ def register(app: typer.Typer, console: Callable) -> None:
             out_json(res if by else res["jobs"])
             return
         types = sorted({ty for r in res["totals" if by else "jobs"] for ty in r["gpu_hours"]})
-        from rich import box
-        from rich.table import Table
-        from rich.text import Text
-        t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+        t = rich_table(pad_edge=False)
         if by:
             cols = [by.upper(), "JOBS", "FINISHED", "FAILED", "CANCELLED", "ELAPSED H"]
             rows = [[r[by], r["jobs"], r["finished"], r["failed"], r["cancelled"],
@@ -368,7 +363,7 @@ def register(app: typer.Typer, console: Callable) -> None:
         if not by:
             t.add_column("HOW IT ENDED", overflow="fold", ratio=1, min_width=12)
         for r in rows:
-            t.add_row(*(Text(plain(v)) for v in r))
+            t.add_row(*(rich_text(plain(v)) for v in r))
         console().print(t)
 
     @app.command("add-user")

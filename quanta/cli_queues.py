@@ -18,6 +18,8 @@ from typing import Callable, Optional
 
 import typer
 
+from quanta.cli_print import rich_table, rich_text
+
 
 def _num(v: float) -> str:
     if v == math.inf:
@@ -87,10 +89,7 @@ def render_report(console, report: dict, title: str) -> None:
             d += 1
         return d
 
-    from rich import box
-    from rich.table import Table
-    from rich.text import Text
-    t = Table(title=Text(title), title_justify="left", box=box.SIMPLE_HEAD)
+    t = rich_table(rich_text(title))
     for col in ["QUEUE"] + [ty.upper() for ty in types] + ["BORROWED", "RUNNING", "PENDING",
                                                            "PENDING GPUS", "FAIRSHARE"]:
         t.add_column(col, no_wrap=True, justify="left" if col == "QUEUE" else "right")
@@ -143,10 +142,6 @@ def register(app: typer.Typer, console: Callable) -> None:
         """Queues of a file: tree and quotas; on a simulated trace, usage, borrowed GPUs, waiting
         jobs and fair-share factor per queue. Without FILE: those of the running service
         (quanta serve --queues FILE)."""
-        from rich import box
-        from rich.table import Table
-        from rich.text import Text
-
         from quanta.model.presets import resolve_cluster
         from quanta.queues.spec import load_queues
         if file is None:
@@ -166,9 +161,8 @@ def register(app: typer.Typer, console: Callable) -> None:
                 console().print_json(json.dumps({"name": tree.name, "types": list(types),
                                                  "queues": rows}))
                 return
-            t = Table(title=Text(f"queues {tree.name} on {cluster}: nominal / most it may hold "
-                                 f"(- no limit) per GPU type"), title_justify="left",
-                      box=box.SIMPLE_HEAD)
+            t = rich_table(rich_text(f"queues {tree.name} on {cluster}: nominal / most it may "
+                                     f"hold (- no limit) per GPU type"))
             for col in ["QUEUE", "WEIGHT", "USERS"] + [ty.upper() for ty in types]:
                 t.add_column(col, no_wrap=True)
             for r in rows:
@@ -178,7 +172,7 @@ def register(app: typer.Typer, console: Callable) -> None:
                           ",".join(r["users"]) if r["leaf"] else "", *cells)
             console().print(t, markup=False)      # names from the user's files, as they are
             for note in tree.notes(types):
-                console().print(Text(f"note: {note}", style="dim"))
+                console().print(rich_text(f"note: {note}", "dim"))
             return
         layer, sim, res = simulate_until(file, trace, format, cluster, policy, seed, max_jobs, at_h)
         tree = layer.tree
@@ -189,8 +183,8 @@ def register(app: typer.Typer, console: Callable) -> None:
             if as_json:
                 console().print_json(json.dumps(rows, default=float))
                 return
-            t = Table(title=Text(f"{layer.label()} on {trace}, {cluster}: per queue over the run"),
-                      title_justify="left", box=box.SIMPLE_HEAD)
+            t = rich_table(rich_text(f"{layer.label()} on {trace}, {cluster}: per queue over "
+                                     f"the run"))
             for col in ("QUEUE", "JOBS", "DONE", "AVG JCT H", "WAIT H", "GPU-H", "QUOTA GPU-H",
                         "BORROWED GPU-H", "RECLAIMED", "PREEMPT"):
                 t.add_column(col, no_wrap=True, justify="left" if col == "QUEUE" else "right")
@@ -220,8 +214,7 @@ def register(app: typer.Typer, console: Callable) -> None:
             if as_json:
                 console().print_json(json.dumps(out))
                 return
-            t = Table(title=Text(f"waiting jobs at hour {at_h:g} ({layer.label()})"),
-                      title_justify="left", box=box.SIMPLE_HEAD)
+            t = rich_table(rich_text(f"waiting jobs at hour {at_h:g} ({layer.label()})"))
             for col in ("JOBID", "QUEUE", "USER", "GPUS", "PRIO", "POS", "REASON", "EST START H"):
                 t.add_column(col, no_wrap=True)
             for r in out:
