@@ -8,8 +8,6 @@ import re
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
-
 from quanta.report.metrics import JOB_COLUMNS, SUMMARY_COLUMNS, job_metrics, job_rows, summary
 from quanta.report.window import Window
 from quanta.sim.engine import SimResult
@@ -53,11 +51,10 @@ def write_run(out: Path, results: Sequence[SimResult], *, header: Sequence[str] 
             w = csv.writer(f)
             w.writerow(["time_s"] + [f"busy_{t}" for t in res.cluster.types]
                        + ["shared_gpus", "pending", "running"])
-            for when, busy, shared, pend, run in zip(
-                    res.times.tolist(), res.busy.astype(np.int64).tolist(),
-                    res.shared.astype(np.int64).tolist(), res.pending.astype(np.int64).tolist(),
-                    res.running.astype(np.int64).tolist()):
-                w.writerow([_fmt(float(when))] + busy + [shared, pend, run])
+            for when, busy, shared, pend, run in zip(res.times.tolist(), res.busy.tolist(),
+                                                      res.shared.tolist(), res.pending.tolist(),
+                                                      res.running.tolist()):     # (int64 counts)
+                w.writerow([_fmt(when)] + busy + [shared, pend, run])
         files += [d / "jobs.csv", d / "timeline.csv"]
         if res.event_log is not None:
             with open(d / "events.csv", "w", newline="") as f:
