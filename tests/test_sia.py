@@ -329,3 +329,49 @@ def test_kept_candidates_follow_the_jobs_spec_and_gpu_cap():
     assert cands(specs, online, 2).rate[0] == pytest.approx(3.0)
     online.observe(specs[0], "v100", 1, 1, 2.0)                          # measured: 2 steps/s
     assert cands(specs, online, 2).rate[0] == pytest.approx(2.0)
+
+
+def test_a_kept_programme_is_searched_first_with_its_last_prices(monkeypatch):
+    # Only the costs drift from round to round (as ages and goodputs do): the search runs
+    # first, bounded by the last relaxation's duals and from the last answer, and settles
+    # most rounds without solving the relaxation again; every round gives the fresh solve's
+    # answer. Where the first search may not expand a state, the relaxation answers each
+    # round (as before), the same.
+    import numpy as np
+
+    from quanta import highs
+    from quanta.policies import config_ilp as ci
+    resolves = []
+    _resolve = highs.LP.resolve
+
+    def counted(self, *a, **k):
+        resolves.append(1)
+        return _resolve(self, *a, **k)
+
+    monkeypatch.setattr(highs.LP, "resolve", counted)
+    rng = np.random.default_rng(5)
+    n, K = 14, 3
+    cj = np.repeat(np.arange(n), 6)
+    ct = np.tile(np.repeat(np.arange(K), 2), n)
+    cn = np.tile([1, 2], n * K)
+    cap = np.array([5, 4, 6])
+    base = -rng.uniform(0.2, 2.0, len(cj)) * cn ** 0.6
+    drift = rng.uniform(-1.0, 1.0, len(cj))
+    for first_states, relaxed in ((ci.FIRST_SEARCH_STATES, range(3)), (0, [39])):
+        monkeypatch.setattr(ci, "FIRST_SEARCH_STATES", first_states)
+        warm = ci.Warm()
+        resolves.clear()
+        fractional = 0
+        for r in range(40):
+            cost = base * (1.0 + 0.004 * r * drift)
+            cold = ci.choose_configs(n, cj, ct, cn, cost, cap)
+            got = ci.choose_configs(n, cj, ct, cn, cost, cap, warm=warm,
+                                    job_ids=np.arange(n))
+            assert np.array_equal(got, cold), (first_states, r)
+            res = highs.LP().solve(cost, ci._matrix(n, cj, ct, cn, K),
+                                   np.concatenate([np.ones(n), cap.astype(float)]),
+                                   np.zeros(len(cj)), np.ones(len(cj)))
+            fractional += bool(np.any(np.abs(res.x - np.round(res.x)) > 1e-7))
+        assert fractional == 40       # the relaxation is fractional: each round searched
+        assert len(resolves) in relaxed, (first_states, len(resolves))   # (the first round
+        # solves it afresh)

@@ -11,10 +11,12 @@ optimum unique beyond the MILP's gap, the MILP the rest: HiGHS' answers througho
 2026-11-26, and as a reference that solves a MILP, Sia's simulator with CBC, would).
 
 A policy keeps its programme in HiGHS between rounds (`Warm`): where only the costs changed,
-the relaxation is re-solved from the last basis (about 8x cheaper than afresh on Sia's rounds);
-where jobs came or left, the new programme starts from the last basis mapped onto it. Either
-answer is taken only where a fresh solve would certainly give the same (`_certified`);
-elsewhere the programme is solved afresh, so the answers are those of fresh solves.
+the exact search runs first, bounded by the kept relaxation's last duals and started from the
+last answer, and if that does not settle it, the relaxation is re-solved from the last basis
+(about 8x cheaper than afresh on Sia's rounds); where jobs came or left, the new programme
+starts from the last basis mapped onto it. Each answer is taken only where a fresh solve would
+certainly give the same (`_certified`); elsewhere the programme is solved afresh, so the answers
+are those of fresh solves.
 """
 
 from __future__ import annotations
@@ -47,6 +49,10 @@ class Warm:
         # programme from its basis where the same jobs and candidates come up again
         self.codes: np.ndarray | None = None
         self.ids: np.ndarray | None = None
+        # the GPU types' duals (prices) of the kept programme's last relaxation: they bound the
+        # search of a later round of it before its relaxation is solved again (any prices >= 0
+        # bound it; the last ones, a round or a few old, bound it nearly as tightly)
+        self.price: np.ndarray | None = None
 
     def mapped_basis(self, codes: np.ndarray, ids: np.ndarray, K: int
                      ) -> tuple[np.ndarray, np.ndarray] | None:
@@ -87,6 +93,11 @@ class Warm:
         one_each = len(np.unique(cand_j[keep])) == len(keep)
         return keep if one_each and (use <= capacity).all() else None
 
+    def priced(self, res, types: int) -> None:
+        """Keep the prices of the `types` GPU types (the last rows) from the kept programme's
+        relaxation just solved (none where it has no optimum)."""
+        self.price = None if res.status != 0 else _prices(res, types)
+
     @staticmethod
     def of(policy, snap: Snapshot, exact: bool = True) -> Warm:
         w = policy.__dict__.get("_warm")
@@ -101,6 +112,11 @@ def _identity(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, job_id
     row), GPU type (< 2^8) and count (< 2^16). (Only a starting basis and an incumbent come of
     it: a programme's answer is certified or solved afresh whatever they are.)"""
     return (job_ids[cand_j].astype(np.int64) << 24) | (cand_t.astype(np.int64) << 16) | cand_n
+
+
+def _prices(res, types: int) -> np.ndarray:
+    """The GPU types' prices (>= 0) from a relaxation's duals: its last `types` rows."""
+    return np.maximum(-res.row_dual[-types:], 0.0)
 
 
 def _matrix(n_jobs: int, cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, K: int):
@@ -147,8 +163,19 @@ def choose_configs(n_jobs: int, cand_j: np.ndarray, cand_t: np.ndarray, cand_n: 
     key = (n_jobs, cand_j.tobytes(), cand_t.tobytes(), cand_n.tobytes(), capacity.tobytes(),
            None if job_ids is None else job_ids.tobytes())
     kept = warm is not None and warm.lp is not None and warm.key == key
+    if kept and warm.exact and warm.price is not None:
+        # only the costs changed: the search first, priced by the last duals, from the last
+        # answer; the relaxation only where that does not settle it (Sia's 300 jobs on Gavel's
+        # cluster: 4,629 of 4,633 such rounds settled, the run 1.12x faster)
+        chosen = exact_optimum(cand_j, cand_t, cand_n, cost, capacity, np.zeros(m), warm.price,
+                               unique=True, width=_tie_width(cand_j, cost, ties),
+                               hint=warm.last, max_states=FIRST_SEARCH_STATES)
+        if chosen is not None:
+            warm.last = chosen
+            return chosen
     if kept:
         res = warm.lp.resolve(cost=cost)
+        warm.priced(res, len(capacity))
         if warm.exact:
             chosen = _certified(cand_j, cand_t, cand_n, cost, capacity, res, ties, warm.last)
             if chosen is not None:
@@ -162,6 +189,7 @@ def choose_configs(n_jobs: int, cand_j: np.ndarray, cand_t: np.ndarray, cand_n: 
             A = _matrix(n_jobs, cand_j, cand_t, cand_n, len(capacity))
             rows = np.concatenate([np.ones(n_jobs), capacity.astype(float)])
             res = warm.lp.solve(cost, A, rows, np.zeros(m), np.ones(m), basis=basis)
+            warm.priced(res, len(capacity))
             hint = warm.carried(codes, cand_j, cand_t, cand_n, capacity)
             warm.key, warm.codes, warm.ids = key, codes, job_ids
             chosen = _certified(cand_j, cand_t, cand_n, cost, capacity, res, ties, hint)
@@ -176,6 +204,7 @@ def choose_configs(n_jobs: int, cand_j: np.ndarray, cand_t: np.ndarray, cand_n: 
         res = lp.solve(cost, A, rows, np.zeros(m), np.ones(m))
         if warm is not None:
             warm.lp, warm.key = lp, key
+            warm.priced(res, len(capacity))
             if not kept and job_ids is not None:
                 warm.codes = _identity(cand_j, cand_t, cand_n, job_ids) if codes is None \
                     else codes
@@ -196,8 +225,7 @@ def _from_relaxation(n_jobs, cand_j, cand_t, cand_n, cost, capacity, res, time_l
         return np.flatnonzero(x > 0.5)                    # integral: the ILP optimum
     if x is not None:
         chosen = exact_optimum(cand_j, cand_t, cand_n, cost, capacity, x,
-                               np.maximum(-res.row_dual[-len(capacity):], 0.0),
-                               unique=ties == "milp")
+                               _prices(res, len(capacity)), unique=ties == "milp")
         if chosen is not None:
             return chosen
     x = _milp(n_jobs, cand_j, cand_t, cand_n, cost, capacity, time_limit)
@@ -227,18 +255,27 @@ def _certified(cand_j, cand_t, cand_n, cost, capacity, res, ties: str,
         beyond = int((np.abs(res.col_dual) > DUAL_MARGIN).sum()
                      + (np.abs(res.row_dual) > DUAL_MARGIN).sum())
         return np.flatnonzero(x > 0.5) if beyond == len(x) else None
-    width = None
-    if ties == "search":          # above any tie the search may make: TIE x its incumbent
-        most = np.zeros(int(cand_j.max()) + 1)
-        np.maximum.at(most, cand_j, np.abs(cost))
-        width = 2 * TIE * max(1.0, float(most.sum()))
-    return exact_optimum(cand_j, cand_t, cand_n, cost, capacity, x,
-                         np.maximum(-res.row_dual[-len(capacity):], 0.0), unique=True,
-                         width=width, hint=hint)
+    return exact_optimum(cand_j, cand_t, cand_n, cost, capacity, x, _prices(res, len(capacity)),
+                         unique=True, width=_tie_width(cand_j, cost, ties), hint=hint)
+
+
+def _tie_width(cand_j: np.ndarray, cost: np.ndarray, ties: str) -> float | None:
+    """How much a unique optimum must beat every other choice set by for any fresh solve to
+    return it: with ties="search", above any tie the search may make (TIE x its incumbent, at
+    most the sum of each job's largest |cost|), twice; with "milp", None (the MILP's window)."""
+    if ties != "search":
+        return None
+    most = np.zeros(int(cand_j.max()) + 1)
+    np.maximum.at(most, cand_j, np.abs(cost))
+    return 2 * TIE * max(1.0, float(most.sum()))
 
 
 MIP_REL_GAP = 1e-4        # the MILP's relative gap (HiGHS stops within it of its dual bound)
 SEARCH_STATES = 200_000   # states the exact search may expand before HiGHS' MILP takes over
+FIRST_SEARCH_STATES = 2_000   # the same before the relaxation is solved (choose_configs): a
+                          # search priced by older duals may branch much more (priced by duals
+                          # of many rounds ago, Sia's 300-job run took 100 s); the relaxation
+                          # then answers
 SEARCH_DEPTH = 500        # jobs left free past which the MILP answers (the search recurses per job)
 TIE = 1e-9                # relative: a solution must beat the best found by this much to replace it
 TIES = ("search", "milp")  # who picks among optimal choice sets (choose_configs)
@@ -367,15 +404,16 @@ def _costliest_alternatives_first(choices: tuple[list, list]) -> float:
 
 
 class _Overflow(Exception):
-    """The exact search expanded SEARCH_STATES states."""
+    """The exact search expanded as many states as it may."""
 
 
 def exact_optimum(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, cost: np.ndarray,
                   capacity: np.ndarray, x: np.ndarray, price: np.ndarray,
                   unique: bool = False, width: float | None = None,
-                  hint: np.ndarray | None = None) -> np.ndarray | None:
+                  hint: np.ndarray | None = None, max_states: int | None = None
+                  ) -> np.ndarray | None:
     """The programme's optimum (chosen candidates) by a depth-first branch and bound over the
-    jobs, or None past SEARCH_STATES states or SEARCH_DEPTH free jobs (the MILP answers). With
+    jobs, or None past `max_states` (default SEARCH_STATES) states or SEARCH_DEPTH free jobs (the MILP answers). With
     `unique`, only an optimum that every other choice set exceeds by more than `_window`: then
     HiGHS' MILP, which stops within that window of the optimum, returns it too, and the answer
     is the MILP's whatever the ties (None otherwise); `width` replaces that window; `hint` (a
@@ -457,6 +495,7 @@ def exact_optimum(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, co
                for e, c in zip(ex[:bisect_left(ex, reach)], idx)] for ex, idx in free]
     memo: dict[int, tuple | float] = {}
     states = 0
+    most_states = SEARCH_STATES if max_states is None else max_states
 
     def solve(k: int, thr: float, priced_left: float, code: int) -> tuple[float, tuple] | float:
         """The cheapest choices of free jobs k.. within `left` (worth `priced_left` at the
@@ -473,7 +512,7 @@ def exact_optimum(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, co
             if m >= thr:                            # nothing in it below m
                 return m
         states += 1
-        if states > SEARCH_STATES:
+        if states > most_states:
             raise _Overflow
         base = lowsum[k] - priced_left
         best, cut, low = None, thr, _INF    # low: a bound on what failed, while best is None
