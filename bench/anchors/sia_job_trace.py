@@ -127,8 +127,8 @@ def replay(workload: str, max_jobs: int | None, jobs: str, out: Path) -> Path:
 
     cand = policy.Sia._candidates
 
-    def candidates(self, snap, seen, pinned, learned=None):
-        c = cand(self, snap, seen, pinned, learned)
+    def candidates(self, snap, seen, pinned, *rest):
+        c = cand(self, snap, seen, pinned, *rest)
         now[0] = snap.now
         j, types = snap.jobs, snap.cluster.types
         for i, s in enumerate(j.specs):

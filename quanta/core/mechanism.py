@@ -260,6 +260,25 @@ def _extras(snap: Snapshot, dec: Decision, on: np.ndarray, changed: np.ndarray
         if on[r]:
             plan[r] = p
     zero = np.zeros(n)
+    if dec.cpus is None and dec.mem_gb is None and dec.net_gbps is None:
+        cpu = mem = net = zero        # (nothing asked: nothing to check)
+    else:
+        cpu, mem, net = _resources(snap, dec, on, zero)
+    keep = np.flatnonzero(on & ~changed).tolist()      # the rows that keep their GPUs
+    plans, held = plan.tolist(), jobs.plan.tolist()
+    regear = np.zeros(n, dtype=bool)
+    regear[[r for r in keep if not plans[r] == held[r]]] = True
+    regear[keep] |= (cpu[keep] != jobs.cpus[keep]) | (mem[keep] != jobs.mem_gb[keep]) | \
+        (net[keep] != jobs.net_gbps[keep])
+    return plan, cpu, mem, net, regear
+
+
+def _resources(snap: Snapshot, dec: Decision, on: np.ndarray, zero: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """CPU threads, host memory and network bandwidth the decision asks for per row (0 where it
+    asks for none, or the row gets no GPUs); over-committing what the nodes that are up have is
+    a PolicyError."""
+    n = len(zero)
     cpu = zero if dec.cpus is None else np.where(on, np.asarray(dec.cpus, dtype=float), 0.0)
     mem = zero if dec.mem_gb is None else np.where(on, np.asarray(dec.mem_gb, dtype=float), 0.0)
     if cpu.shape != (n,) or mem.shape != (n,):
@@ -281,11 +300,7 @@ def _extras(snap: Snapshot, dec: Decision, on: np.ndarray, changed: np.ndarray
         total = float(want.sum())
         if total > cap + 1e-6:
             raise PolicyError(f"decision asks for {total:g} {name}; {cap:g} are up")
-    same_plan = np.fromiter((a == b for a, b in zip(plan.tolist(), jobs.plan.tolist())),
-                            dtype=bool, count=n)
-    regear = on & ~changed & (~same_plan | (cpu != jobs.cpus) | (mem != jobs.mem_gb) |
-                              (net != jobs.net_gbps))
-    return plan, cpu, mem, net, regear
+    return cpu, mem, net
 
 
 def _defragment(snap: Snapshot, occ: Occupancy, r: int) -> Transition | None:

@@ -134,7 +134,8 @@ class Sia(Policy):
                   else np.zeros(n, dtype=bool))
         if self.learn:
             record_trained(snap, st, ran)
-        c = self._candidates(snap, seen, pinned, st if self.learn else None)
+        rigid = [self._rigid(spec) for spec in j.specs]
+        c = self._candidates(snap, seen, pinned, st if self.learn else None, rigid)
         # normalise per job, restart penalty, power
         low = np.full(n, np.inf)
         np.minimum.at(low, c.job, c.rate)
@@ -152,7 +153,7 @@ class Sia(Policy):
         A = power_terms(g, self.p, self.decimals)
         sign = 1.0 if self.p < 0 else -1.0     # p < 0: minimise sum of A; p > 0: maximise it
         cost = sign * A - self.lambda_n * sign
-        plans = {i: ADAPTIVE_BATCH for i in range(n) if not self._rigid(j.specs[i])}
+        plans = dict.fromkeys([i for i, r in enumerate(rigid) if not r], ADAPTIVE_BATCH)
         # a pinned job's only candidate is chosen (sia.py:1021-1028: a constraint X = 1)
         return decide_configs(snap, c, cost, st, self.time_limit, plans,
                               Warm.of(self, snap, exact=not self.warm_start),
@@ -202,7 +203,8 @@ class Sia(Policy):
         return (good * mult).tolist()
 
     def _candidates(self, snap: Snapshot, seen: dict, pinned: np.ndarray,
-                    learned: dict | None = None) -> Candidates:
+                    learned: dict | None = None, rigid_of: list[bool] | None = None
+                    ) -> Candidates:
         j = snap.jobs
         cl = snap.cluster
         counts = [config_counts(int(cl.type_node_max[k]), int(snap.capacity[k]))
@@ -213,12 +215,14 @@ class Sia(Policy):
         allowed_of = j.allowed.tolist()      # (plain lists: this loop runs every round)
         job_rows, reqs = j.rows.tolist(), j.req.tolist()
         shapes: dict[tuple, tuple] = {}      # allowed types -> (them, each one's count choices)
+        if rigid_of is None:
+            rigid_of = [self._rigid(spec) for spec in j.specs]
         for i, spec in enumerate(j.specs):
             if pinned[i]:
                 rows.append(i)
                 blocks.append(np.array([[j.gtype[i], j.gpus[i], 1.0]], dtype=float))
                 continue
-            rigid = self._rigid(spec)
+            rigid = rigid_of[i]
             allowed = [k for k, ok in enumerate(allowed_of[i]) if ok]
             row = job_rows[i]
             if self.share_max:
