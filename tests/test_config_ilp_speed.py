@@ -306,3 +306,42 @@ def test_a_hint_does_not_change_the_unique_searchs_answer():
             assert np.array_equal(plain, best)
             answered += 1
     assert answered >= 20
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_each_jobs_choices_are_sorted_the_same_whether_candidates_come_grouped_or_not(seed):
+    # _sorted_choices reads grouped candidates (Sia's, Pollux's: job by job) without sorting
+    # them: per job, none (-1) and its candidates by excess over its best val, ties in
+    # candidate order after none, as a plain per-job sort gives, grouped or shuffled
+    rng = np.random.default_rng(seed)
+    per = rng.integers(1, 7, rng.integers(1, 15))
+    cj = np.repeat(np.sort(rng.choice(500, len(per), replace=False)), per)
+    val = rng.choice([-1.0, -0.5, 0.0, 0.25], len(cj)) if seed % 2 else rng.normal(size=len(cj))
+    for order in (np.arange(len(cj)), rng.permutation(len(cj))):
+        ex, idx, bounds, low = ci._sorted_choices(cj[order], val[order])
+        for j, job in enumerate(np.unique(cj)):
+            mine = np.flatnonzero(cj[order] == job)
+            best = min(0.0, float(val[order][mine].min()))
+            want = sorted([(0.0 - best, -1)] + [(float(val[order][c]) - best, int(c))
+                                                for c in mine])
+            seg = slice(bounds[j], bounds[j + 1])
+            assert list(zip(ex[seg].tolist(), idx[seg].tolist())) == want
+            assert low[j] == best
+
+
+def test_a_rounds_candidates_are_the_last_ones_where_made_of_the_same_blocks():
+    from quanta.policies.config_candidates import Candidates, kept_candidates
+
+    class Memo:
+        last = None
+
+    a, b = np.array([[0, 1, 2.0], [0, 2, 3.0]]), np.array([[1, 1, 1.0]])
+    memo = Memo()
+    first = kept_candidates(memo, [0, 1], [a, b])
+    assert first.job.tolist() == [0, 0, 1] and first.count.tolist() == [1, 2, 1]
+    assert kept_candidates(memo, [0, 1], [a, b]) is first          # the same blocks: kept
+    again = kept_candidates(memo, [0, 1], [a, b.copy()])           # an equal, new block
+    assert again is not first and again.rate.tolist() == first.rate.tolist()
+    assert kept_candidates(memo, [0, 2], [a, b]).job.tolist() == [0, 0, 2]   # other rows
+    assert kept_candidates(None, [0, 1], [a, b]).job.tolist() == [0, 0, 1]   # no memo
+    assert isinstance(first, Candidates)

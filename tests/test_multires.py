@@ -107,6 +107,22 @@ def test_cpu_change_on_held_gpus_reconfigures_and_an_unrunnable_plan_is_a_policy
                   PlanToy()).run()
 
 
+@pytest.mark.parametrize("first, then, cpus, mem", [
+    (target(2, mem=10), target(2, mem=30), 0, 30),        # memory alone asked, then more
+    (target(2, cpus=4), target(2), 0, 0),                 # CPUs held, then nothing asked
+])
+def test_a_resource_change_on_held_gpus_reconfigures_whatever_else_is_asked(first, then, cpus,
+                                                                           mem):
+    # a job keeps its GPUs while what it asks for besides changes: memory alone, or CPUs (let
+    # go when the next decision asks for none); each is a reconfiguration
+    job = JobSpec("a", 0.0, 2, "x", total_steps=1e6)
+    pol = Scripted(first, then)
+    pol.interval = 50.0
+    res = Simulator([job], cpu_cluster(), pol, PlanToy(exponent={"x": 1.0}), until=170.0).run()
+    assert res.table.reconfigs[0] == 1 and res.table.migrations[0] == 0
+    assert res.table.cpus[0] == cpus and res.table.mem_gb[0] == mem
+
+
 def test_placement_skips_nodes_without_enough_cpus_or_memory():
     c = cpu_cluster(nodes=3, gpus=8, cpus=16, mem=100.0)
     occ = Occupancy(c)

@@ -248,28 +248,28 @@ def _kind(was: int, g: int) -> Kind:
 
 
 def _extras(snap: Snapshot, dec: Decision, on: np.ndarray, changed: np.ndarray
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+            ) -> tuple[list, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Target plan, CPU threads, host memory and network bandwidth per row, and the rows that
     keep their GPUs but change plan or resources (reconfigured by checkpoint-restart).
     Over-committing the CPUs, memory or network bandwidth of the nodes that are up is a
     PolicyError."""
     jobs = snap.jobs
     n = len(jobs)
-    plan = np.full(n, None, dtype=object)
+    plan: list = [None] * n
+    on_l = on.tolist()
     for r, p in dec.plans.items():
-        if on[r]:
+        if on_l[r]:
             plan[r] = p
     zero = np.zeros(n)
-    if dec.cpus is None and dec.mem_gb is None and dec.net_gbps is None:
-        cpu = mem = net = zero        # (nothing asked: nothing to check)
-    else:
-        cpu, mem, net = _resources(snap, dec, on, zero)
-    keep = np.flatnonzero(on & ~changed).tolist()      # the rows that keep their GPUs
-    plans, held = plan.tolist(), jobs.plan.tolist()
+    asked = dec.cpus is not None or dec.mem_gb is not None or dec.net_gbps is not None
+    cpu, mem, net = _resources(snap, dec, on, zero) if asked else (zero, zero, zero)
+    keep = on & ~changed                                 # the rows that keep their GPUs
+    held = jobs.plan.tolist()
     regear = np.zeros(n, dtype=bool)
-    regear[[r for r in keep if not plans[r] == held[r]]] = True
-    regear[keep] |= (cpu[keep] != jobs.cpus[keep]) | (mem[keep] != jobs.mem_gb[keep]) | \
-        (net[keep] != jobs.net_gbps[keep])
+    regear[[r for r in np.flatnonzero(keep).tolist() if not plan[r] == held[r]]] = True
+    # (where nothing is asked or held, no row's resources change)
+    if asked or jobs.cpus.any() or jobs.mem_gb.any() or jobs.net_gbps.any():
+        regear |= keep & ((cpu != jobs.cpus) | (mem != jobs.mem_gb) | (net != jobs.net_gbps))
     return plan, cpu, mem, net, regear
 
 

@@ -24,6 +24,8 @@ class RateMemo:
     def __init__(self, snap: Snapshot) -> None:
         self.perf, self.cluster = snap.perf, snap.cluster
         self.jobs: dict[int, tuple[object, dict]] = {}
+        # the last round's candidates, with the rows and blocks they were made of
+        self.last: tuple[list[int], list[np.ndarray], Candidates] | None = None
 
     @staticmethod
     def of(policy, snap: Snapshot) -> RateMemo | None:
@@ -43,6 +45,20 @@ class RateMemo:
         if hit is None or hit[0] is not spec:
             hit = self.jobs[row] = (spec, {})
         hit[1][key] = out
+
+
+def kept_candidates(memo: RateMemo | None, rows: list[int], blocks: list[np.ndarray]
+                    ) -> Candidates:
+    """`Candidates.of_blocks(rows, blocks)`: the last round's object where it was made of the
+    same rows and the very same blocks (kept rates, nothing re-rated: most rounds)."""
+    last = None if memo is None else memo.last
+    if last is not None and last[0] == rows and len(last[1]) == len(blocks) and \
+            all(a is b for a, b in zip(last[1], blocks)):
+        return last[2]
+    c = Candidates.of_blocks(rows, blocks)
+    if memo is not None:
+        memo.last = (rows, blocks, c)
+    return c
 
 
 def kept_rates(memo: RateMemo | None, row: int, spec, key: tuple,

@@ -60,6 +60,7 @@ from quanta.policies.base import Policy
 from quanta.policies.config_candidates import (
     Candidates,
     RateMemo,
+    kept_candidates,
     kept_rates,
     restart_factor,
 )
@@ -201,7 +202,7 @@ class Pollux(Policy):
                                  self._rated, snap, main, spec, allowed, tops)
             rows.append(i)
             blocks.append(out)
-        return Candidates.of_blocks(rows, blocks)
+        return kept_candidates(memo, rows, blocks)
 
     def _rated(self, snap: Snapshot, main: int, spec, allowed: list[int],
                tops: tuple[int, ...]) -> list[tuple[int, int, float]]:

@@ -40,6 +40,7 @@ from quanta.policies.base import Policy
 from quanta.policies.config_candidates import (
     Candidates,
     RateMemo,
+    kept_candidates,
     kept_rates,
     restart_factor,
 )
@@ -253,7 +254,7 @@ class Sia(Policy):
             blocks.append(kept_rates(memo, row, spec, (shape, caps, reqs[i] if rigid else -1),
                                      self._rated, snap, counts, spec, reqs[i] if rigid else None,
                                      allowed, caps))
-        return Candidates.of_blocks(rows, blocks)
+        return kept_candidates(memo, rows, blocks)
 
     def _rated(self, snap: Snapshot, counts: list[list[int]], spec, req: int | None,
                allowed: list[int], caps: tuple[int, ...]) -> list[tuple[int, int, float]]:
