@@ -12,6 +12,7 @@ Definitions (also in docs/metrics.md):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -101,8 +102,10 @@ def summary(res: SimResult, window: Window | None = None,
     rho = m.rho[fin]
     inv = 1.0 / rho[rho > 0] if rho.size else np.zeros(0)
 
+    ordered = np.sort(jct).tolist()
+
     def pct(q: float) -> float:
-        return float(np.percentile(jct, q)) if jct.size else float("nan")
+        return percentile(ordered, q) if ordered else float("nan")
 
     return {
         "policy": res.policy, "jobs": int(len(t) if sel is None else sel.sum()),
@@ -118,6 +121,22 @@ def summary(res: SimResult, window: Window | None = None,
         "preemptions": int(t.preemptions.sum() if sel is None else t.preemptions[sel].sum()),
         "gpu_hours": gpu_seconds / 3600.0,
     }
+
+
+def percentile(ordered: list[float], q: float) -> float:
+    """`numpy.percentile(values, q)` (its default, linear method) of finite values given sorted:
+    the same float, bit for bit, computed the way numpy computes it (the virtual index
+    (n - 1) * (q / 100), then interpolated from the nearer of its two neighbours), without
+    numpy's quantile machinery, whose `np.unique` imports numpy.ma (~6 ms of a short run)."""
+    n = len(ordered)
+    v = (n - 1) * (q / 100)
+    if v >= n - 1:
+        return float(ordered[-1])
+    i = math.floor(v)
+    a, b = ordered[i], ordered[i + 1]
+    t = v - i
+    d = b - a
+    return float(b - d * (1 - t) if t >= 0.5 else a + d * t)
 
 
 def job_rows(res: SimResult) -> list[list]:
