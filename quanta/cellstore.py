@@ -15,15 +15,11 @@ from functools import lru_cache
 from pathlib import Path
 
 import quanta
+from quanta.statmemo import settled, write_whole
 
 
 # parts of the package no simulation runs (the real runtime, the service, the job SDK, the CLI)
 NOT_SIMULATION = ("runtime", "service", "job", "examples", "cli.py", "cli_jobs.py")
-
-
-# how long after a file's last change its (size, mtime) may still miss a change made within the
-# same timestamp tick: a stamp with a file that young is not stored (git's "racily clean" rule)
-_SETTLE_NS = 2_000_000_000
 
 
 @lru_cache(maxsize=1)
@@ -34,7 +30,8 @@ def code_version() -> str:
 
     Hashing the files' bytes (7 MB) costs ~25 ms, a tenth of a small `quanta simulate`; so the
     answer is kept in the package's __pycache__ with the files' (path, size, mtime) and reused
-    while none of them changed (a file younger than 2 s is never trusted so)."""
+    while none of them changed (quanta/statmemo.py: a file younger than 2 s is never trusted
+    so)."""
     root = Path(quanta.__file__).resolve().parent
     files = _simulation_files(str(root))
     now = time.time_ns()
@@ -52,14 +49,8 @@ def code_version() -> str:
         h.update(rel.encode() + b"\0")
         h.update(hashlib.sha256((root / rel).read_bytes()).digest())
     version = f"{quanta.__version__}+{h.hexdigest()[:12]}"
-    if all(now - st.st_mtime_ns > _SETTLE_NS for _rel, st in files):
-        try:
-            memo.parent.mkdir(exist_ok=True)
-            tmp = memo.with_name(f".{memo.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"stamp": stamp, "version": version}))
-            os.replace(tmp, memo)
-        except OSError:          # a read-only install: hashed every time
-            pass
+    if settled((st for _rel, st in files), now):     # (a read-only install: hashed every time)
+        write_whole(memo, json.dumps({"stamp": stamp, "version": version}).encode())
     return version
 
 

@@ -32,9 +32,11 @@ from quanta.solver_output import silent_stdout
 
 
 class Warm:
-    """A configuration programme kept in HiGHS between one policy's rounds. From one round to
-    the next usually only the costs change (ages, goodputs): the LP relaxation is then solved
-    again from the last basis, which is optimal as it is in most rounds. One per policy object,
+    """A configuration programme kept in HiGHS between one policy's rounds, its relaxation's
+    last prices and the last answer. From one round to the next usually only the costs change
+    (ages, goodputs): the exact search, bounded by those prices, from that answer, then settles
+    most rounds, and the relaxation is solved again from the last basis (optimal as it is in
+    most rounds) only where it does not. One per policy object,
     forgotten at the first decision of a run (`Warm.of`), so a run never depends on an earlier
     one."""
 
@@ -315,7 +317,7 @@ def _uncontended(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, cos
                  capacity: np.ndarray) -> np.ndarray | None:
     """Every job's cheapest choice (none, costing 0, included), when each is cheaper than the
     job's next one by more than TIE (relative) and together they fit: then that is the unique
-    optimum, the relaxation's too, found without solving it; else None. (Called every round:
+    optimum, the relaxation's too, found without solving it; else None. (Tried in most rounds:
     two minima per job by reduceat over the candidates grouped by job, no sort where they come
     grouped, as Sia's and Pollux's do.)"""
     order = None

@@ -15,9 +15,14 @@ from quanta.job import read_json
 PROGRESS_FIELDS = ("step", "steps_per_s", "time", "world_size", "checkpoint_step")
 
 
+# a running job's measured rate moved by more than this (relative): waiting jobs' estimated
+# starts are computed again when next asked for
+RATE_MOVED = 0.1
+
+
 class RuntimeProgress:
     """Progress reports of a Runtime's jobs (its attributes: procs, table, store, ids, warned,
-    reported, perf, cluster, occ; `workdir`)."""
+    reported, perf, cluster, occ, positions_at; `workdir`)."""
 
     def _read_progress(self, now: float) -> None:
         rows = [r for r in self.procs if self.procs[r].stopping == ""]
@@ -78,6 +83,11 @@ class RuntimeProgress:
         t.prog0[row] = min(step, t.total[row])
         t.set_phase(row)          # the model's rates for the training phase it has reached
         if rate > 0:
+            old = float(t.rate[row])
+            if abs(rate - old) > RATE_MOVED * max(rate, old):
+                # waiting jobs' estimated starts came from the old rate (the model's, before a
+                # first measurement): computed again when next asked for (current_positions)
+                self.positions_at = -math.inf
             t.rate[row] = rate
             g = int(t.gtype[row])
             gpus = t.placement.get(row)
