@@ -1,4 +1,4 @@
-"""The exact search in front of the configuration MILP (config_ilp.exact_optimum): it returns
+"""The exact search in front of the configuration MILP (config_search.exact_optimum): it returns
 the programme's optimum, the first in its order where several tie, and leaves to the MILP only
 what it cannot finish."""
 
@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from quanta.policies import config_ilp as ci
+from quanta.policies import config_search as cs
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -148,7 +149,7 @@ def test_a_recorded_sia_round_that_needed_millions_of_nodes(monkeypatch):
     failed state's lower bound kept (not only the threshold it failed: reached again by a
     cheaper path, it is expanded again only where the bound allows), 8,970 states do."""
     calls = _counting_milp(monkeypatch)
-    monkeypatch.setattr(ci, "SEARCH_STATES", 10_000)
+    monkeypatch.setattr(cs, "SEARCH_STATES", 10_000)
     f = np.load(FIXTURES / "sia_round_3662.npz")
     got = ci.choose_configs(int(f["n_jobs"]), f["job"], f["gtype"], f["count"], f["cost"],
                             f["capacity"])
@@ -157,7 +158,7 @@ def test_a_recorded_sia_round_that_needed_millions_of_nodes(monkeypatch):
 
 def test_past_its_state_limit_the_milp_answers(monkeypatch):
     calls = _counting_milp(monkeypatch)
-    monkeypatch.setattr(ci, "SEARCH_STATES", 1)
+    monkeypatch.setattr(cs, "SEARCH_STATES", 1)
     f = np.load(FIXTURES / "sia_round_3662.npz")
     args = (int(f["n_jobs"]), f["job"], f["gtype"], f["count"], f["cost"], f["capacity"])
     assert ci.exact_optimum(f["job"], f["gtype"], f["count"], f["cost"], f["capacity"],
@@ -273,7 +274,7 @@ def test_unique_answers_only_a_clear_optimum(seed):
         z1, z2, best = _two_best(n_jobs, cj, ct, cn, cost, cap)
         price = np.full(len(cap), float(rng.choice([0.0, 0.05])))
         got = ci.exact_optimum(cj, ct, cn, cost, cap, np.zeros(len(cj)), price, unique=True)
-        clear = z2 - z1 > ci._window(z1) + 1e-12
+        clear = z2 - z1 > cs._window(z1) + 1e-12
         if got is None:
             assert not clear
         else:
@@ -318,7 +319,7 @@ def test_each_jobs_choices_are_sorted_the_same_whether_candidates_come_grouped_o
     cj = np.repeat(np.sort(rng.choice(500, len(per), replace=False)), per)
     val = rng.choice([-1.0, -0.5, 0.0, 0.25], len(cj)) if seed % 2 else rng.normal(size=len(cj))
     for order in (np.arange(len(cj)), rng.permutation(len(cj))):
-        ex, idx, bounds, low = ci._sorted_choices(cj[order], val[order])
+        ex, idx, bounds, low = cs._sorted_choices(cj[order], val[order])
         for j, job in enumerate(np.unique(cj)):
             mine = np.flatnonzero(cj[order] == job)
             best = min(0.0, float(val[order][mine].min()))

@@ -90,6 +90,13 @@ def test_every_job_is_admitted_when_capacity_allows_and_no_gpu_idles():
     assert dec.gpus.sum() == 4 and sorted(dec.gpus) == [0, 0, 2, 2]
 
 
+def _one_or_two_gpus_each(n: int, K: int):
+    """Candidates (job, GPU type, GPU count) of n jobs: 1 or 2 GPUs of each of K types."""
+    import numpy as np
+    return (np.repeat(np.arange(n), 2 * K), np.tile(np.repeat(np.arange(K), 2), n),
+            np.tile([1, 2], n * K))
+
+
 def test_configuration_programme_kept_between_rounds_gives_the_cold_answer():
     # Sia's and Pollux's programme kept in HiGHS (Warm) and re-solved from the last basis when
     # only the costs changed: the same choice as solving each round afresh
@@ -98,9 +105,7 @@ def test_configuration_programme_kept_between_rounds_gives_the_cold_answer():
     from quanta.policies.config_ilp import Warm, choose_configs
     rng = np.random.default_rng(4)
     n, K = 12, 3
-    cj = np.repeat(np.arange(n), 6)
-    ct = np.tile(np.repeat(np.arange(K), 2), n)
-    cn = np.tile([1, 2], n * K)
+    cj, ct, cn = _one_or_two_gpus_each(n, K)
     cap = np.array([5, 4, 6])
     warm = Warm()
     base = rng.uniform(-3.0, -0.1, len(cj))
@@ -351,9 +356,7 @@ def test_a_kept_programme_is_searched_first_with_its_last_prices(monkeypatch):
     monkeypatch.setattr(highs.LP, "resolve", counted)
     rng = np.random.default_rng(5)
     n, K = 14, 3
-    cj = np.repeat(np.arange(n), 6)
-    ct = np.tile(np.repeat(np.arange(K), 2), n)
-    cn = np.tile([1, 2], n * K)
+    cj, ct, cn = _one_or_two_gpus_each(n, K)
     cap = np.array([5, 4, 6])
     base = -rng.uniform(0.2, 2.0, len(cj)) * cn ** 0.6
     drift = rng.uniform(-1.0, 1.0, len(cj))
