@@ -75,6 +75,7 @@ from hypothesis import given, settings            # noqa: E402
 from hypothesis import strategies as st           # noqa: E402
 
 from quanta.model.cluster import Cluster, NodeSpec  # noqa: E402
+from quanta.perf import TableModel                  # noqa: E402
 
 
 @settings(max_examples=150, deadline=None)
@@ -136,3 +137,98 @@ def test_indexed_place_matches_the_scan(ops):
                 k = int(occ.node_free[node])
                 assert [(m >> occ._node_pos[node]) & 1 for m in lv] == \
                     [int(j == k) for j in range(len(lv))]
+
+
+def _same_state(a: Occupancy, b: Occupancy) -> None:
+    assert a.owner.tolist() == b.owner.tolist() and a.node_free.tolist() == b.node_free.tolist()
+    assert a.busy.tolist() == b.busy.tolist() and a._gfree == b._gfree and a._levels == b._levels
+    assert {r: g.tolist() for r, g in a.held.items()} == {r: g.tolist() for r, g in b.held.items()}
+    assert a._marks == b._marks
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["ones", "ones", "gang", "release", "down", "up"]),
+                          st.integers(0, 2), st.integers(0, 12), st.integers(0, 30)),
+                min_size=1, max_size=40))
+def test_one_gpu_claims_at_once_match_claims_one_by_one(ops):
+    """`claim_ones` on types of one-GPU nodes (two, interleaved, beside a type of 4-GPU nodes)
+    gives the GPUs, index, free counts and kept marks that `claim(row, type, 1)` gives row after
+    row, through releases (one and several at once), gangs and node failures; asked for more than
+    are free it changes nothing (where the claims one by one place as many as are free)."""
+    c = Cluster(tuple([NodeSpec(f"a{i}", "v100", 1) for i in range(5)] +
+                      [NodeSpec(f"b{i}", "k80", 4) for i in range(2)] +
+                      [NodeSpec(f"c{i}", "p100", 1) for i in range(4)] +
+                      [NodeSpec(f"a{i}", "v100", 1) for i in range(5, 9)]))
+    at_once, one_by_one = Occupancy(c), Occupancy(c)
+    assert [at_once.one_gpu_nodes(t) for t in range(3)] == [True, False, True]
+    row = 0
+    for op, t, n, x in ops:
+        if op == "ones" and t != 1:
+            rows = list(range(row, row + n))
+            row += n
+            each = at_once.claim_ones(rows, t)
+            singly = [one_by_one.claim(r, t, 1) for r in rows]
+            if each is None:
+                assert n > 0 and singly[-1] is None
+                for r, got in zip(rows, singly):          # undo what the twin placed
+                    if got is not None:
+                        one_by_one.release(r)
+            else:
+                assert [g.tolist() for g in each] == [g[0].tolist() for g in singly]
+                assert all(at_once.held[r] is g for r, g in zip(rows, each))
+        elif op == "gang":
+            for occ in (at_once, one_by_one):
+                occ.claim(row, t, n % 4 + 1)
+            row += 1
+        elif op == "release" and at_once.held:
+            rows = sorted(at_once.held)[x % len(at_once.held):][:1 + x % 4]
+            for occ in (at_once, one_by_one):
+                occ.release_all(rows)
+        elif op in ("down", "up"):
+            node = x % len(c.nodes)
+            for occ in (at_once, one_by_one):
+                if op == "down" and occ.node_up[node]:
+                    for r in occ.node_down(node):
+                        occ.release(r)
+                elif op == "up" and not occ.node_up[node]:
+                    occ.node_up_again(node)
+        _same_state(at_once, one_by_one)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 3), st.integers(-1, 1)), min_size=2, max_size=14),
+       st.randoms(use_true_random=False))
+def test_one_gpu_jobs_on_one_gpu_nodes_placed_as_one_by_one(wants, rnd):
+    """The mechanism's GPU-only path claims one-GPU jobs of one-GPU-node types together: its
+    transitions and occupancy equal the general walk's (forced here by asking, for a job that
+    gets nothing, to be consolidated), from random holdings to random targets."""
+    c = Cluster(tuple([NodeSpec(f"v{i}", "v100", 1) for i in range(6)] +
+                      [NodeSpec(f"k{i}", "k80", 2) for i in range(2)] +
+                      [NodeSpec(f"p{i}", "p100", 1) for i in range(5)]))
+    sizes = [g for g, _t in wants] + [1]                  # the last job never gets GPUs
+    running, left = {}, {0: 6, 1: 4, 2: 5}
+    for i, g in enumerate(sizes[:-1]):
+        t = rnd.randrange(3)
+        if rnd.random() < 0.5 and left[t] >= g:
+            running[i] = (t, g)
+            left[t] -= g
+    snap, table = snapshot(jobs(*sizes), c, TableModel(), running=running)
+    room = {0: 6, 1: 4, 2: 5}
+    gpus, gtype = np.zeros(len(sizes), np.int64), np.full(len(sizes), -1, np.int64)
+    for i, (g, t) in enumerate(wants):
+        t = rnd.randrange(3) if t >= 0 else -1
+        if t >= 0 and room[t] >= g:
+            gpus[i], gtype[i] = g, t
+            room[t] -= g
+    order = np.array(rnd.sample(range(len(sizes)), len(sizes)))
+    out = []
+    for consolidate in (set(), {len(sizes) - 1}):
+        occ = Occupancy(c)
+        for r, g in table.placement.items():
+            occ.assign(r, g)
+        dec = Decision(gpus.copy(), gtype.copy(), order=order)
+        dec.consolidate = consolidate
+        trs = apply(snap, dec, occ)
+        out.append(([(t.row, t.kind, t.gpu_type, t.gpus.tolist(), t.nodes, t.consolidated)
+                     for t in trs], occ.owner.tolist(), occ._levels, occ._gfree))
+    assert out[0] == out[1]

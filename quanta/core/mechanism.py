@@ -146,14 +146,7 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
     if not (sharing or extras or mixed or exact or keep_gpus or dec.consolidate):
         # GPUs only, none shared, kept or asked for exactly: each gang placed and assigned where
         # the free-GPU index puts it (the general walk below, minus its tests)
-        for r, drow, t, g, was in cols:
-            got = occ.claim(drow, t, g)
-            if got is None:
-                continue       # cannot happen after the capacity check; left pending if it does
-            gpus, nodes = got
-            placed.add(r)
-            out.append(Transition(drow, _kind(was, g), t, gpus, nodes,
-                                  nodes <= cluster.min_nodes(t, g)))
+        out = _claim_all(list(cols), occ, cluster, placed)
         cols = ()
     for r, drow, t, g, was in cols:
         guest = sharing and bool(want_guest[r])
@@ -239,6 +232,40 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
                               float(tgt_cpu[r]) if extras else 0.0,
                               float(tgt_mem[r]) if extras else 0.0,
                               net_gbps=float(tgt_net[r]) if extras else 0.0))
+    return out
+
+
+def _claim_all(cols: list[tuple[int, int, int, int, int]], occ: Occupancy, cluster,
+               placed: set[int]) -> list[Transition]:
+    """Each (row, driver row, type, GPUs, GPUs held) gang claimed in order where the free-GPU
+    index puts it, and its transition. One-GPU jobs come last (biggest gang first); those of a
+    type whose nodes hold one GPU each are claimed together (`Occupancy.claim_ones`: the same
+    GPUs)."""
+    ones = len(cols)
+    while ones and cols[ones - 1][3] == 1:
+        ones -= 1
+    got: list = [None] * len(cols)
+    for i, (_r, drow, t, g, _was) in enumerate(cols[:ones]):
+        got[i] = occ.claim(drow, t, g)
+    by_type: dict[int, list[int]] = {}
+    for i in range(ones, len(cols)):
+        by_type.setdefault(cols[i][2], []).append(i)
+    for t, at in by_type.items():
+        each = occ.claim_ones([cols[i][1] for i in at], t) if occ.one_gpu_nodes(t) else None
+        if each is None:           # other nodes (or too few free: cannot happen after the
+            for i in at:           # capacity check): one by one, as claimed
+                got[i] = occ.claim(cols[i][1], t, 1)
+            continue
+        for i, one in zip(at, each):
+            got[i] = (one, 1)
+    out = []
+    for (r, drow, t, g, was), placement in zip(cols, got):
+        if placement is None:
+            continue           # cannot happen after the capacity check; left pending if it does
+        gpus, nodes = placement
+        placed.add(r)
+        out.append(Transition(drow, _kind(was, g), t, gpus, nodes,
+                              nodes <= cluster.min_nodes(t, g)))
     return out
 
 

@@ -149,6 +149,41 @@ class Occupancy:
         self._marks[row] = marks         # what `release` gives back to the index
         return gpus, nodes
 
+    def one_gpu_nodes(self, type_idx: int) -> bool:
+        """Whether every node of the type holds one GPU (`claim_ones` places its jobs)."""
+        return self._type_size[type_idx] == 1
+
+    def claim_ones(self, rows: list[int], type_idx: int) -> list[np.ndarray] | None:
+        """`claim(row, type_idx, 1)` for each of `rows` in turn, at once, on a type whose nodes
+        hold one GPU each (`one_gpu_nodes`): the free nodes of lowest position, in order, as
+        those claims pick them. Returns each row's GPUs (one id), or None (nothing changes) if
+        fewer are free."""
+        levels = self._levels[type_idx]
+        free, k = levels[1], len(rows)
+        if free.bit_count() < k:
+            return None
+        nodes, first = self._type_nodes_l[type_idx], self._first_l
+        taken = 0
+        got: list[int] = []
+        for _ in range(k):
+            b = free & -free
+            free ^= b
+            taken |= b
+            got.append(nodes[b.bit_length() - 1])
+        levels[1] = free
+        levels[0] |= taken
+        gfree, held, marks = self._gfree, self.held, self._marks
+        gpus = np.array([first[node] for node in got], dtype=np.int64)
+        self.owner[gpus] = rows
+        self.node_free[got] = 0
+        self.busy[type_idx] += k
+        each = list(gpus.reshape(k, 1))
+        for row, node, one in zip(rows, got, each):
+            gfree[node] = 0
+            held[row] = one
+            marks[row] = [(node, 1)]
+        return each
+
     def _place_scan(self, type_idx: int, n: int, cpus_per_gpu: float = 0.0,
                     mem_per_gpu: float = 0.0, net_per_gpu: float = 0.0
                     ) -> tuple[np.ndarray, int] | None:

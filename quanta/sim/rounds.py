@@ -162,9 +162,11 @@ class ReferenceRounds:
             self.fail_count[r] += 1
             if self.fail_count.item(r) >= rule.drop_after:
                 drop.append(r)
-        for r in held[~failed].tolist():
-            self.fail_count[r] = 0
-            rate = self.stalled.pop(r, None)
-            if rate is not None and t.rate.item(r) == 0.0:   # kept its GPUs: runs at its rate again
-                self._set_rate(r, rate, now, version, push)
+        ran = held[~failed]
+        self.fail_count[ran] = 0
+        if self.stalled:
+            for r in ran.tolist():
+                rate = self.stalled.pop(r, None)
+                if rate is not None and t.rate.item(r) == 0.0:   # kept its GPUs: runs again
+                    self._set_rate(r, rate, now, version, push)
         return drop

@@ -100,27 +100,35 @@ class GavelClock:
     recorded as ending when the pair does, with the later of its two leases (scheduler.py:
     1296-1316, both jobs' latest timestamp the pair's finish time). A job's rate on an allocation
     (GPU type, count, partner: placement does not matter here, W5) is kept for the run once
-    asked."""
+    asked (a job alone on the GPUs it asked for: by row and type in an array)."""
 
     def __init__(self) -> None:
         self.table = None
         self.rates: dict[tuple[int, int, int, int], float] = {}
+        self.alone = np.empty((0, 0))          # [row, type]: rate alone on its asked GPUs, or NaN
         self.ends: dict[int, float] = {}       # row -> when its lease of this round ends
 
     def length(self, table, rows: np.ndarray, now: float) -> float:
         if table is not self.table:            # another run
             self.table, self.rates = table, {}
-        perf, types, specs = table.perf, table.cluster.types, table.specs
-        T = np.empty(len(rows))
-        for i, key in enumerate(zip(rows.tolist(), table.gtype[rows].tolist(),
-                                    table.gpus[rows].tolist(), table.partner[rows].tolist())):
-            r, g, n, p = key
-            rate = self.rates.get(key)
-            if rate is None:
-                rate = self.rates[key] = float(
-                    perf.unrounded_shared_rate(specs[r], specs[p], types[g], n, mode="pack")
-                    if p >= 0 else perf.rate(specs[r], types[g], n))
-            T[i] = rate
+            self.alone = np.full((len(table.total), len(table.cluster.types)), np.nan)
+        g, n, p = table.gtype[rows], table.gpus[rows], table.partner[rows]
+        T = self.alone[rows, g]
+        odd = (p >= 0) | (n != table.req[rows])
+        unknown = np.flatnonzero(odd | np.isnan(T)).tolist()
+        if unknown:
+            perf, types, specs = table.perf, table.cluster.types, table.specs
+            for i, key in zip(unknown, zip(rows[unknown].tolist(), g[unknown].tolist(),
+                                           n[unknown].tolist(), p[unknown].tolist())):
+                r, k, m, q = key
+                rate = self.rates.get(key)
+                if rate is None:
+                    rate = self.rates[key] = float(
+                        perf.unrounded_shared_rate(specs[r], specs[q], types[k], m, mode="pack")
+                        if q >= 0 else perf.rate(specs[r], types[k], m))
+                    if not odd[i]:
+                        self.alone[r, k] = rate
+                T[i] = rate
         left = np.rint(table.total[rows] - table.progress(rows, now))
         lease = np.minimum(np.floor(ROUND_S * T), left) / T
         self.ends = dict(zip(rows.tolist(), (now + lease).tolist()))
