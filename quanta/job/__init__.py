@@ -46,6 +46,7 @@ from typing import Any, Iterator
 
 KEEP_CHECKPOINTS = 2
 EXIT_CORRUPT = 3          # exit status of a job whose checkpoints are all unusable
+RELEASE_S = 0.2           # at exit, the GIL left to gloo's threads first (_destroy_process_group)
 CHECKPOINT_ERROR = "checkpoint-error.json"   # in the job folder: why no checkpoint was usable
 _CKPT_NAME = re.compile(r"step-(\d{9,})\.pt")
 
@@ -145,8 +146,18 @@ def _to_cpu(obj: Any) -> Any:
 
 
 def _destroy_process_group() -> None:
+    """The process group torn down at exit, while the interpreter still runs. A gloo worker
+    thread drops its reference to each collective's work after the collective completes, and
+    the work's thread-local state holds a Python object: the last reference dropped there needs
+    the GIL. If the main thread has gone on into the interpreter's finalisation by then, the
+    worker is made to exit while destroying it and the rank aborts (SIGABRT, "terminate called
+    without an active exception", after its last checkpoint: 6 of 82 runs of a two-rank CPU
+    job here; gdb on the core: ProcessGroupGloo::runLoop -> ~AsyncWork -> gil_scoped_acquire ->
+    PyThread_exit_thread -> std::terminate). So the main thread first sleeps (the GIL free) for
+    a moment: 0 of 60 runs abort (tests/test_job_sdk.py)."""
     import torch.distributed as dist
     if dist.is_available() and dist.is_initialized():
+        time.sleep(RELEASE_S)
         dist.destroy_process_group()
 
 
@@ -212,9 +223,8 @@ class Job:
         else:
             dist.init_process_group("gloo", rank=a.rank, world_size=a.world_size)
         # a clean exit tears the group down before the interpreter does: else ProcessGroupNCCL
-        # warns of a leak, and gloo's threads, destroyed during interpreter shutdown, can abort a
-        # rank that finished its work (seen once in CI: "terminate called without an active
-        # exception", SIGABRT, after the job's last checkpoint)
+        # warns of a leak, and gloo's threads can abort a rank that finished its work
+        # (_destroy_process_group)
         atexit.register(_destroy_process_group)
         self._dist = True
 
