@@ -10,12 +10,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import time
 from functools import lru_cache
+from operator import itemgetter
 from pathlib import Path
 
 import quanta
-from quanta.statmemo import settled, write_whole
+from quanta.statmemo import kept
 
 
 # parts of the package no simulation runs (the real runtime, the service, the job SDK, the CLI)
@@ -34,24 +34,20 @@ def code_version() -> str:
     so)."""
     root = Path(quanta.__file__).resolve().parent
     files = _simulation_files(str(root))
-    now = time.time_ns()
-    stamp = hashlib.sha256(repr([(rel, st.st_size, st.st_mtime_ns)
-                                 for rel, st in files]).encode()).hexdigest()
-    memo = root / "__pycache__" / "quanta-code-version.json"
-    try:
-        kept = json.loads(memo.read_text())
-        if kept["stamp"] == stamp and kept["version"].startswith(quanta.__version__ + "+"):
-            return kept["version"]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        pass
-    h = hashlib.sha256()
-    for rel, _st in files:
-        h.update(rel.encode() + b"\0")
-        h.update(hashlib.sha256((root / rel).read_bytes()).digest())
-    version = f"{quanta.__version__}+{h.hexdigest()[:12]}"
-    if settled((st for _rel, st in files), now):     # (a read-only install: hashed every time)
-        write_whole(memo, json.dumps({"stamp": stamp, "version": version}).encode())
-    return version
+    stamp = hashlib.sha256(repr([quanta.__version__] + [(rel, st.st_size, st.st_mtime_ns)
+                                                        for rel, st in files]).encode()).hexdigest()
+
+    def version() -> str:
+        h = hashlib.sha256()
+        for rel, _st in files:
+            h.update(rel.encode() + b"\0")
+            h.update(hashlib.sha256((root / rel).read_bytes()).digest())
+        return f"{quanta.__version__}+{h.hexdigest()[:12]}"
+    # (a read-only install: hashed every time)
+    return kept(root / "__pycache__" / "quanta-code-version.json", stamp,
+                (st for _rel, st in files), version,
+                lambda stamp, v: json.dumps({"stamp": stamp, "version": v}).encode(),
+                lambda data: itemgetter("stamp", "version")(json.loads(data)))
 
 
 def _simulation_files(root: str) -> list[tuple[str, os.stat_result]]:

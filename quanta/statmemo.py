@@ -41,6 +41,26 @@ def write_whole(path: Path, data: bytes) -> None:
         pass
 
 
+def kept(memo: Path, stamp: object, stats: Iterable[os.stat_result], build: Callable[[], T],
+         encode: Callable[[object, T], bytes] = lambda stamp, value: marshal.dumps((stamp, value)),
+         decode: Callable[[bytes], tuple[object, T]] = marshal.loads) -> T:
+    """`build()`, kept in the file `memo` with `stamp` (what the files' stats say of them) and
+    read back while the stamp is the same; not kept while a file of `stats` is younger than
+    SETTLE_NS, and built again where the memo is missing or unreadable. `encode` / `decode`:
+    the memo's format (default: (stamp, value) with marshal)."""
+    now = time.time_ns()
+    try:
+        kept_stamp, value = decode(memo.read_bytes())
+        if kept_stamp == stamp:
+            return value
+    except (OSError, ValueError, EOFError, TypeError, KeyError, AttributeError):
+        pass
+    value = build()
+    if settled(stats, now):
+        write_whole(memo, encode(stamp, value))
+    return value
+
+
 def derived(sources: list[Path], name: str, build: Callable[[], T]) -> T:
     """`build()`, a value of the `sources` (plain data: dicts, lists, tuples, numbers, strings),
     kept with marshal in `<first source's folder>/__pycache__/<name>.<python tag>.marshal` and
@@ -49,13 +69,4 @@ def derived(sources: list[Path], name: str, build: Callable[[], T]) -> T:
     stats = [p.stat() for p in sources]
     stamp = tuple((str(p), st.st_size, st.st_mtime_ns) for p, st in zip(sources, stats))
     memo = sources[0].parent / "__pycache__" / f"{name}.{sys.implementation.cache_tag}.marshal"
-    try:
-        kept_stamp, value = marshal.loads(memo.read_bytes())
-        if kept_stamp == stamp:
-            return value
-    except (OSError, ValueError, EOFError, TypeError):
-        pass
-    value = build()
-    if settled(stats):
-        write_whole(memo, marshal.dumps((stamp, value)))
-    return value
+    return kept(memo, stamp, stats, build)
