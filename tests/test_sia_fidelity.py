@@ -1,6 +1,7 @@
 """Sia's simulator semantics in the `sia-sim` world and Quanta's Sia (bench/anchors/sia.md)."""
 
 import numpy as np
+import pytest
 
 from quanta.perf.base import ADAPTIVE_BATCH
 from quanta.perf.catalog_model import CatalogModel
@@ -260,3 +261,43 @@ def test_seed_agreement_can_judge_a_replay_against_the_runs_recorded_since(tmp_p
     assert f"reference  1.00 ({len(now):2d} runs)  replay  1.20 ( 2 runs)" in pooled
     judged = next(x for x in run.stdout.splitlines() if "recorded now" in x)
     assert judged.startswith(w) and "avg   +0.0%" in judged
+
+
+def test_a_free_move_keeps_the_restore_under_way(perf):
+    """Sia's simulator's `reallocate` (job.py:524-542) leaves `rescale_time` alone when the GPUs
+    per node do not change: a job moved that way while restoring a checkpoint still has the rest
+    of its restore to do, and the move is no restart (`num_restarts` unchanged). A 2-GPU job starts
+    with a 100 s restore on node 0 and is moved to node 1 one 10 s round later: it progresses
+    from 100 s after its start, not from the move."""
+    from quanta.core.decision import Decision
+    from quanta.model import JobSpec
+    from quanta.policies.base import Policy
+    from quanta.sim import Simulator
+    from quanta.sim.engine import RestartCost
+
+    from conftest import homogeneous
+
+    class MoveOnce(Policy):
+        name = "move-once"
+        interval = 10.0
+        calls = 0
+
+        def decide(self, snap):
+            dec = Decision.empty(snap)
+            if len(snap.jobs):
+                self.calls += 1
+                dec.gpus[0], dec.gpu_type[0] = 2, 0
+                dec.exact[0] = np.array([0, 1] if self.calls == 1 else [2, 3])
+            return dec
+
+    job = JobSpec("j", 0.0, 2, "", total_steps=1000.0, duration_s=1000.0)
+    for free, moved_at_cost, restarts in ((True, 0.0, 1), (False, 10.0, 2)):
+        res = Simulator([job], homogeneous(2, 2), MoveOnce(), perf, record_events=True,
+                        restart=RestartCost(100.0, first_start_as_restart=True,
+                                            same_shape_free=free)).run()
+        start, move = [e[0] for e in res.event_log if e[2] in ("start", "migrate")]
+        assert move == start + 10.0
+        # free: the restore begun at the start goes on; not free: a whole restore from the move
+        assert res.table.end[0] == pytest.approx(start + moved_at_cost + 100.0
+                                                 + 1000.0 / perf.rate(job, "v100", 2))
+        assert res.table.restarts[0] == restarts      # the free move is no restart of its own

@@ -173,7 +173,8 @@ class JobTable:
                           count: np.ndarray | None = None, plan: list | None = None,
                           cpus: np.ndarray | None = None, mem_gb: np.ndarray | None = None,
                           fork: np.ndarray | None = None, mixed: bool = True,
-                          net_gbps: np.ndarray | None = None, copies: list | None = None) -> None:
+                          net_gbps: np.ndarray | None = None, copies: list | None = None,
+                          goes_on: np.ndarray | None = None) -> None:
         """Bookkeeping of one decision's transitions at once (rows are distinct).
 
         kind: KIND_CODES values; a job that gets GPUs progresses at `rate` after `delay` seconds;
@@ -183,6 +184,8 @@ class JobTable:
         allocation: `gtype` is one of its types, `mix` keeps GPUs per type and `fork` the seconds
         between its copies' model averagings (default 0: synchronous workers). `mixed=False`
         promises that no transition spans several types (the simulator knows; skips the check).
+        `goes_on` (bool per row): the delay is what is left of a restore already under way, not a
+        new restart (not counted in `restarts`).
         """
         if count is None:
             count = np.fromiter((len(g) for g in gpus), dtype=np.int64, count=len(gpus))
@@ -206,7 +209,8 @@ class JobTable:
         fresh = r_on[np.isnan(self.first_start[r_on])]
         if fresh.size:
             self.first_start[fresh] = now
-        self.restarts[r_on[delay[on] > 0]] += 1
+        paid = delay > 0 if goes_on is None else (delay > 0) & ~goes_on
+        self.restarts[rows[on & paid]] += 1
         self.types_used[r_on] |= np.left_shift(1, gtype[on])
         self.state[rows] = PENDING
         self.state[r_on] = RUNNING

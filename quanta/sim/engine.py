@@ -189,14 +189,19 @@ class Simulator(ReferenceRounds):
             raise PolicyError(f"{self.policy.label()} put job {t.specs[rows_l[i]].job_id} on "
                               f"{count[i]} {self.cluster.types[types_l[i]]} GPUs, where it cannot run")
         resumed = (kind != KIND_CODES["start"]) | ~np.isnan(t.first_start[rows])
+        goes_on = None          # transitions that keep what is left of a restore under way
         first = self.restart_s[rows] if self.restart.first_start_as_restart else self.restart.first_start_s
         delay = np.where(on, np.where(resumed, self.restart_s[rows], first), 0.0)
         if self.restart.same_shape_free:
             held = [t.placement.get(r, ()) for r in rows_l]
             free = same_shape_moves(self.cluster, kind, gtype, t.gtype[rows], held, gpus_l)
-            delay = np.where(free, 0.0, delay)
+            # free, but a restore under way goes on (job.py:524-542 leaves rescale_time alone)
+            goes_on = free
         if Kind.RESHARE in kinds_l:   # a job restoring keeps its remaining restore time; others: none
-            delay = np.where(kind == KIND_CODES["reshare"], np.maximum(t.t0[rows] - now, 0.0), delay)
+            reshare = kind == KIND_CODES["reshare"]
+            goes_on = reshare if goes_on is None else goes_on | reshare
+        if goes_on is not None:
+            delay = np.where(goes_on, np.maximum(t.t0[rows] - now, 0.0), delay)
         more = {"plan": list(plans_l), "cpus": np.array(cpus_l, dtype=float),
                 "mem_gb": np.array(mem_l, dtype=float),
                 "net_gbps": np.array(net_l, dtype=float)} if extras else {}
@@ -208,10 +213,10 @@ class Simulator(ReferenceRounds):
         if shared:
             mode = np.array([SHARE_MODES[m] for m in mode_l], dtype=np.int8)
             t.apply_transitions(now, rows, kind, gtype, list(gpus_l), rate, delay, partner, mode,
-                                np.array(guest_l, dtype=bool), cons, count, **more)
+                                np.array(guest_l, dtype=bool), cons, count, goes_on=goes_on, **more)
         else:                              # nobody shares: the defaults say so
             t.apply_transitions(now, rows, kind, gtype, list(gpus_l), rate, delay, consolidated=cons,
-                                count=count, **more)
+                                count=count, goes_on=goes_on, **more)
         if self.event_log is not None:
             self.event_log.extend((now, r, k.value, ty, int(c), nd, m) for r, k, ty, c, nd, m in
                                   zip(rows_l, kinds_l, types_l, count.tolist(), nodes_l, mode_l))
@@ -332,7 +337,8 @@ class Simulator(ReferenceRounds):
                                 np.array([g]), [gpus], np.array([rate]),
                                 np.array([max(t.t0[m] - now, 0.0)]), np.array([p]),
                                 np.array([SHARE_MODES[mode]], dtype=np.int8),
-                                np.array([bool(t.is_guest[m])]), np.array([cons]), **more)
+                                np.array([bool(t.is_guest[m])]), np.array([cons]),
+                                goes_on=np.array([True]), **more)
             version[m] += 1
             self._push_next(np.array([m]), version, push)
 
@@ -353,7 +359,7 @@ class Simulator(ReferenceRounds):
                 "net_gbps": np.array([net])} if t.extras_seen else {}
         t.apply_transitions(now, np.array([row]), np.array([KIND_CODES["reshare"]]), np.array([g]),
                             [gpus], np.array([rate]), np.array([max(t.t0[row] - now, 0.0)]),
-                            consolidated=np.array([cons]), **more)
+                            consolidated=np.array([cons]), goes_on=np.array([True]), **more)
         if self.phased:
             self.alloc_args[row] = (g, len(gpus), self.occ.nodes_of(gpus), cons, -1, "", plan, cpus,
                                     mem, None, None, None, net)
