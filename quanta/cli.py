@@ -349,13 +349,18 @@ def _print_spread(rows: list[dict]) -> None:
     if not rows:
         return
     table = rich_table("reference runs vs replay seeds (hours: mean ± standard deviation over "
-                       "runs; difference of the means, 95% interval)")
-    for col in ("workload", "measure", "reference", "replay", "diff", "95% interval"):
+                       "runs; difference of the means, 95% and 90% intervals; verdict against "
+                       "the target)")
+    for col in ("workload", "measure", "reference", "replay", "diff", "95% interval",
+                "90% interval", "verdict"):
         table.add_column(col, overflow="fold", justify="left" if col in ("workload", "measure")
                          else "right")
 
     def side(mean: float, sd: float, n: int) -> str:
         return f"{mean / 3600:.2f}" + ("" if math.isnan(sd) else f" ± {sd / 3600:.2f}") + f" ({n})"
+
+    def interval(lo: float, hi: float) -> str:
+        return "-" if math.isnan(lo) else f"{100 * lo:+.1f}..{100 * hi:+.1f}%"
     for r in rows:
         sp = r["spread"]
         for i, (what, c) in enumerate([("average JCT", sp["avg_jct"]),
@@ -364,12 +369,16 @@ def _print_spread(rows: list[dict]) -> None:
             table.add_row(r["workload"] if i == 0 else "", what,
                           side(c["ref_mean"], c["ref_sd"], c["ref_n"]),
                           side(c["replay_mean"], c["replay_sd"], c["replay_n"]),
-                          f"{c['diff']:+.1%}",
-                          "-" if math.isnan(c["lo"]) else f"{c['lo']:+.1%} .. {c['hi']:+.1%}")
+                          f"{c['diff']:+.1%}", interval(c["lo"], c["hi"]),
+                          interval(c["lo90"], c["hi90"]),
+                          f"{c['verdict']} ±{c['target']:.0%}" if "verdict" in c else "-")
     console().print(table)
     console().print(rich_text("(N): runs; the reference's runs differ by --seed only (its search "
                               "draws from it); the replay's are seeds 0..N-1 under the replay "
-                              "profile", "dim"))
+                              "profile. verdict: within = the 90% interval inside the target "
+                              "(equivalent, two one-sided tests at 5%); differs = the 95% "
+                              "interval leaves out 0; outside = beyond the target; undecided = "
+                              "more runs needed", "dim"))
 
 
 @app.command()

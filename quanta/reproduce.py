@@ -257,29 +257,56 @@ def _mean_side(sides: list[dict]) -> dict:
             "world": sides[0]["world"]}
 
 
-def _two_samples(ref: list[float], rep: list[float]) -> dict:
+# The issue's targets for Sia, Pollux and Sia's Gavel baseline (relative to the reference): the
+# average JCT and the makespan within 10%, each application's average within 15%
+TARGETS = {"avg_jct": 0.10, "makespan": 0.10, "by_app": 0.15}
+
+
+def _two_samples(ref: list[float], rep: list[float], target: float | None = None) -> dict:
     """The replay's mean against the reference's, as two samples of runs with different seeds:
     means, standard deviations (ddof 1; NaN for one run), the relative difference of the means
-    and its 95% interval (Welch's t; NaN unless both sides have two runs or more), and each
-    side's runs."""
+    and its 95% and 90% intervals (Welch's t; NaN unless both sides have two runs or more), each
+    side's runs and, given a `target` (relative), a verdict on the means (`verdict`)."""
     a, b = np.asarray(ref, dtype=float), np.asarray(rep, dtype=float)
     ma, mb = float(a.mean()), float(b.mean())
     sa = float(a.std(ddof=1)) if len(a) > 1 else float("nan")
     sb = float(b.std(ddof=1)) if len(b) > 1 else float("nan")
-    lo = hi = float("nan")
+    lo = hi = lo90 = hi90 = float("nan")
     if len(a) > 1 and len(b) > 1 and not (sa or sb):       # no spread on either side
-        lo = hi = (mb - ma) / ma
+        lo = hi = lo90 = hi90 = (mb - ma) / ma
     elif len(a) > 1 and len(b) > 1:
         import warnings
 
         from scipy.stats import ttest_ind
         with warnings.catch_warnings():   # a side whose runs are all equal is exact, not lossy
             warnings.simplefilter("ignore", RuntimeWarning)
-            ci = ttest_ind(b, a, equal_var=False).confidence_interval(0.95)
+            t = ttest_ind(b, a, equal_var=False)
+            ci, ci90 = t.confidence_interval(0.95), t.confidence_interval(0.90)
         lo, hi = float(ci.low) / ma, float(ci.high) / ma
-    return {"ref_mean": ma, "ref_sd": sa, "ref_n": len(a), "replay_mean": mb, "replay_sd": sb,
-            "replay_n": len(b), "diff": mb / ma - 1, "lo": lo, "hi": hi,
-            "ref_runs": a.tolist(), "replay_runs": b.tolist()}
+        lo90, hi90 = float(ci90.low) / ma, float(ci90.high) / ma
+    out = {"ref_mean": ma, "ref_sd": sa, "ref_n": len(a), "replay_mean": mb, "replay_sd": sb,
+           "replay_n": len(b), "diff": mb / ma - 1, "lo": lo, "hi": hi, "lo90": lo90,
+           "hi90": hi90, "ref_runs": a.tolist(), "replay_runs": b.tolist()}
+    if target is not None:
+        out["target"] = target
+        out["verdict"] = verdict(out, target)
+    return out
+
+
+def verdict(c: dict, target: float) -> str:
+    """What two samples of runs say of the means against a relative `target`: "within" where the
+    90% interval of the difference lies inside +-target (two one-sided tests at 5%: equivalent
+    within the target), "differs" where the 95% interval leaves out 0, "outside" where both (a
+    difference beyond the target shown), else "undecided" (more runs needed); "-" without an
+    interval. Where the reference draws (Pollux's search), this is the per-run target restated
+    for distributions of runs."""
+    if np.isnan(c["lo90"]):
+        return "-"
+    if -target < c["lo90"] and c["hi90"] < target:
+        return "within"
+    if c["lo"] > 0 or c["hi"] < 0:
+        return "outside" if c["lo"] > target or c["hi"] < -target else "differs"
+    return "undecided"
 
 
 def seed_spread(rows: list[dict], workloads: dict[tuple[str, str], Reference], adapter: Adapter,
@@ -287,7 +314,8 @@ def seed_spread(rows: list[dict], workloads: dict[tuple[str, str], Reference], a
     """Per workload and policy (its runs told apart by seed only): the replay with seeds 0..n-1
     (the runs already replayed with one of those seeds reused; `workloads`: a recorded run of each
     (workload, policy), for its trace, cluster and policy) against every recorded reference
-    run, as two samples (`_two_samples`) of average JCT, makespan and each application's average.
+    run, as two samples (`_two_samples`) of average JCT, makespan and each application's average,
+    each with its verdict against the issue's target (`TARGETS`, `verdict`).
     Where the reference's search is a draw (Pollux's unseeded genetic algorithm), one run against
     one run compares two draws, and a mean of two or three reference runs is itself uncertain:
     this says by how much. One row per group, variant "K reference / N replay seeds", its
@@ -306,11 +334,13 @@ def seed_spread(rows: list[dict], workloads: dict[tuple[str, str], Reference], a
         apps = sorted(set.intersection(*(set(r["ref_by_app"]) for r in runs),
                                        *(set(p["by_app"]) for p in reps)))
         spread = {"avg_jct": _two_samples([r["ref_avg_jct_s"] for r in runs],
-                                          [p["avg_jct_matched_s"] for p in reps]),
+                                          [p["avg_jct_matched_s"] for p in reps],
+                                          TARGETS["avg_jct"]),
                   "makespan": _two_samples([r["ref_makespan_s"] for r in runs],
-                                           [p["makespan_s"] for p in reps]),
+                                           [p["makespan_s"] for p in reps], TARGETS["makespan"]),
                   "by_app": {a: _two_samples([r["ref_by_app"][a] for r in runs],
-                                             [p["by_app"][a] for p in reps]) for a in apps}}
+                                             [p["by_app"][a] for p in reps], TARGETS["by_app"])
+                             for a in apps}}
         out.append({"workload": workload, "policy": policy,
                     "variant": f"{len(runs)} reference / {n} replay seeds", "seeds": len(runs),
                     "quanta_policy": runs[0]["quanta_policy"], "jobs": runs[0]["jobs"],

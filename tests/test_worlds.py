@@ -445,3 +445,48 @@ def test_readme_reproduce_and_worlds_commands_run_verbatim(cmd):
     expect = {"quanta worlds": "tiresias-sim", "quanta reproduce tiresias": "dlas-gpu_count",
               "quanta reproduce sia --workload sia_philly_workload-1_first30": "sia_philly"}[cmd]
     assert expect in run.stdout
+
+
+def test_two_samples_give_a_verdict_against_the_target():
+    """`--replay-seeds` judges the means against the issue's target as two one-sided tests would:
+    within where the 90% interval of the difference lies inside +-target (a difference shown but
+    smaller than the target is within), differs where the 95% interval leaves out 0 (outside
+    where that is beyond the target too), else undecided."""
+    from scipy.stats import ttest_ind
+
+    from quanta.reproduce import _two_samples, verdict
+    ref = [100.0, 101.0, 99.0, 100.5, 99.5]
+    close = _two_samples(ref, [100.2, 99.8, 100.9, 99.4, 100.1, 100.3], 0.10)
+    assert close["verdict"] == "within" and -0.10 < close["lo90"] < close["hi90"] < 0.10
+    assert close["lo"] < close["lo90"] < close["hi90"] < close["hi"]   # 90% inside 95%
+    t = ttest_ind([100.2, 99.8, 100.9, 99.4, 100.1, 100.3], ref, equal_var=False)
+    assert close["lo90"] == pytest.approx(t.confidence_interval(0.90).low / np.mean(ref))
+    assert _two_samples(ref, [130.0, 131.0, 129.0], 0.10)["verdict"] == "outside"
+    assert _two_samples(ref, [104.0, 105.0, 104.5, 103.5], 0.03)["verdict"] == "outside"
+    assert _two_samples(ref, [104.0, 105.0, 104.5, 103.5], 0.10)["verdict"] == "within"
+    assert _two_samples(ref, [108.0, 109.0, 108.5, 107.5], 0.10)["verdict"] == "within"  # +8.5%
+    assert _two_samples(ref, [106.0, 114.0, 110.0, 108.0, 112.0], 0.10)["verdict"] == "differs"
+    wide = _two_samples([80.0, 120.0, 100.0], [70.0, 140.0, 95.0], 0.10)
+    assert wide["verdict"] == "undecided"
+    assert _two_samples([100.0], [90.0, 110.0], 0.10)["verdict"] == "-"   # no interval
+    assert "verdict" not in _two_samples(ref, ref)                        # no target given
+    assert verdict({"lo": -0.2, "hi": 0.2, "lo90": -0.05, "hi90": 0.05}, 0.10) == "within"
+
+
+def test_the_spread_table_prints_both_intervals_and_the_verdict(capsys):
+    """What `quanta reproduce ... --replay-seeds N` prints under the per-run tables: each
+    measure's two intervals and its verdict with the target it was judged against."""
+    from quanta.cli import _print_spread
+    from quanta.reproduce import TARGETS, _two_samples
+    ref, close, far = [3600.0, 3636.0, 3564.0], [3610.0, 3590.0, 3620.0, 3600.0], [5000.0, 5050.0]
+    spread = {"avg_jct": _two_samples(ref, close, TARGETS["avg_jct"]),
+              "makespan": _two_samples(ref, [3000.0, 4300.0], TARGETS["makespan"]),
+              "by_app": {"cifar10": _two_samples(ref, far, TARGETS["by_app"])}}
+    _print_spread([{"workload": "w", "spread": spread}])
+    out = capsys.readouterr().out
+    assert "90% interval" in out and "verdict" in out
+    lines = {ln.split()[0] if ln.split()[0] != "w" else ln.split()[1]: ln
+             for ln in out.splitlines() if ln.strip()}
+    assert "within ±10%" in lines["average"] and "-1.4..+1.7%" in lines["average"]
+    assert "undecided ±10%" in lines["makespan"]
+    assert "outside ±15%" in lines["cifar10"]
