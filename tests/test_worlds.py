@@ -399,6 +399,14 @@ def test_seed_spread_replays_only_the_seeds_not_yet_run(monkeypatch):
     assert sp["avg_jct"]["replay_runs"] == [10.0, 20.0, 30.0, 40.0]
     assert list(sp["by_app"]) == ["a"]              # only applications both sides have
     assert row["replay"]["by_app"] == {"a": 2.5} and row["replay"]["seeds"] == [0, 1, 2, 3]
+    # judged against the issue's targets for Pollux (10%, 10%, 15% an application) ...
+    assert [sp["avg_jct"]["target"], sp["makespan"]["target"], sp["by_app"]["a"]["target"]] == \
+        [0.10, 0.10, 0.15] and sp["avg_jct"]["verdict"] == "undecided"
+    # ... and only where the issue sets one (Gavel's: the average JCT within 2%)
+    calls.clear()
+    (row,) = rp.seed_spread(rows, {("w", "pollux"): object()}, rp.ADAPTERS["gavel"], 4)
+    assert row["spread"]["avg_jct"]["target"] == 0.02
+    assert "verdict" not in row["spread"]["makespan"]
 
 
 def test_reference_runs_of_other_seeds_are_told_apart():
@@ -477,7 +485,8 @@ def test_the_spread_table_prints_both_intervals_and_the_verdict(capsys):
     """What `quanta reproduce ... --replay-seeds N` prints under the per-run tables: each
     measure's two intervals and its verdict with the target it was judged against."""
     from quanta.cli import _print_spread
-    from quanta.reproduce import TARGETS, _two_samples
+    from quanta.reproduce import SIA_TARGETS as TARGETS
+    from quanta.reproduce import _two_samples
     ref, close, far = [3600.0, 3636.0, 3564.0], [3610.0, 3590.0, 3620.0, 3600.0], [5000.0, 5050.0]
     spread = {"avg_jct": _two_samples(ref, close, TARGETS["avg_jct"]),
               "makespan": _two_samples(ref, [3000.0, 4300.0], TARGETS["makespan"]),

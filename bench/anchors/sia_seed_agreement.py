@@ -32,9 +32,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from quanta.reproduce import (  # noqa: E402
-    ADAPTERS, TARGETS, _by_app, plain_seed, recorded, seed_of, variant_of)
+    ADAPTERS, SIA_TARGETS, _by_app, plain_seed, recorded, seed_of, variant_of)
 
-AVG, APP, MAKESPAN = TARGETS["avg_jct"], TARGETS["by_app"], TARGETS["makespan"]   # relative
+AVG, APP, MAKESPAN = SIA_TARGETS["avg_jct"], SIA_TARGETS["by_app"], SIA_TARGETS["makespan"]
 
 
 def judge(ref: tuple[float, float, dict], other: tuple[float, float, dict]) -> dict:
