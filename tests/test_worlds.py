@@ -499,3 +499,17 @@ def test_the_spread_table_prints_both_intervals_and_the_verdict(capsys):
     assert "within ±10%" in lines["average"] and "-1.4..+1.7%" in lines["average"]
     assert "undecided ±10%" in lines["makespan"]
     assert "outside ±15%" in lines["cifar10"]
+
+
+def test_replay_seeds_from_the_command_line():
+    """`quanta reproduce ... --replay-seeds N` as typed: the spread table with both intervals and
+    the verdict column (one Tiresias reference run: no interval, so no verdict)."""
+    import os
+    run = subprocess.run([sys.executable, "-m", "quanta.cli", "reproduce", "tiresias", "--workload",
+                          "tiresias_60_job_1x1x4", "--policy", "dlas-gpu_count", "--replay-seeds",
+                          "2"], capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
+    assert run.returncode == 0, run.stderr
+    head = next(x for x in run.stdout.splitlines() if "95% interval" in x)
+    assert "90% interval" in head and "verdict" in head
+    row = next(x for x in run.stdout.splitlines() if "average JCT" in x and "(2)" in x)
+    assert row.split()[-3:] == ["-", "-", "-"]
