@@ -371,7 +371,8 @@ def _print_spread(rows: list[dict]) -> None:
                           side(c["replay_mean"], c["replay_sd"], c["replay_n"]),
                           f"{c['diff']:+.1%}", interval(c["lo"], c["hi"]),
                           interval(c["lo90"], c["hi90"]),
-                          f"{c['verdict']} ±{c['target']:.0%}" if "verdict" in c else "-")
+                          f"{c['verdict']} ±{c['target']:.0%}" if c.get("verdict", "-") != "-"
+                          else "-")
     console().print(table)
     console().print(rich_text("(N): runs; the reference's runs differ by --seed only (its search "
                               "draws from it); the replay's are seeds 0..N-1 under the replay "
