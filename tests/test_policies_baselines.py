@@ -9,7 +9,7 @@ from quanta.core.snapshot import Snapshot
 from quanta.model import Cluster, JobSpec, NodeSpec
 from quanta.placement import Occupancy
 from quanta.policies import POLICIES, make_policy
-from quanta.policies.greedy import _fill_many_types, _fill_one_type
+from quanta.policies.greedy import KEEP_RATIO, _fill_many_types, _fill_one_type
 from quanta.errors import QuantaError
 
 from conftest import homogeneous
@@ -117,6 +117,62 @@ def test_one_type_fast_path_matches_general_walk(perf):
             b = Decision(np.zeros(n, np.int64), np.full(n, -1, np.int64))
             _fill_many_types(S, order, np.array([cap]), backfill, False, b)
             assert np.array_equal(a.gpus, b.gpus), (trial, backfill)
+
+
+def _walk_oracle(req, allowed, rates, cur, order, free, backfill, migrate):
+    """The several-types walk as it was written on numpy rows (before it moved to Python
+    scalars): the oracle the faster walk must equal."""
+    gpus, gtype = np.zeros(len(req), np.int64), np.full(len(req), -1, np.int64)
+    min_rest = np.minimum.accumulate(req[order][::-1])[::-1]
+    for pos, row in enumerate(order):
+        if free.max() < min_rest[pos]:
+            break
+        need = req[row]
+        room = allowed[row] & (free >= need)
+        if not room.any():
+            if not backfill:
+                break
+            continue
+        t = cur[row]
+        if t < 0 or not room[t]:
+            t = int(np.argmax(np.where(room, rates[row], -1.0)))
+        elif migrate:
+            best = int(np.argmax(np.where(room, rates[row], -1.0)))
+            if rates[row, t] < KEEP_RATIO * rates[row, best]:
+                t = best
+        free[t] -= need
+        gpus[row], gtype[row] = need, t
+    return gpus, gtype
+
+
+def test_several_types_walk_matches_the_numpy_walk():
+    rng = np.random.default_rng(1)
+    for trial in range(400):
+        n, K = int(rng.integers(1, 80)), int(rng.integers(2, 5))
+        req = rng.choice([1, 2, 4, 8], size=n)
+        allowed = rng.random((n, K)) < 0.8
+        # ties in rate on purpose (the first of equals wins), a running job's type held or not
+        rates = np.where(allowed, rng.choice([0.5, 1.0, 1.0, 2.0, 2.1], size=(n, K)), 0.0)
+        cur = np.where(rng.random(n) < 0.4, rng.integers(0, K, n), -1)
+        order = rng.permutation(n)
+        cap = rng.integers(0, 40, K)
+        for backfill in (False, True):
+            for migrate in (False, True):
+                want = _walk_oracle(req, allowed, rates, cur, order, cap.copy(), backfill, migrate)
+
+                class J:
+                    pass
+                j = J()
+                j.req, j.allowed, j.rates, j.gtype = req, allowed, rates, cur
+
+                class S:
+                    jobs = j
+                got = Decision(np.zeros(n, np.int64), np.full(n, -1, np.int64))
+                free = cap.copy()
+                _fill_many_types(S, order, free, backfill, migrate, got)
+                assert np.array_equal(got.gpus, want[0]), (trial, backfill, migrate)
+                assert np.array_equal(got.gpu_type, want[1]), (trial, backfill, migrate)
+                assert free.sum() == cap.sum() - got.gpus.sum()
 
 
 def test_built_in_table_names_the_module_that_registers_each_policy():

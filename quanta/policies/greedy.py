@@ -56,28 +56,47 @@ def _fill_one_type(req: np.ndarray, order: np.ndarray, cap: int, backfill: bool,
 
 def _fill_many_types(snap: Snapshot, order: np.ndarray, free: np.ndarray, backfill: bool,
                      migrate: bool, dec: Decision) -> None:
+    """The general walk (several GPU types): `free` is updated in place. The walk is on Python
+    scalars (a job's row of K types as a list): numpy on K-element rows costs ~1 us an
+    operation, ~8 us a job, which made las on a 20,000-GPU cluster of three types decide in ~4 ms
+    at every event. Types compare as np.argmax does: the first best rate among those with room."""
     jobs = snap.jobs
-    req, allowed, rates, cur = jobs.req, jobs.allowed, jobs.rates, jobs.gtype
-    min_rest = np.minimum.accumulate(req[order][::-1])[::-1]
-    for pos, row in enumerate(order):
-        if free.max() < min_rest[pos]:
+    req_o = jobs.req[order]
+    need_l = req_o.tolist()
+    min_rest = np.minimum.accumulate(req_o[::-1])[::-1].tolist()
+    allowed, rates, cur = jobs.allowed[order].tolist(), jobs.rates[order].tolist(), \
+        jobs.gtype[order].tolist()
+    fr = free.tolist()
+    types = range(len(fr))
+    top = max(fr)
+    placed: list[int] = []               # positions in `order` that get GPUs, and their types
+    got: list[int] = []
+    for pos, need in enumerate(need_l):
+        if top < min_rest[pos]:
             break
-        need = req[row]
-        room = allowed[row] & (free >= need)
-        if not room.any():
+        ok, rate = allowed[pos], rates[pos]
+        best, best_rate = -1, -2.0
+        for k in types:                  # the fastest type with room (first of equals)
+            if ok[k] and fr[k] >= need and rate[k] > best_rate:
+                best, best_rate = k, rate[k]
+        if best < 0:
             if not backfill:
                 break
             continue
-        t = cur[row]
-        if t < 0 or not room[t]:
-            t = int(np.argmax(np.where(room, rates[row], -1.0)))
-        elif migrate:
-            best = int(np.argmax(np.where(room, rates[row], -1.0)))
-            if rates[row, t] < KEEP_RATIO * rates[row, best]:
-                t = best
-        free[t] -= need
-        dec.gpus[row] = need
-        dec.gpu_type[row] = t
+        t = cur[pos]
+        if t < 0 or not (ok[t] and fr[t] >= need):
+            t = best
+        elif migrate and rate[t] < KEEP_RATIO * best_rate:
+            t = best
+        fr[t] -= need
+        top = max(fr)
+        placed.append(pos)
+        got.append(t)
+    if placed:
+        rows = order[placed]
+        dec.gpus[rows] = req_o[placed]
+        dec.gpu_type[rows] = got
+        free[:] = fr
 
 
 def priority_order(keys: tuple[np.ndarray, ...], running: np.ndarray | None = None) -> np.ndarray:
