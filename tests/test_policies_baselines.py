@@ -9,7 +9,7 @@ from quanta.core.snapshot import Snapshot
 from quanta.model import Cluster, JobSpec, NodeSpec
 from quanta.placement import Occupancy
 from quanta.policies import POLICIES, make_policy
-from quanta.policies.greedy import KEEP_RATIO, _fill_many_types, _fill_one_type
+from quanta.policies.greedy import KEEP_RATIO, _fill_many_types, _fill_one_type, _fill_uncontended
 from quanta.errors import QuantaError
 
 from conftest import homogeneous
@@ -147,6 +147,7 @@ def _walk_oracle(req, allowed, rates, cur, order, free, backfill, migrate):
 
 def test_several_types_walk_matches_the_numpy_walk():
     rng = np.random.default_rng(1)
+    at_once = 0
     for trial in range(400):
         n, K = int(rng.integers(1, 80)), int(rng.integers(2, 5))
         req = rng.choice([1, 2, 4, 8], size=n)
@@ -155,7 +156,8 @@ def test_several_types_walk_matches_the_numpy_walk():
         rates = np.where(allowed, rng.choice([0.5, 1.0, 1.0, 2.0, 2.1], size=(n, K)), 0.0)
         cur = np.where(rng.random(n) < 0.4, rng.integers(0, K, n), -1)
         order = rng.permutation(n)
-        cap = rng.integers(0, 40, K)
+        # contended, or room for everyone (where the walk is skipped: _fill_uncontended)
+        cap = rng.integers(0, 40, K) if trial % 2 else rng.integers(0, 400, K)
         for backfill in (False, True):
             for migrate in (False, True):
                 want = _walk_oracle(req, allowed, rates, cur, order, cap.copy(), backfill, migrate)
@@ -173,6 +175,9 @@ def test_several_types_walk_matches_the_numpy_walk():
                 assert np.array_equal(got.gpus, want[0]), (trial, backfill, migrate)
                 assert np.array_equal(got.gpu_type, want[1]), (trial, backfill, migrate)
                 assert free.sum() == cap.sum() - got.gpus.sum()
+                at_once += _fill_uncontended(S.jobs, order, req[order], cap.copy(), migrate,
+                                             Decision(np.zeros(n, np.int64), np.full(n, -1, np.int64)))
+    assert 200 < at_once < 1600          # both ways taken
 
 
 def test_built_in_table_names_the_module_that_registers_each_policy():

@@ -62,6 +62,8 @@ def _fill_many_types(snap: Snapshot, order: np.ndarray, free: np.ndarray, backfi
     at every event. Types compare as np.argmax does: the first best rate among those with room."""
     jobs = snap.jobs
     req_o = jobs.req[order]
+    if _fill_uncontended(jobs, order, req_o, free, migrate, dec):
+        return
     need_l = req_o.tolist()
     min_rest = np.minimum.accumulate(req_o[::-1])[::-1].tolist()
     allowed, rates, cur = jobs.allowed[order].tolist(), jobs.rates[order].tolist(), \
@@ -97,6 +99,36 @@ def _fill_many_types(snap: Snapshot, order: np.ndarray, free: np.ndarray, backfi
         dec.gpus[rows] = req_o[placed]
         dec.gpu_type[rows] = got
         free[:] = fr
+
+
+def _fill_uncontended(jobs, order: np.ndarray, req_o: np.ndarray, free: np.ndarray,
+                      migrate: bool, dec: Decision) -> bool:
+    """Every job placed at once where nothing contends: each job's type chosen as if every type
+    had room (its own if it keeps it, else the fastest it may use, the first of equals), and if
+    those choices fit the free GPUs of every type together, the walk would make each of them
+    (each chosen type still has room when the walk reaches the job, so the fastest type with
+    room is the fastest allowed one). False (nothing written) where they do not fit, or a job
+    can use no type: then the walk decides."""
+    allowed = jobs.allowed[order]
+    if not allowed.any(axis=1).all():
+        return False
+    rates = jobs.rates[order]
+    best = np.argmax(np.where(allowed, rates, -1.0), axis=1)
+    n = len(order)
+    at = np.arange(n)
+    cur = jobs.gtype[order]
+    keep = cur >= 0
+    held = np.where(keep, cur, 0)
+    keep &= allowed[at, held]
+    if migrate:
+        keep &= ~(rates[at, held] < KEEP_RATIO * rates[at, best])
+    choice = np.where(keep, held, best)
+    if np.any(np.bincount(choice, weights=req_o, minlength=len(free)) > free):
+        return False
+    dec.gpus[order] = req_o
+    dec.gpu_type[order] = choice
+    free -= np.bincount(choice, weights=req_o, minlength=len(free)).astype(free.dtype)
+    return True
 
 
 def priority_order(keys: tuple[np.ndarray, ...], running: np.ndarray | None = None) -> np.ndarray:
