@@ -269,3 +269,18 @@ def test_kept_candidates_follow_the_jobs_spec_and_cap():
     assert cands(specs, online, 2).rate[0] == pytest.approx(3.0)
     online.observe(specs[0], "v100", 1, 1, 2.0)                         # measured: 2 steps/s
     assert cands(specs, online, 2).rate[0] == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("v100s,k80s,jobs", [(4, 4, 3), (4, 2, 2), (8, 8, 6)])
+def test_unaware_pollux_never_chooses_a_count_the_job_cannot_run_at(v100s, k80s, jobs):
+    """Unaware Pollux values every type as its main one (V100 here), but a ResNet-50 (batch 128)
+    cannot run on 2 K80s (Gavel's table: rate 0, it does not fit): that choice stopped the run
+    with a PolicyError (first seen on synthetic:3:300 over gavel-108). It is no candidate now;
+    the jobs finish, none on 2 K80s."""
+    from quanta.sim import Simulator
+    c = Cluster((NodeSpec("v", "v100", v100s), NodeSpec("k", "k80", k80s)))
+    specs = [JobSpec(f"r{i}", 0.0, 1, "ResNet-50 (batch size 128)", total_steps=20000.0)
+             for i in range(jobs)]
+    res = Simulator(specs, c, make_policy("pollux"), CatalogModel(), record_events=True).run()
+    assert (res.table.state == 3).all()
+    assert not [e for e in res.event_log if e[3] == 1 and e[4] > 1]    # k80 is type 1
