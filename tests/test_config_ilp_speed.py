@@ -67,6 +67,18 @@ def _two_best(n_jobs, cj, ct, cn, cost, cap) -> tuple[float, float, list]:
     return found[0][0], found[1][0], found[0][1]
 
 
+def _relaxed(n_jobs, cj, ct, cn, cost, cap) -> float:
+    """The programme's LP relaxation's optimum (scipy's linprog): a bound on every choice set."""
+    from scipy.optimize import linprog
+    from scipy.sparse import coo_matrix, vstack
+    m = len(cj)
+    A = vstack([coo_matrix((np.ones(m), (cj, np.arange(m))), shape=(n_jobs, m)),
+                coo_matrix((cn.astype(float), (ct, np.arange(m))), shape=(len(cap), m))])
+    res = linprog(cost, A_ub=A, b_ub=np.concatenate([np.ones(n_jobs), cap]), bounds=(0, 1))
+    assert res.status == 0
+    return float(res.fun)
+
+
 def _feasible(n_jobs, cj, ct, cn, cap, chosen) -> bool:
     use = np.bincount(ct[chosen], weights=cn[chosen], minlength=len(cap))
     return bool(np.all(use <= cap)) and len(set(cj[chosen].tolist())) == len(chosen)
@@ -346,3 +358,61 @@ def test_a_rounds_candidates_are_the_last_ones_where_made_of_the_same_blocks():
     assert kept_candidates(memo, [0, 2], [a, b]).job.tolist() == [0, 0, 2]   # other rows
     assert kept_candidates(None, [0, 1], [a, b]).job.tolist() == [0, 0, 1]   # no memo
     assert isinstance(first, Candidates)
+
+
+def test_where_the_search_gives_up_the_relaxation_rounded_within_the_milps_gap(monkeypatch):
+    """Where the search gives up (here always: SEARCH_DEPTH 0; on Sia's rounds of 5,000 jobs
+    past 500 free jobs) and ties="search", the relaxation's whole part with its split jobs given
+    their best choices in what is left answers where that is within MIP_REL_GAP of the
+    relaxation's bound (then feasible and within the gap of the true optimum, brute-forced
+    here), without the MILP (which on those 5,000-job rounds ran to its 10 s time limit); else
+    the MILP answers. With ties="milp" the MILP answers as before."""
+    monkeypatch.setattr(cs, "SEARCH_DEPTH", 0)
+    monkeypatch.setattr(ci, "exact_optimum", cs.exact_optimum)
+    calls = _counting_milp(monkeypatch)
+    rounded = []
+    spy = ci._rounded
+    monkeypatch.setattr(ci, "_rounded", lambda *a: rounded.append(spy(*a)) or rounded[-1])
+    rng = np.random.default_rng(5)
+    for _ in range(120):
+        prog = _programme(rng, int(rng.integers(3, 6)), types=2, counts=(1, 2, 4))
+        before = len(calls)
+        got = ci.choose_configs(*prog)
+        assert _feasible(prog[0], *prog[1:4], prog[5], got)
+        best = _brute_force(*prog)
+        total = float(prog[4][got].sum())
+        assert total - best <= cs.MIP_REL_GAP * abs(total) + 1e-12
+        if rounded and rounded[-1] is not None and len(calls) == before:
+            rounded[-1] = "answered"
+    # small programmes: a split job is a large share of the whole, rounding seldom in the gap
+    assert len(rounded) > rounded.count("answered") > 0
+    n_calls = len(calls)
+    tried = len(rounded)
+    for seed in range(20):                # ties="milp": never rounded, the MILP answers
+        ci.choose_configs(*_programme(np.random.default_rng(seed), 5, types=2, counts=(1, 2, 4)),
+                          ties="milp")
+    assert len(rounded) == tried and len(calls) > n_calls
+
+
+def test_sias_round_of_5000_jobs_is_the_relaxation_rounded(monkeypatch):
+    """bench/policy_solve.py's first 5,000-job snapshot on 10,000 GPUs (seed 0): the search
+    gives up (more than SEARCH_DEPTH free jobs) and HiGHS' MILP ran to its 10 s time limit at
+    the root, 3.2e-4 from its bound. The relaxation rounded is within MIP_REL_GAP of the
+    relaxation's optimum (a bound on the optimum): Sia's answer, without the MILP."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).parent.parent / "bench"))
+    from policy_solve import snapshot_of
+    from quanta.policies import make_policy
+
+    def no_milp(*args):
+        raise AssertionError("the MILP was called")
+    monkeypatch.setattr(ci, "_milp", no_milp)
+    seen = []
+    spy = ci._rounded
+    monkeypatch.setattr(ci, "_rounded", lambda *a: seen.append((a, spy(*a))) or seen[-1][1])
+    make_policy("sia").decide(snapshot_of(5000, seed=0, gpus=10000))
+    (cj, ct, cn, cost, cap, _x), got = seen[-1]
+    assert got is not None and _feasible(int(cj.max()) + 1, cj, ct, cn, cap, got)
+    bound = _relaxed(int(cj.max()) + 1, cj, ct, cn, cost, cap)
+    total = float(cost[got].sum())
+    assert bound <= total and total - bound <= cs.MIP_REL_GAP * abs(total)
