@@ -123,11 +123,12 @@ def _fill_uncontended(jobs, order: np.ndarray, req_o: np.ndarray, free: np.ndarr
     if migrate:
         keep &= ~(rates[at, held] < KEEP_RATIO * rates[at, best])
     choice = np.where(keep, held, best)
-    if np.any(np.bincount(choice, weights=req_o, minlength=len(free)) > free):
+    taken = np.bincount(choice, weights=req_o, minlength=len(free)).astype(free.dtype)
+    if np.any(taken > free):
         return False
     dec.gpus[order] = req_o
     dec.gpu_type[order] = choice
-    free -= np.bincount(choice, weights=req_o, minlength=len(free)).astype(free.dtype)
+    free -= taken
     return True
 
 
