@@ -26,6 +26,10 @@ class RateMemo:
         self.jobs: dict[int, tuple[object, dict]] = {}
         # the last round's candidates, with the rows and blocks they were made of
         self.last: tuple[list[int], list[np.ndarray], Candidates] | None = None
+        # (job type, batch size, plan, GPU type, count) -> whether such a job runs there at all
+        # (the model's rate > 0: it fits), the same for every job of that kind in every phase
+        # (unaware Pollux asks it of every type it values as its main one)
+        self.fits: dict[tuple, bool] = {}
 
     @staticmethod
     def of(policy, snap: Snapshot) -> RateMemo | None:

@@ -199,18 +199,20 @@ class Pollux(Policy):
                                dtype=float).reshape(-1, 3)
             else:
                 out = kept_rates(memo, int(j.rows[i]), spec, (tuple(allowed), tops),
-                                 self._rated, snap, main, spec, allowed, tops)
+                                 self._rated, snap, main, spec, allowed, tops,
+                                 {} if memo is None else memo.fits)
             rows.append(i)
             blocks.append(out)
         return kept_candidates(memo, rows, blocks)
 
     def _rated(self, snap: Snapshot, main: int, spec, allowed: list[int],
-               tops: tuple[int, ...]) -> list[tuple[int, int, float]]:
+               tops: tuple[int, ...], fits: dict) -> list[tuple[int, int, float]]:
         """The model's rate of a job on each allowed type (as if on `main` unless `aware`) at
         each GPU count up to the type's top. Unaware, a count the job cannot run at on the type
         itself (the model's rate there is 0: it does not fit) is left out too: Pollux does not
         know how fast a type is, but a job that cannot start there would fail (before, such a
-        choice stopped the run: a ResNet-50 on 2 K80s of gavel-108, synthetic:3:300)."""
+        choice stopped the run: a ResNet-50 on 2 K80s of gavel-108, synthetic:3:300). `fits`
+        keeps, per kind of job, type and count, whether it runs there (RateMemo.fits)."""
         cl = snap.cluster
         out = []
         for k, top in zip(allowed, tops):
@@ -218,10 +220,17 @@ class Pollux(Policy):
             for cnt in range(1, top + 1):
                 rate = rate_with(snap.perf, spec, cl.types[seen_as], cnt,
                                  cl.min_nodes(seen_as, cnt), True, ADAPTIVE_BATCH)
-                if rate > 0 and (seen_as == k or rate_with(
-                        snap.perf, spec, cl.types[k], cnt, cl.min_nodes(k, cnt), True,
-                        ADAPTIVE_BATCH) > 0):
-                    out.append((k, cnt, rate))
+                if rate <= 0:
+                    continue
+                if seen_as != k:      # whether it runs there at all
+                    key = (spec.job_type, spec.batch_size, spec.plan, k, cnt)
+                    ok = fits.get(key)
+                    if ok is None:
+                        ok = fits[key] = snap.perf.rate(spec, cl.types[k], cnt,
+                                                        cl.min_nodes(k, cnt), True) > 0
+                    if not ok:
+                        continue
+                out.append((k, cnt, rate))
         return out
 
     # -- what the policy believes -------------------------------------------------------------
