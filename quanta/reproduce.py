@@ -301,8 +301,8 @@ def verdict(c: dict, target: float) -> str:
     90% interval of the difference lies inside +-target (two one-sided tests at 5%: equivalent
     within the target), "differs" where the 95% interval leaves out 0, "outside" where it lies
     beyond the target (a difference larger than the target shown), else "undecided" (more runs
-    needed); "-" without an interval. Where the reference draws (Pollux's search), this is the per-run target restated
-    for distributions of runs."""
+    needed); "-" without an interval. Where the reference draws (Pollux's search), this is the
+    per-run target restated for distributions of runs."""
     if np.isnan(c["lo90"]):
         return "-"
     if -target < c["lo90"] and c["hi90"] < target:

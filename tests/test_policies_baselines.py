@@ -175,8 +175,9 @@ def test_several_types_walk_matches_the_numpy_walk():
                 assert np.array_equal(got.gpus, want[0]), (trial, backfill, migrate)
                 assert np.array_equal(got.gpu_type, want[1]), (trial, backfill, migrate)
                 assert free.sum() == cap.sum() - got.gpus.sum()
-                at_once += _fill_uncontended(S.jobs, order, req[order], cap.copy(), migrate,
-                                             Decision(np.zeros(n, np.int64), np.full(n, -1, np.int64)))
+                at_once += _fill_uncontended(
+                    order, req[order], allowed[order], rates[order], cur[order], cap.copy(),
+                    migrate, Decision(np.zeros(n, np.int64), np.full(n, -1, np.int64)))
     assert 200 < at_once < 1600          # both ways taken
 
 

@@ -507,7 +507,8 @@ def test_replay_seeds_from_the_command_line():
     import os
     run = subprocess.run([sys.executable, "-m", "quanta.cli", "reproduce", "tiresias", "--workload",
                           "tiresias_60_job_1x1x4", "--policy", "dlas-gpu_count", "--replay-seeds",
-                          "2"], capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
+                          "2"], capture_output=True, text=True,
+                         env={**os.environ, "COLUMNS": "200"})
     assert run.returncode == 0, run.stderr
     head = next(x for x in run.stdout.splitlines() if "95% interval" in x)
     assert "90% interval" in head and "verdict" in head

@@ -61,13 +61,13 @@ def _fill_many_types(snap: Snapshot, order: np.ndarray, free: np.ndarray, backfi
     operation, ~8 us a job, which made las on a 20,000-GPU cluster of three types decide in ~4 ms
     at every event. Types compare as np.argmax does: the first best rate among those with room."""
     jobs = snap.jobs
-    req_o = jobs.req[order]
-    if _fill_uncontended(jobs, order, req_o, free, migrate, dec):
+    req_o, allowed_o, rates_o, cur_o = (jobs.req[order], jobs.allowed[order], jobs.rates[order],
+                                        jobs.gtype[order])
+    if _fill_uncontended(order, req_o, allowed_o, rates_o, cur_o, free, migrate, dec):
         return
     need_l = req_o.tolist()
     min_rest = np.minimum.accumulate(req_o[::-1])[::-1].tolist()
-    allowed, rates, cur = jobs.allowed[order].tolist(), jobs.rates[order].tolist(), \
-        jobs.gtype[order].tolist()
+    allowed, rates, cur = allowed_o.tolist(), rates_o.tolist(), cur_o.tolist()
     fr = free.tolist()
     types = range(len(fr))
     top = max(fr)
@@ -101,32 +101,29 @@ def _fill_many_types(snap: Snapshot, order: np.ndarray, free: np.ndarray, backfi
         free[:] = fr
 
 
-def _fill_uncontended(jobs, order: np.ndarray, req_o: np.ndarray, free: np.ndarray,
-                      migrate: bool, dec: Decision) -> bool:
+def _fill_uncontended(order: np.ndarray, req: np.ndarray, allowed: np.ndarray, rates: np.ndarray,
+                      cur: np.ndarray, free: np.ndarray, migrate: bool, dec: Decision) -> bool:
     """Every job placed at once where nothing contends: each job's type chosen as if every type
     had room (its own if it keeps it, else the fastest it may use, the first of equals), and if
     those choices fit the free GPUs of every type together, the walk would make each of them
     (each chosen type still has room when the walk reaches the job, so the fastest type with
     room is the fastest allowed one). False (nothing written) where they do not fit, or a job
-    can use no type: then the walk decides."""
-    allowed = jobs.allowed[order]
+    can use no type: then the walk decides. `req`, `allowed`, `rates`, `cur`: the jobs' columns
+    in `order`."""
     if not allowed.any(axis=1).all():
         return False
-    rates = jobs.rates[order]
     best = np.argmax(np.where(allowed, rates, -1.0), axis=1)
-    n = len(order)
-    at = np.arange(n)
-    cur = jobs.gtype[order]
+    at = np.arange(len(order))
     keep = cur >= 0
     held = np.where(keep, cur, 0)
     keep &= allowed[at, held]
     if migrate:
         keep &= ~(rates[at, held] < KEEP_RATIO * rates[at, best])
     choice = np.where(keep, held, best)
-    taken = np.bincount(choice, weights=req_o, minlength=len(free)).astype(free.dtype)
+    taken = np.bincount(choice, weights=req, minlength=len(free)).astype(free.dtype)
     if np.any(taken > free):
         return False
-    dec.gpus[order] = req_o
+    dec.gpus[order] = req
     dec.gpu_type[order] = choice
     free -= taken
     return True

@@ -386,32 +386,32 @@ class Gavel(PairEntries, Policy):
         # a round in which nothing ran forces it (Gavel, once every job has arrived:
         # scheduler.py:1274-1279; a policy cannot tell whether more will come)
         idle = not j.running.any()
-        # the rows whose received time, time active or deficit may be nonzero: those of every
-        # decision since the allocation was last computed (None: any row, as in a state that
-        # does not say); what is cleared below is only theirs, so that a decision costs what
-        # its active jobs do, not what every job of a long trace does
+        # the rows whose per-row state (received time, time active, deficit, X, progress) may
+        # be nonzero: those of every decision since the allocation was last computed, this
+        # one's included (None: any row, as in a state that does not say). Only theirs are
+        # cleared below, so that a decision costs what its active jobs do, not what every job of
+        # a long trace does.
         touched = st.get("touched")
         if touched is not None:
-            touched = np.union1d(touched, rows)      # (credited above)
+            touched = np.union1d(touched, rows)
+        some = slice(None) if touched is None else touched
         if st["key"] != key and (every <= 0 or not last or idle or snap.now - last >= every):
             if self.reset_received:        # Gavel's _reset_time_run_so_far
                 since = snap.now - (last or 0.0)
                 st["deficit"][rows] = st["deficit"][rows] + Xs[rows] * since - recv[rows, :K]
-                recv[slice(None) if touched is None else touched] = 0.0
-                el[slice(None) if touched is None else touched] = 0.0
+                recv[some] = 0.0
+                el[some] = 0.0
             A = self.allocation(snap, st)
             if self.decimals >= 0 and not self.packed:
                 A = np.clip(np.round(A, self.decimals), 0.0, 1.0)
             st["key"], st["reset_t"] = key, snap.now
-            held = st.get("X_rows")            # the rows X covered until now
-            Xs[slice(None) if held is None else held] = 0.0
-            st["in_X"][slice(None) if held is None else held] = False
+            Xs[some] = 0.0
+            st["in_X"][some] = False
             if self.packed:
                 st["A"] = A
             else:
                 Xs[rows] = A
                 st["in_X"][rows] = True
-            st["X_rows"] = rows.copy()
             if touched is None:
                 dead = np.ones(len(el), dtype=bool)
                 dead[rows] = False
@@ -425,10 +425,8 @@ class Gavel(PairEntries, Policy):
             st["touched"] = touched
         st["t"] = snap.now
         if by_progress:
-            gone = st.get("progress_rows")      # the rows progress was kept for until now
-            st["progress"][slice(None) if gone is None else gone] = 0.0
+            st["progress"][some] = 0.0
             st["progress"][rows] = j.progress
-            st["progress_rows"] = rows.copy()
         received = recv[rows]
         elapsed = el[rows]
         if self.packed:
