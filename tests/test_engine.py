@@ -144,6 +144,37 @@ def test_round_based_policy_decides_on_ticks_only(perf):
     assert all("tick" in c[1] for c in pol.calls)
 
 
+def test_round_clock_moves_on_where_a_round_start_rounds_down():
+    """Rounds from a first arrival at 7349.774233024967 s, 60 s long: at the round start
+    65549.77423302496 s, (now - origin) / 60 is 969.9999999999999, and the next round computed
+    as origin + (floor + 1) * 60 was that same instant again: the simulation stood still (Sia
+    under --world gavel-sim, synthetic:3:20, seed 3)."""
+    from quanta.sim.engine import next_round
+    now, origin = np.float64(65549.77423302496), 7349.774233024967
+    assert np.floor((now - origin) / 60.0) == 969.0 and origin + 970 * 60.0 == now
+    assert next_round(now, origin, 60.0) == origin + 971 * 60.0
+    assert next_round(now - 1.0, origin, 60.0) == now            # between starts: the next one
+    rng = np.random.default_rng(0)
+    for origin, interval in zip(rng.uniform(0, 1e5, 300), rng.choice([60.0, 360.0, 300.0], 300)):
+        for k in (1, 17, 970, 12345):
+            at = origin + k * interval
+            assert at < next_round(at, origin, interval) <= at + interval * (1 + 1e-9)
+
+
+def test_sia_under_gavel_sims_rounds_finishes(tmp_path):
+    """The run that stood still finishes (in about a second; a subprocess, so that a clock
+    standing still again fails here instead of hanging the suite)."""
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-m", "quanta.cli", "simulate", "--trace",
+                           "synthetic:3:20", "--world", "gavel-sim", "--policy", "sia", "--seed",
+                           "3", "--out", str(tmp_path / "o"), "--no-plots", "--quiet"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    summary = (tmp_path / "o" / "summary.csv").read_text().splitlines()
+    assert summary[1].startswith("sia,20,20,")       # 20 jobs, 20 finished
+
+
 class NeverSchedules:
     interval = None
 

@@ -139,16 +139,25 @@ def percentile(ordered: list[float], q: float) -> float:
     return float(b - d * (1 - t) if t >= 0.5 else a + d * t)
 
 
-def job_rows(res: SimResult) -> list[list]:
+def job_columns(res: SimResult) -> list[list]:
+    """jobs.csv's columns (JOB_COLUMNS), each a list over the trace's jobs (Python values)."""
     t = res.table
     m = job_metrics(res)
     types = res.cluster.types
     used = {}
     for bits in set(t.types_used.tolist()):
         used[bits] = "+".join(types[k] for k in range(len(types)) if bits >> k & 1)
-    cols = zip([s.job_id for s in t.specs], [s.job_type for s in t.specs], t.submit.tolist(),
-               t.first_start.tolist(), t.end.tolist(), m.jct.tolist(), m.queue.tolist(),
-               t.req.tolist(), [used[b] for b in t.types_used.tolist()], t.preemptions.tolist(),
-               t.migrations.tolist(), t.reconfigs.tolist(), m.gpu_seconds.tolist(),
-               m.ideal.tolist(), m.rho.tolist(), [STATE_NAMES[s] for s in t.state.tolist()])
-    return [list(row) for row in cols]
+    return [[s.job_id for s in t.specs], [s.job_type for s in t.specs], t.submit.tolist(),
+            t.first_start.tolist(), t.end.tolist(), m.jct.tolist(), m.queue.tolist(),
+            t.req.tolist(), [used[b] for b in t.types_used.tolist()], t.preemptions.tolist(),
+            t.migrations.tolist(), t.reconfigs.tolist(), m.gpu_seconds.tolist(),
+            m.ideal.tolist(), m.rho.tolist(), [STATE_NAMES[s] for s in t.state.tolist()]]
+
+
+# the columns of JOB_COLUMNS that hold floats
+JOB_FLOAT_COLUMNS = ("submit_s", "start_s", "end_s", "jct_s", "queue_s", "gpu_seconds", "ideal_s",
+                     "ftf_rho")
+
+
+def job_rows(res: SimResult) -> list[list]:
+    return [list(row) for row in zip(*job_columns(res))]

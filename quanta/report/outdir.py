@@ -159,9 +159,12 @@ def plain(value):
 def write_config(out: Path, config: dict, files: list[Path]) -> None:
     """`out/config.yaml`: every input of the run, then the files it wrote (what --force may
     delete next time)."""
-    import yaml
+    from quanta.report.plainyaml import dump
     rel = sorted({f.relative_to(out).as_posix() for f in files} | {CONFIG})
-    body = yaml.safe_dump(plain({**config, "files": rel}), sort_keys=False, allow_unicode=True,
-                          width=100)
+    data = plain({**config, "files": rel})
+    body = dump(data)             # (PyYAML's text, without its import where the data allow)
+    if body is None:
+        import yaml
+        body = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
     (out / CONFIG).write_text("# Every input of this `quanta simulate` run; re-run it with the "
                               "command below (add --force to replace these files).\n" + body)

@@ -8,7 +8,8 @@ import re
 from pathlib import Path
 from typing import Sequence
 
-from quanta.report.metrics import JOB_COLUMNS, SUMMARY_COLUMNS, job_metrics, job_rows, summary
+from quanta.report.metrics import (JOB_COLUMNS, JOB_FLOAT_COLUMNS, SUMMARY_COLUMNS, job_columns,
+                                   job_metrics, summary)
 from quanta.report.window import Window
 from quanta.sim.engine import SimResult
 
@@ -23,6 +24,14 @@ def _fmt(v) -> str:
             return ""
         return f"{v:.6g}" if abs(v) < 1e6 else f"{v:.1f}"
     return str(v)
+
+
+def _fmt_floats(values: list[float]) -> list[str]:
+    """`_fmt` of each of a list of Python floats (one comprehension, not a call per value)."""
+    return ["" if v != v else f"{v:.6g}" if -1e6 < v < 1e6 else f"{v:.1f}" for v in values]
+
+
+FLOAT_AT = frozenset(JOB_COLUMNS.index(c) for c in JOB_FLOAT_COLUMNS)
 
 
 def write_run(out: Path, results: Sequence[SimResult], *, header: Sequence[str] = (),
@@ -45,16 +54,17 @@ def write_run(out: Path, results: Sequence[SimResult], *, header: Sequence[str] 
         with open(d / "jobs.csv", "w", newline="") as f:
             w = csv.writer(f)
             w.writerow(JOB_COLUMNS)
-            for row in job_rows(res):
-                w.writerow([_fmt(v) for v in row])
+            # (ints and strings as csv writes them, str(); floats as _fmt: the same as _fmt of
+            # every value, column by column)
+            w.writerows(zip(*[_fmt_floats(c) if i in FLOAT_AT else c
+                              for i, c in enumerate(job_columns(res))]))
         with open(d / "timeline.csv", "w", newline="") as f:
             w = csv.writer(f)
             w.writerow(["time_s"] + [f"busy_{t}" for t in res.cluster.types]
                        + ["shared_gpus", "pending", "running"])
-            for when, busy, shared, pend, run in zip(res.times.tolist(), res.busy.tolist(),
-                                                      res.shared.tolist(), res.pending.tolist(),
-                                                      res.running.tolist()):     # (int64 counts)
-                w.writerow([_fmt(when)] + busy + [shared, pend, run])
+            w.writerows(zip(_fmt_floats(res.times.tolist()), *res.busy.T.tolist(),
+                            res.shared.tolist(), res.pending.tolist(),
+                            res.running.tolist()))     # (int64 counts)
         files += [d / "jobs.csv", d / "timeline.csv"]
         if res.event_log is not None:
             with open(d / "events.csv", "w", newline="") as f:

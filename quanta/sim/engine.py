@@ -73,6 +73,15 @@ class SimResult:
     policy_state: dict | None = None    # the policy's state after its last decision (Decision.state)
 
 
+def next_round(now: float, origin: float, interval: float) -> float:
+    """The first round start after `now` of rounds at origin + k * interval. (Where `now` is a
+    round start itself, (now - origin) / interval may round to just under its whole number k:
+    origin + k * interval would be `now` again, and the clock would stand still.)"""
+    k = np.floor((now - origin) / interval) + 1
+    at = origin + k * interval
+    return at if at > now else origin + (k + 1) * interval
+
+
 def _live(event: tuple, version: np.ndarray, state: np.ndarray, wake_ver: int) -> bool:
     """False for an event that lost its meaning (a completion superseded by a rate change)."""
     _, kind, _, obj, ver = event
@@ -532,8 +541,7 @@ class Simulator(ReferenceRounds):
                     stalled = True
                     break
             if interval and len(active) and not tick_pending:
-                push(origin + (np.floor((now - origin) / interval) + 1) * interval, TICK, -1,
-                     tick_ver)
+                push(next_round(now, origin, interval), TICK, -1, tick_ver)
                 tick_pending = True
             if len(heap) > 4 * (n_running + len(self.cluster.nodes)) + 1024:
                 heap = [e for e in heap if _live(e, version, t.state, wake_ver)]

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,6 +27,11 @@ from quanta.workloads.synthetic import gavel_duration
 class Workload:
     specs: list[JobSpec]
     notes: list[str] = field(default_factory=list)
+
+
+def _same(a: float, b: float) -> bool:
+    """a and b are the same float (0.0 and -0.0 are not)."""
+    return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
 
 
 def build_workload(trace: Trace, perf: PerfModel, *, seed: int = 0, max_jobs: int | None = None,
@@ -50,13 +56,15 @@ def build_workload(trace: Trace, perf: PerfModel, *, seed: int = 0, max_jobs: in
     catalog_work = getattr(perf, "work_steps", None)
     out = []
     for j in jobs:
-        changes: dict = {"submit_time": (j.submit_time - t0) / load_scale}
+        submit = (j.submit_time - t0) / load_scale
+        # (a job nothing changes is kept as it is: JobSpecs are frozen)
+        changes: dict = {} if _same(submit, j.submit_time) else {"submit_time": submit}
         if not j.job_type:
             changes["job_type"] = types[int(draws().integers(len(types)))]
             changes["type_drawn"] = True
             drawn += 1
-        work = catalog_work(j.with_(**changes)) if (catalog_work and j.total_steps <= 0
-                                                      and j.duration_s <= 0) else None
+        work = catalog_work(j.with_(**changes) if changes else j) \
+            if catalog_work and j.total_steps <= 0 and j.duration_s <= 0 else None
         if work:
             changes["total_steps"] = work
             from_catalog += 1
@@ -66,14 +74,14 @@ def build_workload(trace: Trace, perf: PerfModel, *, seed: int = 0, max_jobs: in
                 dur = gavel_duration(draws())
                 changes["duration_s"] = dur
                 durations_drawn += 1
-            spec = j.with_(**changes)
+            spec = j.with_(**changes) if changes else j
             rate = perf.rate(spec, spec.reference_gpu, spec.num_gpus, 1, True)
             if rate <= 0:
                 raise QuantaError(f"job type '{spec.job_type}' cannot run on its reference "
                                   f"{spec.reference_gpu} at {spec.num_gpus} GPUs",
                                   source=trace.source, line=j.source_line or None, field="job_type")
             changes["total_steps"] = dur * rate
-        out.append(j.with_(**changes))
+        out.append(j.with_(**changes) if changes else j)
     if drawn:
         notes.append(f"{drawn} of {len(out)} jobs had no model: job type drawn from the catalog "
                      f"(seed {seed}), keeping the trace's GPU count and run time on "

@@ -51,6 +51,14 @@ def read(path: str | Path, *, max_jobs: int | None = None) -> Trace:
             p.check_width(row)
             raise p.error(f"line has {len(row)} tab-separated fields, the file's layout has "
                           f"{len(layout)}")
+        r = _plain_row(row, layout is NEW, len(rows), line)
+        if r is not None:
+            if "deadline" in r:
+                slos += 1
+            rows.append(r)
+            continue
+        # a field the fast path does not take as it is: read again field by field, which says
+        # what is wrong (or takes it, e.g. a scale factor written "2.0")
         job_type = p.get(row, "job_type")
         if not job_type:
             raise p.error("empty job type", field="job_type")
@@ -85,3 +93,33 @@ def read(path: str | Path, *, max_jobs: int | None = None) -> Trace:
     if slos:
         notes.append(f"{slos} jobs with an SLO: deadline = arrival + SLO seconds")
     return build_trace(path, FORMAT, rows, notes, max_jobs=max_jobs)
+
+
+def _plain_row(row: list[str], new: bool, index: int, line: int) -> dict[str, Any] | None:
+    """The job of a line whose fields are all well-formed as they stand (what `read` makes of
+    them field by field, without its per-field calls: ~2x faster on a long trace), else None."""
+    job_type = row[0].strip()
+    try:
+        if new:
+            steps, sf, weight, slo, arrival = (float(row[5]), int(row[6]), float(row[7]),
+                                               float(row[8]), float(row[9]))
+        else:
+            steps, arrival, sf = float(row[4]), float(row[5]), int(row[6])
+    except ValueError:
+        return None
+    if not (job_type and 0.0 <= arrival < _INF and 0.0 < steps < _INF and sf >= 1):
+        return None
+    m = _BATCH.search(job_type)
+    r: dict[str, Any] = {"job_id": f"{FORMAT}-{index:06d}", "submit_time": arrival,
+                         "num_gpus": sf, "job_type": job_type, "total_steps": steps,
+                         "batch_size": int(m.group(1)) if m else 0, "source_line": line}
+    if new:
+        if not (0.0 < weight < _INF and -_INF < slo < _INF):
+            return None
+        r["weight"] = weight
+        if slo > 0:
+            r["deadline"] = arrival + slo
+    return r
+
+
+_INF = float("inf")
