@@ -188,6 +188,30 @@ def test_gavel_slo_and_weight(tmp_path):
     assert (b.submit_time, b.deadline) == (60.0, 3660.0)
 
 
+def test_gavel_fast_path_reads_what_the_field_by_field_path_reads(tmp_path, monkeypatch):
+    """Each well-formed line is read by a fast path (readers/gavel.py `_plain_row`); with it off,
+    every line goes field by field: the same jobs, notes and notes' counts, on the bundled
+    traces of both layouts and on lines the fast path hands over (a scale factor "2.0", spaces
+    around numbers, an SLO, a zero SLO)."""
+    from quanta.workloads.readers import gavel
+    odd = write(tmp_path, "odd.trace",
+                "ResNet-50 (batch size 64)\tpy\td\t-n\t1\t500\t2.0\t2.5\t3600\t100\n"
+                "LM (batch size 5)\tpy\td\t-n\t1\t 70 \t1\t1\t0\t 160.5\n"
+                "LM (batch size 5)\tpy\td\t-n\t1\t70\t4\t1e0\t-1\t161\n"
+                "Transformer\tpy\td\t-n\t1\t1e3\t1\t1\t7.5\t162\n")
+    paths = [sample_path("gavel-small"), sample_path("gavel-msr"), odd,
+             *sorted(Path(gavel.__file__).parents[2].glob("data/traces/gavel_gen/*.trace"))[:3]]
+    fast = [gavel.read(p) for p in paths]
+    calls = []
+    monkeypatch.setattr(gavel, "_plain_row", lambda *a: calls.append(1))
+    slow = [gavel.read(p) for p in paths]
+    assert len(calls) == sum(len(t) for t in fast)
+    for a, b in zip(fast, slow):
+        assert a.jobs == b.jobs and a.notes == b.notes and a.origin == b.origin
+    assert [j.num_gpus for j in fast[2].jobs] == [2, 1, 4, 1]
+    assert fast[2].notes[-1].startswith("2 jobs with an SLO")
+
+
 # -- pollux / sia --------------------------------------------------------------------------------
 
 def test_pollux_sia_workload():
