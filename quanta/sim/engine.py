@@ -384,10 +384,12 @@ class Simulator(ReferenceRounds):
         version = np.zeros(n, dtype=np.int64)
         fail_rng = self.failures.rng() if self.failures else None
 
+        heappush, heappop = heapq.heappush, heapq.heappop
+
         def push(when: float, kind: int, obj: int, ver: int = 0) -> None:
             nonlocal seq
             seq += 1
-            heapq.heappush(heap, (when, kind, seq, obj, ver))
+            heappush(heap, (when, kind, seq, obj, ver))
 
         if self.failures:
             for node in range(len(self.cluster.nodes)):
@@ -426,12 +428,18 @@ class Simulator(ReferenceRounds):
             last_t = now
             kinds: set[str] = set()
             done: list[int] = []      # jobs completed in this batch (leave `active` together)
+            state_of, version_of = t.state.item, version.item
             while heap and heap[0][0] == now:
-                ev = heapq.heappop(heap)
-                if not _live(ev, version, t.state, wake_ver):
-                    continue
-                _, kind, _, obj, ver = ev
-                if kind == TICK and ver != tick_ver:
+                _, kind, _, obj, ver = heappop(heap)
+                # (_live and a voided round's tick, inlined: most events popped are completions
+                # voided by a later move of their job)
+                if kind == COMPLETE or kind == PHASE:
+                    if ver != version_of(obj) or state_of(obj) != RUNNING:
+                        continue
+                elif kind == WAKE:
+                    if ver != wake_ver:
+                        continue
+                elif kind == TICK and ver != tick_ver:
                     continue
                 events_total += 1
                 if kind == COMPLETE:

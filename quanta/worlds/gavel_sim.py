@@ -106,7 +106,9 @@ class GavelClock:
         self.table = None
         self.rates: dict[tuple[int, int, int, int], float] = {}
         self.alone = np.empty((0, 0))          # [row, type]: rate alone on its asked GPUs, or NaN
-        self.ends: dict[int, float] = {}       # row -> when its lease of this round ends
+        # this round's jobs (rows) and when their leases end; as a dict (row -> end) once a pair
+        # asks (most rounds of most policies have no pair)
+        self._ends: tuple[np.ndarray, np.ndarray] | dict[int, float] = {}
 
     def length(self, table, rows: np.ndarray, now: float) -> float:
         if table is not self.table:            # another run
@@ -131,11 +133,14 @@ class GavelClock:
                 T[i] = rate
         left = np.rint(table.total[rows] - table.progress(rows, now))
         lease = np.minimum(np.floor(ROUND_S * T), left) / T
-        self.ends = dict(zip(rows.tolist(), (now + lease).tolist()))
+        self._ends = (rows, now + lease)
         return float(lease.max())
 
     def end_in_pair(self, row: int, mate: int, now: float) -> float:
-        return self.ends.get(mate, now)
+        if isinstance(self._ends, tuple):
+            rows, ends = self._ends
+            self._ends = dict(zip(rows.tolist(), ends.tolist()))
+        return self._ends.get(mate, now)
 
 
 def _params(seed: int) -> dict[str, str]:
