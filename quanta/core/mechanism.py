@@ -259,14 +259,26 @@ def _claim_all(cols: list[tuple[int, int, int, int, int]], occ: Occupancy, clust
         for i, one in zip(at, each):
             got[i] = (one, 1)
     out = []
+    fewest: dict[tuple[int, int], int] = {}     # (type, GPUs) -> cluster.min_nodes
+    start, resize, migrate = Kind.START, Kind.RESIZE, Kind.MIGRATE
     for (r, drow, t, g, was), placement in zip(cols, got):
         if placement is None:
             continue           # cannot happen after the capacity check; left pending if it does
         gpus, nodes = placement
         placed.add(r)
-        out.append(Transition(drow, _kind(was, g), t, gpus, nodes,
-                              nodes <= cluster.min_nodes(t, g)))
+        least = fewest.get((t, g))
+        if least is None:
+            least = fewest[t, g] = cluster.min_nodes(t, g)
+        # Transition(drow, _kind(was, g), t, gpus, nodes, consolidated), built as its tuple
+        out.append(_new_tuple(Transition, (
+            drow, start if was == 0 else resize if g != was else migrate, t, gpus, nodes,
+            nodes <= least) + _PLAIN_REST))
     return out
+
+
+# a Transition's fields after `consolidated` when it holds GPUs only (Transition's defaults)
+_PLAIN_REST = tuple(Transition._field_defaults[f] for f in Transition._fields[6:])
+_new_tuple = tuple.__new__
 
 
 def _kind(was: int, g: int) -> Kind:

@@ -30,6 +30,7 @@ from quanta.sim.rounds import FailedRounds, ReferenceRounds, RoundClock
 from quanta.sim.shapes import odd_shapes, same_shape_moves
 
 COMPLETE, FAIL, RECOVER, TICK, WAKE, PHASE = 0, 1, 2, 4, 5, 6
+INF = float("inf")
 KIND_OF = {k: KIND_CODES[k.value] for k in Kind}
 DEFAULT_RESTART_S = 30.0   # Pollux's simulator charges 30 s per restart
 
@@ -239,9 +240,8 @@ class Simulator(ReferenceRounds):
         t = self.table
         fin = t.finish_times(rows)
         if not self.phased:
-            for r, f, v in zip(rows.tolist(), fin.tolist(), version[rows].tolist()):
-                if f < np.inf:
-                    push(f, COMPLETE, r, v)
+            # (push's work for each, in one call: run's push_completions)
+            push.completions(rows.tolist(), fin.tolist(), version[rows].tolist())
             return
         ph = t.phase_times(rows)
         for r, f, p, v in zip(rows.tolist(), fin.tolist(), ph.tolist(), version[rows].tolist()):
@@ -390,6 +390,15 @@ class Simulator(ReferenceRounds):
             nonlocal seq
             seq += 1
             heappush(heap, (when, kind, seq, obj, ver))
+
+        def push_completions(rows: list[int], when: list[float], vers: list[int]) -> None:
+            """push(when, COMPLETE, row, ver) for each row that completes (when < inf)."""
+            nonlocal seq
+            for r, f, v in zip(rows, when, vers):
+                if f < INF:
+                    seq += 1
+                    heappush(heap, (f, COMPLETE, seq, r, v))
+        push.completions = push_completions
 
         if self.failures:
             for node in range(len(self.cluster.nodes)):
