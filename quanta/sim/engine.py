@@ -427,8 +427,21 @@ class Simulator(ReferenceRounds):
         stalled = False
         batches = 0
         submit = t.submit.tolist()     # (Python floats: read one at a time)
+        until = np.inf if self.until is None else self.until
         while True:
             next_arr = submit[ptr] if ptr < n else np.inf
+            state_of, version_of = t.state.item, version.item
+            # completions voided by a later move of their job, first in the queue, before the next
+            # arrival: popped here, the active-jobs integral taken to each as the batch below
+            # would (nothing else happens at a time that holds only such events)
+            while heap:
+                at, kind, _, obj, ver = heap[0]
+                if kind != COMPLETE or at >= next_arr or at > until or \
+                        (ver == version_of(obj) and state_of(obj) == RUNNING):
+                    break
+                heappop(heap)
+                acc += len(active) * (at - last_t)
+                last_t = at
             next_ev = heap[0][0] if heap else np.inf
             now = min(next_arr, next_ev)
             if now == np.inf or (self.until is not None and now > self.until):
@@ -437,7 +450,6 @@ class Simulator(ReferenceRounds):
             last_t = now
             kinds: set[str] = set()
             done: list[int] = []      # jobs completed in this batch (leave `active` together)
-            state_of, version_of = t.state.item, version.item
             while heap and heap[0][0] == now:
                 _, kind, _, obj, ver = heappop(heap)
                 # (_live and a voided round's tick, inlined: most events popped are completions
