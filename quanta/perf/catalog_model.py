@@ -99,9 +99,13 @@ class CatalogModel:
         out = np.zeros((len(jobs), len(types)))
         groups: dict[int, list[int]] = {}
         models = {}
+        chosen: dict[tuple[str, bool], object] = {}    # what model_for reads of a job -> model
         for i, job in enumerate(jobs):
-            m = self.model_for(job)
-            models[id(m)] = m
+            kind = (job.job_type, bool(job.plan))
+            m = chosen.get(kind)
+            if m is None:
+                m = chosen[kind] = self.model_for(job)
+                models[id(m)] = m
             groups.setdefault(id(m), []).append(i)
         for key, idx in groups.items():
             out[idx] = models[key].rate_matrix([jobs[i] for i in idx], types)

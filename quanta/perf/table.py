@@ -85,11 +85,16 @@ class TableModel:
         return self._lookup(job, gpu_type, job.num_gpus, False)[1]
 
     def rate_matrix(self, jobs: Sequence[JobSpec], types: Sequence[str]) -> np.ndarray:
-        out = np.empty((len(jobs), len(types)))
-        for i, job in enumerate(jobs):
-            for k, t in enumerate(types):
-                out[i, k] = self._lookup(job, t, job.num_gpus, False)[0]
-        return out
+        # one row per kind of job (what _lookup's key holds of the job), looked up once
+        rows: dict[tuple[str, int, str], list[float]] = {}
+        out = []
+        for job in jobs:
+            kind = (job.job_type, job.num_gpus, job.reference_gpu)
+            row = rows.get(kind)
+            if row is None:
+                row = rows[kind] = [self._lookup(job, t, job.num_gpus, False)[0] for t in types]
+            out.append(row)
+        return np.array(out, dtype=float).reshape(len(jobs), len(types))
 
     def rate_with(self, job: JobSpec, gpu_type: str, num_gpus: int, num_nodes: int = 1,
                   consolidated: bool | None = None, plan=None, cpus: float = 0.0,
