@@ -18,7 +18,7 @@ import numpy as np
 from quanta.model.job import JobSpec
 from quanta.perf.base import ADAPTIVE_BATCH, Provenance
 from quanta.perf.goodput_data import APPS as GOODPUT_APPS
-from quanta.perf.plan import APP_TO_FAMILY
+from quanta.perf.plan_apps import APP_TO_FAMILY
 from quanta.perf.synergy import PROPORTIONAL, cpu_mem_factor
 from quanta.perf.table import TableModel
 

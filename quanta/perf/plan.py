@@ -53,6 +53,7 @@ import numpy as np
 from quanta.model.job import JobSpec
 from quanta.paths import PROFILES_DIR
 from quanta.perf.base import Provenance
+from quanta.perf.plan_apps import APP_TO_FAMILY
 
 RUBICK_DIR = PROFILES_DIR / "rubick"
 GPU_MEM_GB = 80.0
@@ -417,9 +418,6 @@ def marginal_slope(curve: SensitivityCurve, g: int, delta: int, orig_throughput:
 
 
 # -- PerfModel adapter ---------------------------------------------------------------------------
-APP_TO_FAMILY = {"vit": "vit", "roberta": "roberta", "bert": "bert", "t5": "t5", "gpt2": "gpt2",
-                 "llama7": "llama7", "llama7b": "llama7", "llama30": "llama30",
-                 "llama30b": "llama30"}
 REFERENCE_TYPE = "a800"
 
 

@@ -70,7 +70,7 @@ def catalog_rows() -> list[CatalogRow]:
     rows += [CatalogRow(app, "goodput (Pollux/Sia)", "/".join(CLUSTER_OF_TYPE),
                         "siasosp23/artifacts sia-simulator traces (AdaptDL, Apache-2.0)", sens(app))
              for app in APPS]
-    from quanta.perf.plan import APP_TO_FAMILY
+    from quanta.perf.plan_apps import APP_TO_FAMILY
     rows += [CatalogRow(app, "plan (Rubick)", "a800",
                         "AlibabaPAI/reconfigurable-dl-scheduler artifact (Apache-2.0)", "-")
              for app in sorted(APP_TO_FAMILY)]
