@@ -185,6 +185,6 @@ def pair_round(a: np.ndarray, b: np.ndarray, k: np.ndarray, prio: np.ndarray,
             if jb >= 0:
                 gpus[jb], gtype[jb] = zl[jb], kk
                 together.append((ja, jb))
-        if free[k] < zmin and max(free) < zmin:     # (no type has room for any job: done)
+        if free[kk] < zmin and max(free) < zmin:    # (no type has room for any job: done)
             break
     return np.array(gpus, dtype=np.int64), np.array(gtype, dtype=np.int64), together
