@@ -444,7 +444,7 @@ class Simulator(ReferenceRounds):
                 last_t = at
             next_ev = heap[0][0] if heap else np.inf
             now = min(next_arr, next_ev)
-            if now == np.inf or (self.until is not None and now > self.until):
+            if now == np.inf or now > until:
                 break
             acc += len(active) * (now - last_t)
             last_t = now

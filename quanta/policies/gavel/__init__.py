@@ -103,7 +103,6 @@ GAVEL_SIM = {"recompute_every": 1920.0, "reset_received": True, "priority": "smo
              "credit": "progress"}
 
 
-
 def _sorted_set(rows: np.ndarray) -> np.ndarray:
     """`np.unique(rows)` of an integer array: sorted, each value once. (np.unique without flags
     asks numpy.ma whether the array is masked, an ~8 ms import in a short run.)"""
@@ -111,6 +110,7 @@ def _sorted_set(rows: np.ndarray) -> np.ndarray:
     if len(out) > 1:
         out = out[np.concatenate(([True], out[1:] != out[:-1]))]
     return out
+
 
 def gavel_sim_params(agnostic: bool, seed: int = 0, packed: bool = False) -> dict:
     """GAVEL_SIM for one policy: the type order Gavel's simulator uses for it, and its seed; for
