@@ -149,7 +149,7 @@ def test_round_clock_moves_on_where_a_round_start_rounds_down():
     65549.77423302496 s, (now - origin) / 60 is 969.9999999999999, and the next round computed
     as origin + (floor + 1) * 60 was that same instant again: the simulation stood still (Sia
     under --world gavel-sim, synthetic:3:20, seed 3)."""
-    from quanta.sim.engine import next_round
+    from quanta.core.loop import next_round
     now, origin = np.float64(65549.77423302496), 7349.774233024967
     assert np.floor((now - origin) / 60.0) == 969.0 and origin + 970 * 60.0 == now
     assert next_round(now, origin, 60.0) == origin + 971 * 60.0

@@ -14,6 +14,16 @@ from quanta.placement.occupancy import Occupancy
 from quanta.policies.base import Policy
 
 
+def next_round(now: float, origin: float, interval: float) -> float:
+    """The first round start after `now` of rounds at origin + k * interval: both drivers' round
+    clock (the simulator's ticks, the runtime's next tick). (Where `now` is a
+    round start itself, (now - origin) / interval may round to just under its whole number k:
+    origin + k * interval would be `now` again, and the clock would stand still.)"""
+    k = np.floor((now - origin) / interval) + 1
+    at = origin + k * interval
+    return at if at > now else origin + (k + 1) * interval
+
+
 class DecisionLoop:
     def __init__(self, policy: Policy, table: JobTable, occ: Occupancy):
         self.policy = policy

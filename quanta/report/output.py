@@ -18,17 +18,14 @@ def policy_dir_name(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=-]+", "_", label)
 
 
-def _fmt(v) -> str:
-    if isinstance(v, float):
-        if math.isnan(v):
-            return ""
-        return f"{v:.6g}" if abs(v) < 1e6 else f"{v:.1f}"
-    return str(v)
-
-
-def _fmt_floats(values: list[float]) -> list[str]:
-    """`_fmt` of each of a list of Python floats (one comprehension, not a call per value)."""
+def _fmt_floats(values) -> list[str]:
+    """Floats as the CSV files write them: 6 significant digits below a million, one decimal
+    from there, NaN as an empty field (one comprehension over a column, not a call per value)."""
     return ["" if v != v else f"{v:.6g}" if -1e6 < v < 1e6 else f"{v:.1f}" for v in values]
+
+
+def _fmt(v) -> str:
+    return _fmt_floats((v,))[0] if isinstance(v, float) else str(v)
 
 
 FLOAT_AT = frozenset(JOB_COLUMNS.index(c) for c in JOB_FLOAT_COLUMNS)

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from quanta.core.jobtable import DONE, KIND_CODES, PENDING, RUNNING, SHARE_MODES, JobTable
-from quanta.core.loop import DecisionLoop
+from quanta.core.loop import DecisionLoop, next_round
 from quanta.core.mechanism import Kind, Transition
 from quanta.core.sharing import tenancy_rate
 from quanta.job import CHECKPOINT_ERROR, read_json
@@ -248,7 +248,7 @@ class Runtime(RuntimeRecovery, RuntimeLaunching, RuntimeQueues, RuntimeProgress)
             interval = self.policy.interval
             if interval and (self.next_tick is None or now >= self.next_tick):
                 self.events.add("tick")
-                self.next_tick = (np.floor(now / interval) + 1) * interval
+                self.next_tick = next_round(now, 0.0, interval)
             if self.loop.wake_at is not None and now >= self.loop.wake_at:
                 self.events.add("wake")
                 self.loop.wake_at = None

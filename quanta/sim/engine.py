@@ -16,7 +16,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from quanta.core.jobtable import KIND_CODES, PENDING, RUNNING, SHARE_MODES, UNSCHEDULABLE, JobTable
-from quanta.core.loop import DecisionLoop
+from quanta.core.loop import DecisionLoop, next_round
 from quanta.core.mechanism import Kind
 from quanta.core.sharing import tenancy_rate
 from quanta.model.cluster import Cluster
@@ -72,15 +72,6 @@ class SimResult:
     horizon: float | None = None
     event_log: list | None = None
     policy_state: dict | None = None    # the policy's state after its last decision (Decision.state)
-
-
-def next_round(now: float, origin: float, interval: float) -> float:
-    """The first round start after `now` of rounds at origin + k * interval. (Where `now` is a
-    round start itself, (now - origin) / interval may round to just under its whole number k:
-    origin + k * interval would be `now` again, and the clock would stand still.)"""
-    k = np.floor((now - origin) / interval) + 1
-    at = origin + k * interval
-    return at if at > now else origin + (k + 1) * interval
 
 
 def _live(event: tuple, version: np.ndarray, state: np.ndarray, wake_ver: int) -> bool:
@@ -431,9 +422,9 @@ class Simulator(ReferenceRounds):
         while True:
             next_arr = submit[ptr] if ptr < n else np.inf
             state_of, version_of = t.state.item, version.item
-            # completions voided by a later move of their job, first in the queue, before the next
-            # arrival: popped here, the active-jobs integral taken to each as the batch below
-            # would (nothing else happens at a time that holds only such events)
+            # completions voided by a later move of their job (_live's test, inlined), first in
+            # the queue, before the next arrival: popped here, the active-jobs integral taken to
+            # each as the batch below would (nothing else happens at a time holding only these)
             while heap:
                 at, kind, _, obj, ver = heap[0]
                 if kind != COMPLETE or at >= next_arr or at > until or \

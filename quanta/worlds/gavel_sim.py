@@ -106,9 +106,8 @@ class GavelClock:
         self.table = None
         self.rates: dict[tuple[int, int, int, int], float] = {}
         self.alone = np.empty((0, 0))          # [row, type]: rate alone on its asked GPUs, or NaN
-        # this round's jobs (rows) and when their leases end; as a dict (row -> end) once a pair
-        # asks (most rounds of most policies have no pair)
-        self._ends: tuple[np.ndarray, np.ndarray] | dict[int, float] = {}
+        # this round's jobs (rows) and when their leases end (read only when a job in a pair ends)
+        self._rows, self._ends = np.empty(0, dtype=np.int64), np.empty(0)
 
     def length(self, table, rows: np.ndarray, now: float) -> float:
         if table is not self.table:            # another run
@@ -133,14 +132,12 @@ class GavelClock:
                 T[i] = rate
         left = np.rint(table.total[rows] - table.progress(rows, now))
         lease = np.minimum(np.floor(ROUND_S * T), left) / T
-        self._ends = (rows, now + lease)
+        self._rows, self._ends = rows, now + lease
         return float(lease.max())
 
     def end_in_pair(self, row: int, mate: int, now: float) -> float:
-        if isinstance(self._ends, tuple):
-            rows, ends = self._ends
-            self._ends = dict(zip(rows.tolist(), ends.tolist()))
-        return self._ends.get(mate, now)
+        at = np.flatnonzero(self._rows == mate)
+        return float(self._ends[at[0]]) if at.size else now
 
 
 def _params(seed: int) -> dict[str, str]:
