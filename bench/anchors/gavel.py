@@ -320,7 +320,7 @@ def cmd_run(a: argparse.Namespace) -> None:
     csv_path, json_path = write_run(out, run, jobs)
     avg = sum(j.jct_s for j in jobs) / len(jobs) if jobs else float("nan")
     print(json.dumps({"policy": a.policy, "workload": name, "jobs": len(jobs),
-                      "avg_jct_h": round(avg / 3600, 6), "wall_s": round(wall, 1),
+                      "avg_jct_h": round(avg / 3600, 6), "wall_s": round(wall, 3),
                       "csv": str(csv_path), "log": str(log) + ".gz"}))
 
 
