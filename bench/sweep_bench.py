@@ -24,8 +24,9 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+from quanta.executors import default_workers  # noqa: E402
 from quanta.report.window import Window  # noqa: E402
-from quanta.sweeps import SweepSpec, default_workers, expand, run_sweep, validate  # noqa: E402
+from quanta.sweeps import SweepSpec, expand, run_sweep, validate  # noqa: E402
 
 FILES = ("results.csv", "results.parquet", "aggregate.csv", "aggregate.parquet", "jobs.parquet")
 

@@ -277,6 +277,8 @@ def reproduce(
     replay_seeds: int = typer.Option(0, min=0, help="also replay each workload with seeds "
                                      "0..N-1 and compare the two samples of runs (mean, spread, "
                                      "95% interval of the difference)"),
+    workers: Optional[int] = typer.Option(None, "--workers", "-j", min=1, metavar="N",
+                                          help="local worker processes (default: every core)"),
     as_json: bool = typer.Option(False, "--json", help="print the results as JSON"),
 ) -> None:
     """Quanta's policies on a system's own workloads, under its replay profile and under Quanta's
@@ -286,8 +288,8 @@ def reproduce(
     from quanta.reproduce import reproduce as run
     rows = run(system, workload, ref_policy, seed,
                progress=None if as_json else (lambda what: console().print(
-                   rich_text(f"replaying {what}", "dim"))), ref_seed=ref_seed,
-               replay_seeds=replay_seeds)
+                   rich_text(f"replayed {what}", "dim"))), ref_seed=ref_seed,
+               replay_seeds=replay_seeds, workers=workers)
     if as_json:
         print(_json.dumps(rows, indent=1))
         return

@@ -1,17 +1,34 @@
-"""Where sweep cells run: local worker processes (one thread each) or tasks on a Ray cluster.
-Both call `fn(payload)` for every payload and hand each result to `on_result(index, result)` in
-this process as it arrives; `on_result` returning False stops the run (the rest is cancelled).
-Ray is the distributed engine: no scheduler of workers is written here."""
+"""Where sweep cells and `quanta reproduce`'s runs go: local worker processes (one thread each)
+or tasks on a Ray cluster. Both call `fn(payload)` for every payload and hand each result to
+`on_result(index, result)` in this process as it arrives; `on_result` returning False stops the
+run (the rest is cancelled). Ray is the distributed engine: no scheduler of workers is written
+here."""
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any, Callable, Sequence
 
 from quanta.errors import QuantaError
 
 OnResult = Callable[[int, Any], bool]
+
+
+def default_workers() -> int:
+    """Local worker processes by default: one per core this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def one_thread() -> None:
+    """A worker's initializer: numpy's BLAS and OpenMP on one thread (several workers share the
+    cores; oversubscribed threads are many times slower)."""
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = "1"
 
 
 def run_local(fn: Callable, payloads: Sequence, workers: int, on_result: OnResult,

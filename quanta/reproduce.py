@@ -139,12 +139,16 @@ def recorded(adapter: Adapter) -> list[Reference]:
     folder = REFERENCE_DIR / adapter.system
     out = []
     for p in sorted(folder.glob("*.json")):
-        s = json.loads(p.read_text())
-        if s.get("policy") not in adapter.policies:
-            continue
-        with open(p.with_suffix(".csv"), newline="") as f:
-            out.append(Reference(s, list(csv.DictReader(f)), p))
+        ref = load_reference(p)
+        if ref.summary.get("policy") in adapter.policies:
+            out.append(ref)
     return out
+
+
+def load_reference(path: Path) -> Reference:
+    """A recorded run: its summary (JSON) and its jobs (the CSV beside it)."""
+    with open(path.with_suffix(".csv"), newline="") as f:
+        return Reference(json.loads(path.read_text()), list(csv.DictReader(f)), path)
 
 
 def _by_app(ids, apps, jct) -> dict[str, float]:
@@ -190,13 +194,44 @@ def compare(ref: Reference, adapter: Adapter, world: str, seed: int | None = Non
     }
 
 
+def _compare_task(task: tuple[str, str, str, int | None]) -> dict:
+    """`compare` for (system as `ADAPTERS` names it, recorded run's path, world, seed): what a
+    worker process runs."""
+    system, path, world, seed = task
+    return compare(load_reference(Path(path)), ADAPTERS[system], world, seed)
+
+
+def compare_all(system: str, runs: list[tuple[str, Reference, str, int | None]],
+                workers: int | None = None, progress: Callable[[str], None] | None = None
+                ) -> list[dict]:
+    """`compare` for each (label, reference, world, seed) of `system` (an `ADAPTERS` name), in
+    `workers` local processes (default: every core; 1 = in this process), results in the order
+    given; `progress(label)` as each one finishes. Each run is a function of its inputs, so the
+    results do not depend on `workers`."""
+    from quanta.executors import default_workers, one_thread, run_local
+    out: list[dict | None] = [None] * len(runs)
+
+    def done(i: int, res: dict) -> bool:
+        out[i] = res
+        if progress:
+            progress(runs[i][0])
+        return True
+    n = min(workers or default_workers(), len(runs))
+    run_local(_compare_task, [(system, str(ref.path), world, seed)
+                              for _, ref, world, seed in runs], n, done, one_thread)
+    return out
+
+
 def reproduce(system: str, workload: str | None = None, policy: str | None = None,
               seed: int | None = None, progress: Callable[[str], None] | None = None,
-              ref_seed: int | None = None, replay_seeds: int = 0) -> list[dict]:
+              ref_seed: int | None = None, replay_seeds: int = 0,
+              workers: int | None = None) -> list[dict]:
     """Every recorded run of `system` (only `workload`, `policy`, and the reference's seed
     `ref_seed` if given), replayed; Quanta's runs take `seed`, else each reference run's own.
     With `replay_seeds` N, each workload and policy is also replayed with seeds 0..N-1 and
-    compared with its reference runs as two samples (`seed_spread`)."""
+    compared with its reference runs as two samples (`seed_spread`). The runs go to `workers`
+    local processes (default: every core; 1 = in this process); `progress(what)` as each one
+    finishes."""
     adapter = ADAPTERS.get(system)
     if adapter is None:
         raise QuantaError(f"no recorded references for '{system}' (known: {', '.join(sorted(ADAPTERS))})",
@@ -214,25 +249,32 @@ def reproduce(system: str, workload: str | None = None, policy: str | None = Non
                           + ("" if ref_seed is None else f", seed {ref_seed}") + ")",
                           source=str(REFERENCE_DIR / adapter.system))
     out = []
+    runs: list[tuple[str, Reference, str, int | None]] = []     # (label, reference, world, seed)
     for ref in refs:
         s = ref.summary
         variant = variant_of(s) if shared[(s["workload"], s["policy"])] > 1 else ""
-        if progress:
-            progress(f"{s['workload']} / {s['policy']}" + (f" ({variant})" if variant else ""))
+        what = f"{s['workload']} / {s['policy']}" + (f" ({variant})" if variant else "")
         apps = [j["application"] for j in ref.jobs]
         row = {"workload": s["workload"], "policy": s["policy"], "variant": variant,
                "quanta_policy": adapter.policies[s["policy"]], "jobs": s["jobs"],
                "ref_avg_jct_s": s["avg_jct_s"], "ref_makespan_s": s["makespan_s"],
                "ref_by_app": _by_app(None, apps, [float(j["jct_s"]) for j in ref.jobs]),
-               "ref_command": s.get("command", ""), "ref_commit": s.get("reference_commit", "")}
-        row["replay"] = compare(ref, adapter, adapter.world, seed)
-        row["replay"]["seed"] = adapter.seed(s) if seed is None else seed
-        row["quanta"] = compare(ref, adapter, "quanta", seed)
+               "ref_command": s.get("command", ""), "ref_commit": s.get("reference_commit", ""),
+               "replay": {"seed": adapter.seed(s) if seed is None else seed}}
+        runs += [(what, ref, adapter.world, seed), (f"{what}, Quanta's world", ref, "quanta", seed)]
         out.append(row)
+    workloads = {(r.summary["workload"], r.summary["policy"]): r for r in refs}
+    more = spread_needs(out, replay_seeds) if replay_seeds else []
+    runs += [(f"{w} / {p} (replay seed {k})", workloads[(w, p)], adapter.world, k)
+             for (w, p), k in more]
+    got = compare_all(system, runs, workers, progress)
+    for i, row in enumerate(out):
+        row["replay"] = dict(got[2 * i], seed=row["replay"]["seed"])
+        row["quanta"] = got[2 * i + 1]
     extra = []
     if replay_seeds:
-        workloads = {(r.summary["workload"], r.summary["policy"]): r for r in refs}
-        extra = seed_spread(out, workloads, adapter, replay_seeds, progress)
+        extra = seed_spread(out, workloads, adapter, replay_seeds, progress,
+                            replays=dict(zip(more, got[2 * len(out):])))
     return out + seed_means(out) + extra
 
 
@@ -312,8 +354,19 @@ def verdict(c: dict, target: float) -> str:
     return "undecided"
 
 
+def spread_needs(rows: list[dict], n: int) -> list[tuple[tuple[str, str], int]]:
+    """The replays `seed_spread` runs beyond the rows' own: ((workload, policy), seed) for each
+    seed 0..n-1 not already replayed in a group of runs told apart by their seed only."""
+    need = []
+    for key, runs in seed_groups(rows).items():
+        done = {r["replay"]["seed"] for r in runs}
+        need += [(key, s) for s in range(n) if s not in done]
+    return need
+
+
 def seed_spread(rows: list[dict], workloads: dict[tuple[str, str], Reference], adapter: Adapter,
-                n: int, progress: Callable[[str], None] | None = None) -> list[dict]:
+                n: int, progress: Callable[[str], None] | None = None,
+                replays: dict[tuple[tuple[str, str], int], dict] | None = None) -> list[dict]:
     """Per workload and policy (its runs told apart by seed only): the replay with seeds 0..n-1
     (the runs already replayed with one of those seeds reused; `workloads`: a recorded run of each
     (workload, policy), for its trace, cluster and policy) against every recorded reference
@@ -324,16 +377,19 @@ def seed_spread(rows: list[dict], workloads: dict[tuple[str, str], Reference], a
     one run compares two draws, and a mean of two or three reference runs is itself uncertain:
     this says by how much. One row per group, variant "K reference / N replay seeds", its
     "spread" the comparisons; its replay side the means over the N seeds, its Quanta-world side
-    over the reference's seeds."""
+    over the reference's seeds. `replays`: those of `spread_needs` already run (the others are
+    run here, in this process)."""
     out = []
     for (workload, policy), runs in seed_groups(rows).items():
         done = {r["replay"]["seed"]: r["replay"] for r in runs}
         reps = []
         for s in range(n):
             if s not in done:
-                if progress:
-                    progress(f"{workload} / {policy} (replay seed {s})")
-                done[s] = compare(workloads[(workload, policy)], adapter, adapter.world, s)
+                done[s] = (replays or {}).get(((workload, policy), s))
+                if done[s] is None:
+                    if progress:
+                        progress(f"{workload} / {policy} (replay seed {s})")
+                    done[s] = compare(workloads[(workload, policy)], adapter, adapter.world, s)
             reps.append(done[s])
         apps = sorted(set.intersection(*(set(r["ref_by_app"]) for r in runs),
                                        *(set(p["by_app"]) for p in reps)))

@@ -260,11 +260,6 @@ def _plain(v):
     return v
 
 
-def _init_worker() -> None:
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = "1"
-
-
 # ---------------------------------------------------------------------------------------------
 # the rows of the tables
 
@@ -317,13 +312,6 @@ class SweepOutcome:
     figures: list[Path] = field(default_factory=list)   # JCT vs load figures written
 
 
-def default_workers() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
 def run_sweep(spec: SweepSpec, out: Path, *, workers: int | None = None, ray: str | None = None,
               console=None, on_cell: Callable[[int, int], None] | None = None,
               plots: bool = False, fig_format: str = "png") -> SweepOutcome:
@@ -331,7 +319,7 @@ def run_sweep(spec: SweepSpec, out: Path, *, workers: int | None = None, ray: st
     processes (default: every core; 1 = in this process); `ray`: a Ray cluster's address (or
     'auto'; an already connected Ray is used as it is). `console`: a rich progress bar on it;
     `on_cell(done, total)` after each cell; `plots`: JCT vs load figures (`fig_format`)."""
-    from quanta.executors import run_local, run_ray
+    from quanta.executors import default_workers, one_thread, run_local, run_ray
     t0 = time.time()
     out = Path(out)
     validate(spec)
@@ -385,7 +373,7 @@ def run_sweep(spec: SweepSpec, out: Path, *, workers: int | None = None, ray: st
             else:
                 payloads = [cell_payload(c, spec) for c in todo]
                 n = min(workers or default_workers(), len(todo))
-                run_local(run_cell, payloads, n, finished, _init_worker)
+                run_local(run_cell, payloads, n, finished, one_thread)
     finally:
         if bar is not None:
             bar.stop()

@@ -390,6 +390,7 @@ def test_seed_spread_replays_only_the_seeds_not_yet_run(monkeypatch):
                 "ref_command": "c", "ref_commit": "x", "replay": side,
                 "quanta": dict(side, world="quanta")}
     rows = [run("", 0, 12.0), run("seed 1", 1, 18.0), run("solver highs", 0, 99.0)]
+    assert rp.spread_needs(rows, 4) == [(("w", "pollux"), 2), (("w", "pollux"), 3)]
     calls.clear()
     (row,) = rp.seed_spread(rows, {("w", "pollux"): object()}, rp.ADAPTERS["pollux"], 4)
     assert calls == [2, 3]                          # seeds 0 and 1 were replayed already
@@ -421,6 +422,29 @@ def test_reference_runs_of_other_seeds_are_told_apart():
         == "seed 2, solver highs"
     with pytest.raises(QuantaError, match="seed 7"):
         reproduce("pollux", workload="sia_newtrace_workload-1_first60", ref_seed=7)
+
+
+def test_reproduce_in_worker_processes_gives_the_rows_of_one_process():
+    """`quanta reproduce` runs its replays in local processes (-j N; default every core): the
+    rows are those of one process, in the same order, and each run is reported once as it
+    finishes. The command as typed, with -j 2, prints the same JSON."""
+    import json
+
+    from quanta.reproduce import reproduce
+    seen: list[str] = []
+    one = reproduce("tiresias", workers=1)
+    two = reproduce("tiresias", workers=2, progress=seen.append)
+    assert json.dumps(two) == json.dumps(one)
+    per_row = [f"{r['workload']} / {r['policy']}" + (f" ({r['variant']})" if r["variant"] else "")
+               for r in one if r["replay"].get("seed") is not None and "spread" not in r]
+    assert sorted(seen) == sorted(per_row + [f"{w}, Quanta's world" for w in per_row])
+    cli = subprocess.run([sys.executable, "-m", "quanta.cli", "reproduce", "tiresias", "-j", "2",
+                          "--json"], capture_output=True, text=True)
+    assert cli.returncode == 0, cli.stderr
+    assert json.loads(cli.stdout) == json.loads(json.dumps(one))
+    bad = subprocess.run([sys.executable, "-m", "quanta.cli", "reproduce", "tiresias", "-j", "0"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "-j" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_reproduce_command_line():
