@@ -294,7 +294,7 @@ def test_sia_sim_gives_pollux_what_sias_simulator_gives_it():
     assert held[:3] == [1, 2, 4] and max(held) == 4 and np.isfinite(res.table.end[0])
 
 
-@pytest.mark.slow          # about 4 minutes: Pollux's genetic algorithm every round, three seeds
+@pytest.mark.slow          # ~1.5 min on 2 cores: Pollux's genetic algorithm every round, three seeds
 def test_reproduce_pollux_stays_within_its_recorded_tolerance():
     """Regression guard on recorded Pollux runs (first 60 jobs of Sia's newtrace workload 1,
     run through Sia's own simulator's Pollux baseline with seeds 0, 1 and 2). Its genetic search
