@@ -9,6 +9,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, Sequence
 
 from quanta.errors import QuantaError
@@ -40,6 +41,11 @@ def run_local(fn: Callable, payloads: Sequence, workers: int, on_result: OnResul
             if on_result(i, fn(p)) is False:
                 return
         return
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        # a new worker importing the script that started the pool (spawn does), which asks for
+        # workers again: multiprocessing's own check would end it with a traceback
+        raise SystemExit("error: a script that runs Quanta in several worker processes must call "
+                         "it under `if __name__ == \"__main__\":` (each worker imports the script)")
     ctx = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=initializer)
     try:
@@ -48,7 +54,13 @@ def run_local(fn: Callable, payloads: Sequence, workers: int, on_result: OnResul
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for f in sorted(done, key=futures.__getitem__):
-                if on_result(futures[f], f.result()) is False:
+                try:
+                    res = f.result()
+                except BrokenProcessPool:
+                    raise QuantaError("a worker process ended abruptly (killed, out of memory, or "
+                                      "started by a script without `if __name__ == \"__main__\":`)"
+                                      ) from None
+                if on_result(futures[f], res) is False:
                     return
     finally:
         pool.shutdown(wait=True, cancel_futures=True)

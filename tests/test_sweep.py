@@ -239,3 +239,27 @@ def test_a_replay_worlds_sweep_runs_on_its_references_cluster(tmp_path):
         {"t4:6x4,rtx:3x8,a100:2x8"}
     from quanta.sweeps import SweepSpec, expand
     assert {c.cluster for c in expand(SweepSpec(traces=("philly",)))} == {"gavel-108"}
+
+
+def test_a_script_without_a_main_guard_gets_a_clear_error_not_a_pool_traceback(tmp_path):
+    """Worker processes start by importing the script that asked for them; one that calls
+    quanta.sweep (or reproduce) with several workers outside `if __name__ == "__main__":` asks
+    again from each worker. The worker says so in one line and the call raises QuantaError,
+    instead of multiprocessing's bootstrapping traceback and a BrokenProcessPool; under the
+    guard the same call runs."""
+    body = (f"import quanta\n{{indent}}quanta.sweep(rates=[3, 4], jobs=10, out={str(tmp_path / 'o')!r}, "
+            f"workers=2, progress=False)\n{{indent}}print('swept')\n")
+    bare = tmp_path / "bare.py"
+    bare.write_text(body.format(indent=""))
+    run = subprocess.run([sys.executable, str(bare)], capture_output=True, text=True, timeout=300,
+                         cwd=tmp_path)
+    assert run.returncode != 0 and "swept" not in run.stdout
+    assert 'must call it under `if __name__ == "__main__":`' in run.stderr
+    assert "QuantaError: a worker process ended abruptly" in run.stderr
+    assert "BrokenProcessPool" not in run.stderr and "bootstrapping phase" not in run.stderr
+    guarded = tmp_path / "guarded.py"
+    guarded.write_text(body.format(indent="    ").replace("import quanta\n    ",
+                                                           "import quanta\nif __name__ == '__main__':\n    "))
+    ok = subprocess.run([sys.executable, str(guarded)], capture_output=True, text=True, timeout=300,
+                        cwd=tmp_path)
+    assert ok.returncode == 0 and "swept" in ok.stdout, ok.stderr
