@@ -288,7 +288,7 @@ def reproduce(
     from quanta.reproduce import reproduce as run
     rows = run(system, workload, ref_policy, seed,
                progress=None if as_json else (lambda what: console().print(
-                   rich_text(f"replayed {what}", "dim"))), ref_seed=ref_seed,
+                   rich_text(what, "dim"))), ref_seed=ref_seed,
                replay_seeds=replay_seeds, workers=workers)
     if as_json:
         print(_json.dumps(rows, indent=1))

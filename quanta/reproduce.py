@@ -206,17 +206,19 @@ def compare_all(system: str, runs: list[tuple[str, Reference, str, int | None]],
                 ) -> list[dict]:
     """`compare` for each (label, reference, world, seed) of `system` (an `ADAPTERS` name), in
     `workers` local processes (default: every core; 1 = in this process), results in the order
-    given; `progress(label)` as each one finishes. Each run is a function of its inputs, so the
-    results do not depend on `workers`."""
+    given; `progress(message)` once at the start and as each one finishes ("replayed <label>").
+    Each run is a function of its inputs, so the results do not depend on `workers`."""
     from quanta.executors import default_workers, one_thread, run_local
     out: list[dict | None] = [None] * len(runs)
 
     def done(i: int, res: dict) -> bool:
         out[i] = res
         if progress:
-            progress(runs[i][0])
+            progress(f"replayed {runs[i][0]}")
         return True
     n = min(workers or default_workers(), len(runs))
+    if progress:
+        progress(f"replaying {len(runs)} runs, {n} at a time")
     run_local(_compare_task, [(system, str(ref.path), world, seed)
                               for _, ref, world, seed in runs], n, done, one_thread)
     return out
@@ -230,8 +232,8 @@ def reproduce(system: str, workload: str | None = None, policy: str | None = Non
     `ref_seed` if given), replayed; Quanta's runs take `seed`, else each reference run's own.
     With `replay_seeds` N, each workload and policy is also replayed with seeds 0..N-1 and
     compared with its reference runs as two samples (`seed_spread`). The runs go to `workers`
-    local processes (default: every core; 1 = in this process); `progress(what)` as each one
-    finishes."""
+    local processes (default: every core; 1 = in this process); `progress(message)` at the start
+    and as each one finishes."""
     adapter = ADAPTERS.get(system)
     if adapter is None:
         raise QuantaError(f"no recorded references for '{system}' (known: {', '.join(sorted(ADAPTERS))})",
@@ -388,7 +390,7 @@ def seed_spread(rows: list[dict], workloads: dict[tuple[str, str], Reference], a
                 done[s] = (replays or {}).get(((workload, policy), s))
                 if done[s] is None:
                     if progress:
-                        progress(f"{workload} / {policy} (replay seed {s})")
+                        progress(f"replaying {workload} / {policy} (replay seed {s})")
                     done[s] = compare(workloads[(workload, policy)], adapter, adapter.world, s)
             reps.append(done[s])
         apps = sorted(set.intersection(*(set(r["ref_by_app"]) for r in runs),

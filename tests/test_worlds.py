@@ -426,8 +426,8 @@ def test_reference_runs_of_other_seeds_are_told_apart():
 
 def test_reproduce_in_worker_processes_gives_the_rows_of_one_process():
     """`quanta reproduce` runs its replays in local processes (-j N; default every core): the
-    rows are those of one process, in the same order, and each run is reported once as it
-    finishes. The command as typed, with -j 2, prints the same JSON."""
+    rows are those of one process, in the same order; how many runs is said at the start and
+    each run once as it finishes. The command as typed, with -j 2, prints the same JSON."""
     import json
 
     from quanta.reproduce import reproduce
@@ -437,7 +437,9 @@ def test_reproduce_in_worker_processes_gives_the_rows_of_one_process():
     assert json.dumps(two) == json.dumps(one)
     per_row = [f"{r['workload']} / {r['policy']}" + (f" ({r['variant']})" if r["variant"] else "")
                for r in one if r["replay"].get("seed") is not None and "spread" not in r]
-    assert sorted(seen) == sorted(per_row + [f"{w}, Quanta's world" for w in per_row])
+    assert seen[0] == f"replaying {2 * len(per_row)} runs, 2 at a time"
+    assert sorted(seen[1:]) == sorted(f"replayed {w}" for w in per_row + [f"{w}, Quanta's world"
+                                                                            for w in per_row])
     cli = subprocess.run([sys.executable, "-m", "quanta.cli", "reproduce", "tiresias", "-j", "2",
                           "--json"], capture_output=True, text=True)
     assert cli.returncode == 0, cli.stderr
