@@ -260,7 +260,6 @@ def _claim_all(cols: list[tuple[int, int, int, int, int]], occ: Occupancy, clust
             got[i] = (one, 1)
     out = []
     fewest: dict[tuple[int, int], int] = {}     # (type, GPUs) -> cluster.min_nodes
-    start, resize, migrate = Kind.START, Kind.RESIZE, Kind.MIGRATE
     for (r, drow, t, g, was), placement in zip(cols, got):
         if placement is None:
             continue           # cannot happen after the capacity check; left pending if it does
@@ -270,9 +269,8 @@ def _claim_all(cols: list[tuple[int, int, int, int, int]], occ: Occupancy, clust
         if least is None:
             least = fewest[t, g] = cluster.min_nodes(t, g)
         # Transition(drow, _kind(was, g), t, gpus, nodes, consolidated), built as its tuple
-        out.append(_new_tuple(Transition, (
-            drow, start if was == 0 else resize if g != was else migrate, t, gpus, nodes,
-            nodes <= least) + _PLAIN_REST))
+        out.append(_new_tuple(Transition, (drow, _kind(was, g), t, gpus, nodes, nodes <= least)
+                              + _PLAIN_REST))
     return out
 
 
