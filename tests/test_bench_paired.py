@@ -18,6 +18,7 @@ def paired(*args):
                           text=True, cwd=ROOT, timeout=300, env=ENV)
 
 
+@pytest.mark.slow
 def test_both_sides_run_and_outputs_compare():
     if subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"],
                       capture_output=True).returncode != 0:

@@ -232,6 +232,7 @@ def test_submissions_the_queues_refuse(queued, tmp_path):
     assert bad.status_code == 422 and "field 'priority'" in bad.json()["error"]
 
 
+@pytest.mark.slow
 def test_estimated_start_from_the_measured_rate(queued):
     """EST START: the running job ends at the rate it reports (not the model's prior)."""
     s = queued()

@@ -5,6 +5,7 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 from quanta.core.jobtable import DONE
 from quanta.model.presets import resolve_cluster
@@ -68,6 +69,7 @@ def test_measured_throughput_reaches_the_performance_model(tmp_path):
         stop_all(rt, store)
 
 
+@pytest.mark.slow
 def test_round_based_policy_decides_on_its_rounds(tmp_path):
     """gavel-las with 5 s rounds time-shares one slot between two jobs, deciding once a round."""
     store, rt = make(tmp_path, "gavel-las:interval=5")

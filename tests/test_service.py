@@ -200,6 +200,7 @@ def test_bad_requests_get_one_clear_line(service, body, status, needle):
     assert s.req("GET", "/v1/jobs").json() == []     # nothing half-created
 
 
+@pytest.mark.slow
 def test_preempted_job_resumes_from_its_checkpoint(service):
     """LAS on one slot: a new job preempts the running one, which checkpoints, waits and resumes."""
     s = service(policy="las", cluster="cpu:1x1")
@@ -220,6 +221,7 @@ def test_preempted_job_resumes_from_its_checkpoint(service):
     assert 'quanta_preemptions_total 1' in s.req("GET", "/metrics", token="").text
 
 
+@pytest.mark.slow
 def test_hold_release_cancel(service):
     s = service(cluster="cpu:1x1")
     a = s.submit(name="a", steps=2000, command=[PY, "-m", "quanta.examples.train",
@@ -237,6 +239,7 @@ def test_hold_release_cancel(service):
     assert s.req("POST", f"/v1/jobs/{a}/cancel").status_code == 409
 
 
+@pytest.mark.slow
 def test_kill9_and_restart_loses_no_job(service):
     s = service(cluster="cpu:1x1")
     run = s.submit(name="run", steps=300, command=[PY, "-m", "quanta.examples.train",
@@ -254,6 +257,7 @@ def test_kill9_and_restart_loses_no_job(service):
     assert s2.job(run)["steps_done"] == 300
 
 
+@pytest.mark.slow
 def test_restart_requeues_a_job_whose_processes_died(service):
     s = service(cluster="cpu:1x1")
     run = s.submit(name="run", steps=300, checkpoint_every=20,
@@ -275,6 +279,7 @@ def _launcher_pid(state: Path, job_id: int) -> int:
         return int(db.execute("SELECT handle FROM jobs WHERE id = ?", (job_id,)).fetchone()[0])
 
 
+@pytest.mark.slow
 def test_a_killed_worker_is_requeued_and_others_are_untouched(service):
     s = service(cluster="cpu:1x2")
     victim = s.submit(name="victim", steps=200, checkpoint_every=20,
@@ -293,6 +298,7 @@ def test_a_killed_worker_is_requeued_and_others_are_untouched(service):
     assert o["failures"] == 0 and s.kinds(other) == ["submit", "start", "finished"]
 
 
+@pytest.mark.slow
 def test_corrupt_checkpoints_fail_the_job_clearly(service):
     s = service(cluster="cpu:1x1")
     a = s.submit(name="a", steps=2000, checkpoint_every=10,
@@ -408,6 +414,7 @@ def test_bad_progress_is_the_jobs_problem_never_the_services(service, tmp_path):
     assert "ignored" in s.req("GET", f"/v1/jobs/{nan}/logs").text     # the SDK said so
 
 
+@pytest.mark.slow
 def test_launch_errors_are_checked_shown_and_not_retried(service, tmp_path):
     s = service()
     ok = {"name": "x", "command": [PY, "-c", "pass"]}
@@ -458,6 +465,7 @@ def test_a_job_preempted_while_starting_reports_its_real_step(service):
     assert s.job(slow)["steps_done"] == 0
 
 
+@pytest.mark.slow
 def test_a_corrupt_or_missing_checkpoint_manifest_never_restarts_from_step_0(service):
     s = service(cluster="cpu:1x1")
     a = s.submit(name="a", steps=3000, checkpoint_every=10,
