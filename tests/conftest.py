@@ -23,6 +23,18 @@ def random_jobs(n: int, seed: int = 0, gap: float = 60.0, max_gpus: int = 8) -> 
     return out
 
 
+def pytest_collection_modifyitems(config, items):
+    """A plain `pytest -q` (the test paths of pyproject.toml, no -m) runs the fast set: the tests
+    marked slow are left out, for `pytest -q -m slow` (CI runs both: .ci/run). Paths or tests
+    named on the command line run whole, and an -m expression decides for itself."""
+    if config.option.markexpr or config.args_source != pytest.Config.ArgsSource.TESTPATHS:
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
+
+
 @pytest.fixture
 def perf() -> TableModel:
     return TableModel()

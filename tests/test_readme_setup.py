@@ -1,6 +1,6 @@
 """The README's set-up: CI (.ci/run) runs its install command and its test commands, in that
-order; `pytest -q` (the fast set) leaves the tests marked slow out and `pytest -q -m slow` runs
-just them, as the README says."""
+order; `pytest -q` (the fast set) leaves the tests marked slow out (`pytest -q -m slow` runs
+them; a test file named on the command line runs whole), as the README says."""
 
 import re
 import subprocess
@@ -25,15 +25,19 @@ def test_ci_runs_the_readmes_install_and_test_commands_in_order():
     assert [c for c in ci if c in (install, test, slow)] == [install, test, slow]
 
 
-def collected(*args: str) -> set[str]:
+def collected(*args: str) -> tuple[set[str], str]:
+    """The tests `pytest --collect-only -q ARGS` would run, as typed from the repository root,
+    and its summary line."""
     r = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p",
-                        "no:cacheprovider", *args, "tests/test_job_sdk.py"],
-                       cwd=ROOT, capture_output=True, text=True)
-    return {ln.split("::", 1)[1] for ln in r.stdout.splitlines() if "::" in ln}
+                        "no:cacheprovider", *args], cwd=ROOT, capture_output=True, text=True)
+    lines = r.stdout.splitlines()
+    return {ln.split("::", 1)[1] for ln in lines if "::" in ln}, lines[-1]
 
 
-def test_pytest_q_leaves_the_slow_tests_to_pytest_q_m_slow():
-    fast, slow = collected(), collected("-m", "slow")
-    assert "test_two_rank_jobs_that_finish_exit_cleanly" in slow
-    assert "test_two_rank_jobs_that_finish_exit_cleanly" not in fast
-    assert fast and not fast & slow
+def test_pytest_q_leaves_the_slow_tests_out_unless_named():
+    slow = "test_two_rank_jobs_that_finish_exit_cleanly"      # (tests/test_job_sdk.py, slow)
+    fast, summary = collected()
+    assert slow not in fast and "test_example_jobs_really_train[mlp]" in fast
+    assert "deselected" in summary
+    named, _ = collected("tests/test_job_sdk.py")              # a file named runs whole
+    assert slow in named and "test_example_jobs_really_train[mlp]" in named
