@@ -1,0 +1,148 @@
+"""The scheduler service when things go wrong, for real (`quanta serve` on 127.0.0.1, SQLite
+state, example jobs training in worker processes): preemption to a checkpoint and resumption,
+kill -9 of the service and restart, jobs whose processes die, corrupt or missing checkpoints."""
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from test_service import PY, Service, finished, service  # noqa: F401 - the fixture
+
+
+@pytest.mark.slow
+def test_preempted_job_resumes_from_its_checkpoint(service):
+    """LAS on one slot: a new job preempts the running one, which checkpoints, waits and resumes."""
+    s = service(policy="las", cluster="cpu:1x1")
+    long = s.submit(name="long", steps=400, checkpoint_every=1000,
+                    command=[PY, "-m", "quanta.examples.train", "--step-sleep", "0.02"])
+    s.wait(long, lambda j: j["steps_done"] >= 20)
+    short = s.submit(name="short", steps=20)
+    s.wait(short, finished)
+    j = s.wait(long, finished)
+    kinds = s.kinds(long)
+    assert kinds[:3] == ["submit", "start", "preempted"] and "resume" in kinds
+    assert kinds[-1] == "finished" and j["preemptions"] >= 1 and j["steps_done"] == 400
+    every = s.kinds(long, every=True)
+    assert every[2:5] == ["training", "stopping", "preempted"] and every[-2:] == ["training", "finished"]
+    events = s.req("GET", f"/v1/jobs/{long}/events").json()
+    stopped = int(next(e for e in events if e["kind"] == "preempted")["detail"].split()[-1])
+    assert stopped >= 20      # the checkpoint taken when stopped kept the work
+    assert 'quanta_preemptions_total 1' in s.req("GET", "/metrics", token="").text
+
+
+@pytest.mark.slow
+def test_kill9_and_restart_loses_no_job(service):
+    s = service(cluster="cpu:1x1")
+    run = s.submit(name="run", steps=300, command=[PY, "-m", "quanta.examples.train",
+                                                   "--step-sleep", "0.02"])
+    queued = s.submit(name="queued", steps=20)
+    s.wait(run, lambda j: j["state"] == "running" and j["steps_done"] >= 10)
+    s.kill9()
+    s2 = Service(s.state, cluster="cpu:1x1").start()
+    s.proc = s2.proc            # the fixture stops the new one
+    late = s2.submit(name="late", steps=20)
+    for j in (run, queued, late):
+        s2.wait(j, finished, timeout=120)
+    kinds = s2.kinds(run)
+    assert "adopt" in kinds and kinds.count("start") == 1     # adopted, never restarted
+    assert s2.job(run)["steps_done"] == 300
+
+
+@pytest.mark.slow
+def test_restart_requeues_a_job_whose_processes_died(service):
+    s = service(cluster="cpu:1x1")
+    run = s.submit(name="run", steps=300, checkpoint_every=20,
+                   command=[PY, "-m", "quanta.examples.train", "--step-sleep", "0.02"])
+    s.wait(run, lambda j: j["steps_done"] >= 45)
+    s.kill9()
+    os.killpg(_launcher_pid(s.state, run), signal.SIGKILL)        # the job dies while no scheduler watches
+    s2 = Service(s.state, cluster="cpu:1x1").start()
+    s.proc = s2.proc
+    j = s2.wait(run, finished, timeout=120)
+    assert j["failures"] == 1
+    log = (s.state / "jobs" / str(run) / "job.log").read_text()
+    assert j["steps_done"] == 300 and "step 1/300" in log and log.count("step 1/300") == 1
+
+
+def _launcher_pid(state: Path, job_id: int) -> int:
+    import sqlite3
+    with sqlite3.connect(state / "quanta.db") as db:
+        return int(db.execute("SELECT handle FROM jobs WHERE id = ?", (job_id,)).fetchone()[0])
+
+
+@pytest.mark.slow
+def test_a_killed_worker_is_requeued_and_others_are_untouched(service):
+    s = service(cluster="cpu:1x2")
+    victim = s.submit(name="victim", steps=200, checkpoint_every=20,
+                      command=[PY, "-m", "quanta.examples.train", "--step-sleep", "0.02"])
+    other = s.submit(name="other", steps=150, command=[PY, "-m", "quanta.examples.train",
+                                                       "--step-sleep", "0.02"])
+    s.wait(victim, lambda j: j["steps_done"] >= 30)
+    launcher = _launcher_pid(s.state, victim)
+    rank = subprocess.run(["pgrep", "-P", str(launcher)], capture_output=True, text=True).stdout.split()
+    os.kill(int(rank[0]), signal.SIGKILL)
+    j = s.wait(victim, finished, timeout=120)
+    assert j["failures"] == 1 and "failure" in s.kinds(victim)
+    ev = s.req("GET", f"/v1/jobs/{victim}/events").json()
+    assert "rank 0 was killed by SIGKILL" in next(e["detail"] for e in ev if e["kind"] == "failure")
+    o = s.wait(other, finished)
+    assert o["failures"] == 0 and s.kinds(other) == ["submit", "start", "finished"]
+
+
+@pytest.mark.slow
+def test_corrupt_checkpoints_fail_the_job_clearly(service):
+    s = service(cluster="cpu:1x1")
+    a = s.submit(name="a", steps=2000, checkpoint_every=10,
+                 command=[PY, "-m", "quanta.examples.train", "--step-sleep", "0.01"])
+    s.wait(a, lambda j: j["steps_done"] >= 25)
+    s.req("POST", f"/v1/jobs/{a}/hold")
+    s.wait(a, lambda j: j["reason"] == "JobHeldUser")
+    for f in (s.state / "jobs" / str(a) / "checkpoints").glob("*.pt"):
+        f.write_bytes(b"not a checkpoint")
+    s.req("POST", f"/v1/jobs/{a}/release")
+    j = s.wait(a, lambda j: j["state"] == "failed")
+    assert "corrupt" in j["reason"]
+    assert "is corrupt" in s.req("GET", f"/v1/jobs/{a}/logs").text
+
+
+def test_a_job_preempted_while_starting_reports_its_real_step(service):
+    """LAS preempts a job that never reported a step: 'preempted at step 0', not an estimate."""
+    s = service(policy="las", cluster="cpu:1x1")
+    slow = s.submit(name="slow", steps=100_000, command=[PY, "-c", "import time; time.sleep(60)"])
+    s.wait(slow, lambda j: j["state"] == "running")
+    time.sleep(2.0)
+    quick = s.submit(name="quick", steps=5, command=[PY, "-c", "pass"])
+    s.wait(quick, finished)
+    ev = s.req("GET", f"/v1/jobs/{slow}/events").json()
+    assert [e["detail"] for e in ev if e["kind"] == "preempted"][0] == "at step 0", ev
+    assert s.job(slow)["steps_done"] == 0
+
+
+@pytest.mark.slow
+def test_a_corrupt_or_missing_checkpoint_manifest_never_restarts_from_step_0(service):
+    s = service(cluster="cpu:1x1")
+    a = s.submit(name="a", steps=3000, checkpoint_every=10,
+                 command=[PY, "-m", "quanta.examples.train", "--step-sleep", "0.01"])
+    folder = s.state / "jobs" / str(a)
+    s.wait(a, lambda j: j["steps_done"] >= 45)
+    s.req("POST", f"/v1/jobs/{a}/hold")
+    held = s.wait(a, lambda j: j["reason"] == "JobHeldUser")
+    (folder / "checkpoints" / "manifest.json").write_text("{not json")
+    s.req("POST", f"/v1/jobs/{a}/release")
+    # resumed from the newest checkpoint file (verified by the digest beside it), not step 0
+    s.wait(a, lambda j: j["state"] == "running" and j["steps_done"] > held["steps_done"] + 5)
+    log = (folder / "job.log").read_text()
+    assert "recovering from the 2 checkpoint file(s)" in log and log.count("step 1/3000") == 1
+    # every checkpoint gone (manifest too): the scheduler knew of one, the job fails clearly
+    s.req("POST", f"/v1/jobs/{a}/hold")
+    s.wait(a, lambda j: j["state"] == "pending" and j["reason"] == "JobHeldUser")
+    for f in (folder / "checkpoints").iterdir():
+        f.unlink()
+    s.req("POST", f"/v1/jobs/{a}/release")
+    j = s.wait(a, lambda j: j["state"] == "failed")
+    assert "no usable checkpoint" in j["reason"] and "holds none" in j["reason"], j
+    assert j["failures"] == 0
