@@ -381,18 +381,17 @@ def seed_spread(rows: list[dict], workloads: dict[tuple[str, str], Reference], a
     "spread" the comparisons; its replay side the means over the N seeds, its Quanta-world side
     over the reference's seeds. `replays`: those of `spread_needs` already run (the others are
     run here, in this process)."""
+    replays = dict(replays or {})
+    for (workload, policy), s in spread_needs(rows, n):
+        if ((workload, policy), s) not in replays:
+            if progress:
+                progress(f"replaying {workload} / {policy} (replay seed {s})")
+            replays[(workload, policy), s] = compare(workloads[(workload, policy)], adapter,
+                                                     adapter.world, s)
     out = []
     for (workload, policy), runs in seed_groups(rows).items():
         done = {r["replay"]["seed"]: r["replay"] for r in runs}
-        reps = []
-        for s in range(n):
-            if s not in done:
-                done[s] = (replays or {}).get(((workload, policy), s))
-                if done[s] is None:
-                    if progress:
-                        progress(f"replaying {workload} / {policy} (replay seed {s})")
-                    done[s] = compare(workloads[(workload, policy)], adapter, adapter.world, s)
-            reps.append(done[s])
+        reps = [done[s] if s in done else replays[(workload, policy), s] for s in range(n)]
         apps = sorted(set.intersection(*(set(r["ref_by_app"]) for r in runs),
                                        *(set(p["by_app"]) for p in reps)))
         target = adapter.targets.get
