@@ -68,8 +68,8 @@ def simulate(
                                                "compare [default: fifo, sjf, srtf, las]"),
     seed: int = typer.Option(0, metavar="N", help="seed for everything random (model draws, "
                              "synthetic traces, faults)"),
-    out: Path = typer.Option(Path("quanta-out"), metavar="DIR", help="output folder (holding an "
-                             "earlier run: see --force)"),
+    out: str = typer.Option("quanta-out", metavar="DIR", help="output folder (holding an "
+                            "earlier run: see --force)"),
     force: bool = typer.Option(False, "--force", help="replace an earlier run's files in the "
                                "output folder (only files Quanta wrote)"),
     max_jobs: Optional[int] = typer.Option(None, "--max-jobs", min=1, metavar="N",

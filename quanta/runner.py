@@ -28,7 +28,7 @@ class SimulationRequest:
     cluster: str | None = None      # None: the world's (World.cluster)
     policies: Sequence[str | Policy] = ("fifo", "sjf", "srtf", "las")   # specs or Policy objects
     seed: int = 0
-    out: Path | None = Path("quanta-out")
+    out: Path | str | None = Path("quanta-out")   # (a str as typed: "" is refused, not ".")
     max_jobs: int | None = None
     load_scale: float = 1.0
     restart_delay: float = 30.0
@@ -146,10 +146,46 @@ def run_simulations(req: SimulationRequest, console=None, keep_results: bool = F
     if window is not None:
         window.mask(np.array([s.submit_time for s in wl.specs]), trace.source or req.trace)
         header.append(window.describe(len(wl.specs)))
+    stage = None
     if req.out is not None:
-        from quanta.report.outdir import check_out_folder, git_describe_later
-        check_out_folder(Path(req.out), req.force)
+        from quanta.report.outdir import Staging, git_describe_later
+        stage = Staging(Path(req.out), req.force)    # refusals before any work; see its doc
         git_describe = git_describe_later()          # runs beside the simulation
+    try:
+        results = _simulate(req, policies, world, wl, cluster, perf, restart, failures, until,
+                            trace, header, console)
+        from quanta.report.notes import run_notes
+        notes = run_notes(wl.specs, cluster, perf, results, until_h=req.until_h,
+                          node_mtbf_h=req.node_mtbf_h, repair_h=req.repair_h, seed=req.seed)
+        rows: list[dict]
+        if stage is not None:
+            from quanta.report.outdir import write_config
+            from quanta.report.output import write_run
+            config = run_config(req, trace, wl, cluster, world, built, git=git_describe())
+            written: list[Path] = []
+            rows = write_run(stage.dir, results, header=header, notes=notes, plots=req.plots,
+                             window=window, fig_format=req.fig_format, written=written,
+                             title=f"{trace.name} on {cluster.name}")
+            if req.queues:
+                from quanta.queues.sim import write_queue_report
+                write_queue_report(stage.dir, results, policies)     # OUT/queues.csv
+                written.append(stage.dir / "queues.csv")
+            write_config(stage.dir, config, written)
+            stage.commit()
+        else:
+            from quanta.report.metrics import summary
+            rows = [summary(r, window) for r in results]
+    except BaseException:
+        if stage is not None:
+            stage.abort()
+        raise
+    header = header + notes
+    return (rows, header, results) if keep_results else (rows, header)
+
+
+def _simulate(req: SimulationRequest, policies, world, wl, cluster: Cluster, perf, restart,
+              failures, until, trace: Trace, header: list[str], console) -> list[SimResult]:
+    """One simulation per policy (notes on jobs that can never fit go into `header`)."""
     results: list[SimResult] = []
     for i, pol in enumerate(policies):
         named = getattr(pol, "inner", pol)          # a queue layer: the policy inside it
@@ -170,33 +206,16 @@ def run_simulations(req: SimulationRequest, console=None, keep_results: bool = F
                 results.append(sim.run())
         else:
             results.append(sim.run())
-    from quanta.report.notes import run_notes
-    notes = run_notes(wl.specs, cluster, perf, results, until_h=req.until_h,
-                      node_mtbf_h=req.node_mtbf_h, repair_h=req.repair_h, seed=req.seed)
-    rows: list[dict]
-    if req.out is not None:
-        from quanta.report.outdir import write_config
-        from quanta.report.output import write_run
-        out = Path(req.out)
-        config = run_config(req, trace, wl, cluster, world, built, git=git_describe())
-        written: list[Path] = []
-        rows = write_run(out, results, header=header, notes=notes, plots=req.plots,
-                         window=window, fig_format=req.fig_format, written=written,
-                         title=f"{trace.name} on {cluster.name}")
-        if req.queues:
-            from quanta.queues.sim import write_queue_report
-            write_queue_report(out, results, policies)     # OUT/queues.csv
-            written.append(out / "queues.csv")
-        write_config(out, config, written)
-    else:
-        from quanta.report.metrics import summary
-        rows = [summary(r, window) for r in results]
-    header = header + notes
-    return (rows, header, results) if keep_results else (rows, header)
+    return results
 
 
 def check_request(req: SimulationRequest) -> None:
     """One-line errors for values no run can use (the CLI's and the API's alike)."""
+    if not req.trace.strip():
+        raise QuantaError("is empty: name a trace file, a bundled sample or synthetic:RATE:JOBS",
+                          field="--trace")
+    if req.out is not None and not str(req.out).strip():
+        raise QuantaError("is empty: name a folder for the run's files", field="--out")
     if req.until_h is not None and not req.until_h > 0:
         raise QuantaError(f"must be a positive number of hours, got {req.until_h:g}",
                           field="--until-h")

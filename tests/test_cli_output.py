@@ -6,8 +6,10 @@ report.md's units and notes, and the figures."""
 import csv
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -161,6 +163,67 @@ def test_output_folder_describes_itself_and_is_never_mixed(tmp_path):
     assert "my-notes.txt" in line
     assert (out / "srtf" / "my-notes.txt").read_text() == "mine"
     assert (out / "srtf" / "jobs.csv").exists() and (out / "summary.csv").exists()
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {f.relative_to(folder).as_posix(): f.read_bytes()
+            for f in sorted(folder.rglob("*")) if f.is_file()}
+
+
+def test_a_failed_or_stopped_run_leaves_the_earlier_run_whole(tmp_path):
+    out = tmp_path / "o"
+    r = quanta("simulate", *TINY, "--policy", "las", "--policy", "fifo", "--no-plots", "--out",
+               str(out))
+    assert r.returncode == 0, r.stderr
+    before = _tree(out)
+    # --force, then an error found only once the simulation starts (a job that never fits):
+    # one line, and the earlier run is as it was (it used to be deleted first)
+    bad = tmp_path / "nofit.csv"
+    bad.write_text("job_id,submit_time_s,num_gpus,duration_s\nj1,0,1,100\nj2,10,99,100\n")
+    line = one_line_error(quanta("simulate", "--trace", str(bad), "--cluster", "v100:1x8",
+                                 "--policy", "srtf", "--no-plots", "-q", "--out", str(out),
+                                 "--force"))
+    assert "nofit.csv:3" in line and "num_gpus" in line
+    assert _tree(out) == before and sorted(p.name for p in out.iterdir()) == \
+        ["config.yaml", "fifo", "las", "report.md", "summary.csv"]
+    # interrupted (Ctrl-C) in the middle of the simulation: the same
+    proc = subprocess.Popen([sys.executable, "-m", "quanta.cli", "simulate", "--trace",
+                             "synthetic:30:20000", "--policy", "las", "--no-plots", "-q", "--out",
+                             str(out), "--force"], cwd=ROOT, env=ENV, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 60
+    while not any(p.name.startswith(".quanta-run-") for p in out.iterdir()):
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) != 0
+    assert _tree(out) == before and not any(p.name.startswith(".") for p in out.iterdir())
+    # killed outright: its hidden folder is left, and the next run clears it
+    proc = subprocess.Popen([sys.executable, "-m", "quanta.cli", "simulate", "--trace",
+                             "synthetic:30:20000", "--policy", "las", "--no-plots", "-q", "--out",
+                             str(out), "--force"], cwd=ROOT, env=ENV)
+    while not any(p.name.startswith(".quanta-run-") for p in out.iterdir()):
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    assert _tree(out) == before
+    r = quanta("simulate", *TINY, "--policy", "srtf", "--no-plots", "--out", str(out), "--force")
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["config.yaml", "report.md", "srtf",
+                                                     "summary.csv"]
+
+
+def test_an_output_folder_that_cannot_be_made_is_refused_before_the_run(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    line = one_line_error(quanta("simulate", *TINY, "--out", str(tmp_path / "afile" / "sub")))
+    assert "--out" in line and "afile/sub" in line and "Not a directory" in line
+    line = one_line_error(quanta("simulate", *TINY, "--out", ""))
+    assert "--out" in line and "empty" in line
+    line = one_line_error(quanta("simulate", "--trace", "", "--out", str(tmp_path / "o")))
+    assert "--trace" in line and "empty" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
 
 
 def test_report_headers_carry_units_and_notes_say_what_to_know(tmp_path):

@@ -1,21 +1,26 @@
 """A `quanta simulate` output folder: what an earlier run left there, and its `config.yaml`.
 
-A run never writes over an earlier run's files: `check_out_folder` refuses a folder that holds
-them (one line naming the folder and `--force`); with `force` it deletes exactly those files
-first. Quanta's files are the ones the earlier run's `config.yaml` lists (`files:`), and, for a
-folder written before config.yaml existed, the names Quanta writes (summary.csv, report.md,
-queues.csv, its figures, `<policy>/jobs.csv|timeline.csv|events.csv`). Anything else in the
-folder is the user's: left alone when there is no earlier run to replace, and a refusal (never a
-deletion) under `force`. A sub-folder that is itself an output folder (another run, a sweep) is
-left alone.
+A run never writes over an earlier run's files: `Staging` refuses a folder that holds them (one
+line naming the folder and `--force`); with `force` it replaces exactly those files. Quanta's files
+are the ones the earlier run's `config.yaml` lists (`files:`), and, for a folder written before
+config.yaml existed, the names Quanta writes (summary.csv, report.md, queues.csv, its figures,
+`<policy>/jobs.csv|timeline.csv|events.csv`). Anything else in the folder is the user's: left
+alone when there is no earlier run to replace, and a refusal (never a deletion) under `force`. A
+sub-folder that is itself an output folder (another run, a sweep) is left alone.
+
+A run's files land whole or not at all: they are written into a hidden folder inside the output
+folder, and moved into place (an earlier run's files moved aside first, deleted last) only once
+every one is written. A run that fails, or is stopped, leaves the folder as it found it.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable
@@ -29,6 +34,8 @@ FIG_FORMATS = ("png", "pdf", "svg")
 FIGURES = ("jct_cdf", "utilisation", "queue", "jct_by_type", "ftf_cdf")
 # what marks a sub-folder as an output folder of its own (a nested run or a sweep): left alone
 OWN_FOLDER_MARKS = (CONFIG, "summary.csv", "sweep.json")
+# a run's hidden folders inside the output folder: `.quanta-run-<pid>-<random>`
+STAGE_PREFIX = ".quanta-run-"
 
 
 def _is_figure(name: str) -> bool:
@@ -59,6 +66,8 @@ def earlier_run(out: Path) -> tuple[list[Path], list[Path]]:
     listed = _listed(out)
     for entry in sorted(out.iterdir()):
         name = entry.name
+        if name.startswith(STAGE_PREFIX):
+            continue                      # a run's hidden folder (Staging): never the user's
         if entry.is_file() and not entry.is_symlink():
             mine = name in TOP_FILES or _is_figure(name) or name in listed
             (ours if mine else theirs).append(entry)
@@ -83,15 +92,12 @@ def _names(paths: list[Path], out: Path, most: int = 4) -> str:
     return ", ".join(rel[:most]) + (f" and {len(rel) - most} more" if len(rel) > most else "")
 
 
-def check_out_folder(out: Path, force: bool) -> None:
-    """Refuse a folder holding an earlier run's files (QuantaError, one line) unless `force`,
-    which deletes those files (and policy folders left empty). Under `force`, files Quanta did
-    not write are never deleted: the run is refused instead."""
-    if out.exists() and not out.is_dir():
-        raise QuantaError(f"output folder {out} is a file", field="--out")
+def _replaced(out: Path, force: bool) -> list[Path]:
+    """The earlier run's files a new run in `out` replaces; a QuantaError (one line) if there are
+    some and not `force`, or, under `force`, if the folder holds files Quanta did not write."""
     ours, theirs = earlier_run(out)
     if not ours:
-        return
+        return []
     if not force:
         raise QuantaError(f"output folder {out}/ holds an earlier run's files "
                           f"({_names(ours, out)}): use --force to replace them, or another --out",
@@ -100,11 +106,96 @@ def check_out_folder(out: Path, force: bool) -> None:
         raise QuantaError(f"output folder {out}/ holds files Quanta did not write "
                           f"({_names(theirs, out)}): --force deletes only an earlier run's "
                           f"files; move those away or use another --out", field="--out")
-    for f in ours:
-        f.unlink()
-    for d in sorted({f.parent for f in ours if f.parent != out}):
-        if d.is_dir() and not any(d.iterdir()):
-            d.rmdir()
+    return ours
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True
+    return True
+
+
+class Staging:
+    """A run's output folder, written whole or not at all.
+
+    Made before the simulation, so that a refusal (an earlier run's files without --force, the
+    user's files under --force) or a folder that cannot be made or written costs no work. The
+    run writes its files into `dir`, a hidden folder inside `out`; `commit` moves the earlier
+    run's files aside, the new ones into place, then deletes the old (a move that fails puts
+    everything back); `abort` removes the hidden folder, and `out` itself if this run made it
+    and it is empty. Hidden folders left by a killed run (its process gone) are removed."""
+
+    def __init__(self, out: Path, force: bool):
+        if out.exists() and not out.is_dir():
+            raise QuantaError(f"output folder {out} is a file", field="--out")
+        self.out = out
+        self.replace = _replaced(out, force)
+        self.made = not out.exists()
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            self._clear_stale()
+            self.dir = Path(tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{os.getpid()}-", dir=out))
+        except OSError as e:
+            self._remove_made()
+            raise QuantaError(f"cannot write the output folder {out}: "
+                              f"{e.strerror or e}", field="--out") from None
+
+    def _clear_stale(self) -> None:
+        for entry in self.out.iterdir():
+            name = entry.name
+            if not (name.startswith(STAGE_PREFIX) and entry.is_dir() and not entry.is_symlink()):
+                continue
+            pid = name[len(STAGE_PREFIX):].partition("-")[0]
+            if pid.isdigit() and not _pid_alive(int(pid)):
+                shutil.rmtree(entry, ignore_errors=True)
+
+    def _remove_made(self) -> None:
+        if self.made:
+            try:
+                self.out.rmdir()          # only if empty
+            except OSError:
+                pass
+
+    def commit(self) -> None:
+        """Move the files written under `dir` into `out` (replacing the earlier run's); QuantaError
+        (one line) and nothing changed if a move fails."""
+        written = sorted(f for f in self.dir.rglob("*") if not f.is_dir())
+        aside = Path(tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{os.getpid()}-", dir=self.out)) \
+            if self.replace else None
+        moved: list[tuple[Path, Path]] = []          # (from, to), in the order done
+        try:
+            for f in self.replace:
+                dst = aside / f.relative_to(self.out)
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(f, dst)
+                moved.append((f, dst))
+            for f in written:
+                dst = self.out / f.relative_to(self.dir)
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(f, dst)
+                moved.append((f, dst))
+        except OSError as e:
+            for src, dst in reversed(moved):
+                os.replace(dst, src)
+            if aside is not None:
+                shutil.rmtree(aside, ignore_errors=True)
+            raise QuantaError(f"cannot write the output folder {self.out}: {e.strerror or e} "
+                              f"(nothing in it was changed)", field="--out") from None
+        for d in sorted({f.parent for f in self.replace if f.parent != self.out}, reverse=True):
+            if d.is_dir() and not any(d.iterdir()):
+                d.rmdir()                  # policy folders only the earlier run used
+        if aside is not None:
+            shutil.rmtree(aside, ignore_errors=True)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def abort(self) -> None:
+        """The run failed or was stopped: its hidden folder goes, the earlier run stays."""
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self._remove_made()
 
 
 def git_describe_later() -> Callable[[], str | None]:
