@@ -66,18 +66,36 @@ def build_policy(p: str | Policy, world, seed: int) -> Policy:
     return pol
 
 
+def _check_distinct(policies: Sequence[Policy]) -> None:
+    """Two policies of one run may not share a label, nor an output folder (a label's folder
+    name: quanta.report.output.policy_dir_name)."""
+    from quanta.report.output import policy_dir_name
+    seen: dict[str, str] = {}                   # folder -> label
+    for pol in policies:
+        label, folder = pol.label(), policy_dir_name(pol.label())
+        other = seen.get(folder)
+        if other is not None:
+            what = f"'{label}' is given twice" if other == label else \
+                f"'{other}' and '{label}' would write the same folder"
+            raise QuantaError(f"policy {what}: give each policy once (a parameter tells runs "
+                              f"apart, e.g. las:backfill=false)", field="--policy")
+        seen[folder] = label
+
+
 def load_any_trace(spec: str, fmt: str, seed: int) -> Trace:
     if spec.startswith("synthetic:"):
         from quanta.workloads.synthetic import gavel_poisson
         parts = spec.split(":")
         try:
+            if len(parts) > 3:
+                raise ValueError
             rate = float(parts[1])
             num = int(parts[2]) if len(parts) > 2 else 1000
         except (IndexError, ValueError):
             raise QuantaError(f"bad synthetic trace '{spec}': want synthetic:JOBS_PER_HOUR[:NUM_JOBS]",
                               field="--trace") from None
-        if rate <= 0 or num <= 0:
-            raise QuantaError(f"bad synthetic trace '{spec}': rate and job count must be positive",
+        if not 0 < rate < float("inf") or num <= 0:       # (NaN fails too)
+            raise QuantaError(f"bad synthetic trace '{spec}': rate must be a positive number and the job count a positive integer",
                               field="--trace")
         return gavel_poisson(num, rate, seed=seed)
     from quanta.workloads.formats import load_trace
@@ -116,6 +134,7 @@ def run_simulations(req: SimulationRequest, console=None, keep_results: bool = F
     cluster = resolve_cluster(req.cluster)
     window = parse_window(req.window)
     policies = [build_policy(p, world, req.seed) for p in req.policies]
+    _check_distinct(policies)
     built = list(policies)                      # before a queue layer wraps them
     trace = load_any_trace(req.trace, req.format, req.seed)
     if not trace.jobs:

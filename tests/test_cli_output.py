@@ -107,6 +107,42 @@ def test_nonsensical_values_are_one_line_exit_2(args, flag, tmp_path):
     assert not (tmp_path / "o").exists()                   # nothing written
 
 
+@pytest.mark.parametrize("policies, says", [
+    (["gavel-las:interval=-360"], "interval must be a positive number"),     # used to spin forever
+    (["gavel-las:interval=inf"], "interval must be a positive number"),
+    (["gavel-las:interval=nan"], "parameter 'interval' wants a number"),
+    (["fifo:backfill"], "parameter 'backfill' wants a value (backfill=VALUE)"),
+    (["tiresias-las:thresholds=-5/3"], "thresholds must be positive"),
+    (["tiresias-las:thresholds=nan/3"], "wants numbers separated by '/'"),
+    (["las", "las"], "policy 'las' is given twice"),                          # one folder, two rows
+])
+def test_policy_values_no_run_can_use_are_one_line_exit_2(policies, says, tmp_path):
+    args = [a for p in policies for a in ("--policy", p)]
+    line = one_line_error(quanta("simulate", *TINY, *args, "--out", str(tmp_path / "o")))
+    assert says in line
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("trace, says", [
+    ("synthetic:nan:30", "rate must be a positive number"),
+    ("synthetic:inf:30", "rate must be a positive number"),
+    ("synthetic:3:30:5", "want synthetic:JOBS_PER_HOUR[:NUM_JOBS]"),
+    ("rows:j2,10,99999999999999999999,100", "'num_gpus': 99999999999999999999 is above the maximum"),
+    ("rows:j2,10,1,100,99999999999999999999", "'priority': 99999999999999999999 is above"),
+])
+def test_trace_values_no_run_can_use_are_one_line_exit_2(trace, says, tmp_path):
+    if trace.startswith("rows:"):
+        row = trace[5:]
+        f = tmp_path / "t.csv"
+        f.write_text("job_id,submit_time_s,num_gpus,duration_s" + (",priority" if row.count(",") == 4
+                                                                      else "") + f"\n{row}\n")
+        trace = str(f)
+    line = one_line_error(quanta("simulate", "--trace", trace, "--cluster", "v100:1x8", "-q",
+                                 "--out", str(tmp_path / "o")))
+    assert says in line and ("t.csv:2" in line or "--trace" in line)
+    assert not (tmp_path / "o").exists()
+
+
 def test_sweep_rejects_a_negative_until_h(tmp_path):
     line = one_line_error(quanta("sweep", "--rate", "3", "--jobs", "10", "--policy", "fifo",
                                  "--until-h", "-5", "--out", str(tmp_path / "s"), "-q"))

@@ -10,6 +10,7 @@ import numpy as np
 from quanta.core.jobtable import JobTable
 from quanta.core.mechanism import Transition, apply
 from quanta.core.snapshot import Snapshot
+from quanta.errors import QuantaError
 from quanta.placement.occupancy import Occupancy
 from quanta.policies.base import Policy
 
@@ -26,6 +27,11 @@ def next_round(now: float, origin: float, interval: float) -> float:
 
 class DecisionLoop:
     def __init__(self, policy: Policy, table: JobTable, occ: Occupancy):
+        interval = getattr(policy, "interval", None)    # (a wrapper may not say)
+        if interval is not None and not 0 <= interval < np.inf:   # (NaN fails too)
+            raise QuantaError(f"policy '{policy.label()}': interval must be a positive number of "
+                              f"seconds (0: decide at every event), got {interval:g}",
+                              field="--policy")
         self.policy = policy
         self.table = table
         self.occ = occ

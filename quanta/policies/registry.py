@@ -106,11 +106,16 @@ def _origin(cls: type) -> str:
 
 def _convert(value: str, typ: Any, field_name: str, spec: str) -> Any:
     if str(typ).startswith("tuple"):   # a list of numbers: a/b/c
+        if not value.strip():
+            return ()
         try:
-            return tuple(float(v) for v in value.split("/") if v)
+            numbers = tuple(float(v) for v in value.split("/"))
         except ValueError:
+            numbers = ()
+        if not numbers or any(v != v for v in numbers):
             raise QuantaError(f"policy '{spec}': parameter '{field_name}' wants numbers separated "
-                              f"by '/', got '{value}'") from None
+                              f"by '/', got '{value}'")
+        return numbers
     t = typ if isinstance(typ, type) else {"bool": bool, "int": int, "float": float,
                                           "str": str}.get(str(typ).split("|")[0].strip(), str)
     if t is bool:
@@ -121,10 +126,13 @@ def _convert(value: str, typ: Any, field_name: str, spec: str) -> Any:
             return False
         raise QuantaError(f"policy '{spec}': parameter '{field_name}' wants true/false, got '{value}'")
     try:
-        return t(value)
+        got = t(value)
     except ValueError:
         raise QuantaError(f"policy '{spec}': parameter '{field_name}' wants {t.__name__}, "
                           f"got '{value}'") from None
+    if got != got:                                        # NaN: no parameter means it
+        raise QuantaError(f"policy '{spec}': parameter '{field_name}' wants a number, got '{value}'")
+    return got
 
 
 def split_spec(spec: str) -> tuple[str, str]:
@@ -161,6 +169,8 @@ def make_policy(spec: str) -> Policy:
     fields = {f.name: f for f in dataclasses.fields(info.cls)} if dataclasses.is_dataclass(info.cls) else {}
     for item in filter(None, (p.strip() for p in params.split(","))):
         key, eq, value = item.partition("=")
+        if not eq and key in fields:
+            raise QuantaError(f"policy '{spec}': parameter '{key}' wants a value ({key}=VALUE)")
         if not eq or key not in fields:
             allowed = ", ".join(sorted(fields)) or "none"
             raise QuantaError(f"policy '{spec}': unknown parameter '{key}' (parameters: {allowed})")

@@ -55,6 +55,7 @@ import numpy as np
 
 from quanta.core.decision import Decision
 from quanta.core.snapshot import Snapshot
+from quanta.errors import QuantaError
 from quanta.paths import TRACES_DIR
 from quanta.policies.base import Policy
 from quanta.policies.greedy import greedy_fill
@@ -166,6 +167,11 @@ class Tiresias(Policy):
     authors_timing: bool = False
     pack_limit: float = 0.9
     backfill: bool = True
+
+    def __post_init__(self) -> None:
+        if any(not 0 < t < float("inf") for t in self.thresholds):
+            raise QuantaError(f"tiresias thresholds must be positive GPU-seconds, got "
+                              f"{'/'.join(f'{t:g}' for t in self.thresholds)}", field="--policy")
 
     def decide(self, snap: Snapshot) -> Decision:
         j = snap.jobs

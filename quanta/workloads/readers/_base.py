@@ -33,6 +33,10 @@ class Sample:
     suffix: str                 # lower-case file extension, with the dot
 
 
+# the largest count a trace may give (GPUs, batch sizes): well inside int64
+MAX_WHOLE = 10 ** 15
+
+
 def sample_file(path: Path) -> Sample:
     with open(path, newline="", encoding="utf-8-sig", errors="replace") as f:
         line = ""
@@ -198,6 +202,8 @@ class Parser:
             v = int(f)
         if minimum is not None and v < minimum:
             raise self.error(f"{text} is below the minimum {minimum}", field=field)
+        if abs(v) > MAX_WHOLE:
+            raise self.error(f"{text} is above the maximum {MAX_WHOLE:.0e}", field=field)
         return v
 
     def date_time(self, text: str, field: str) -> float:

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from quanta.model.job import Trace
-from quanta.workloads.readers._base import Parser, Sample, build_trace, check_file, csv_rows
+from quanta.workloads.readers._base import (MAX_WHOLE, Parser, Sample, build_trace, check_file,
+                                           csv_rows)
 
 FORMAT = "gavel"
 DESCRIPTION = "Gavel .trace, tab-separated, old 7-column or new 10-column layout"
@@ -107,7 +108,7 @@ def _plain_row(row: list[str], new: bool, index: int, line: int) -> dict[str, An
             steps, arrival, sf = float(row[4]), float(row[5]), int(row[6])
     except ValueError:
         return None
-    if not (job_type and 0.0 <= arrival < _INF and 0.0 < steps < _INF and sf >= 1):
+    if not (job_type and 0.0 <= arrival < _INF and 0.0 < steps < _INF and 1 <= sf <= MAX_WHOLE):
         return None
     m = _BATCH.search(job_type)
     r: dict[str, Any] = {"job_id": f"{FORMAT}-{index:06d}", "submit_time": arrival,

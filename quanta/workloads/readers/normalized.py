@@ -49,7 +49,7 @@ def read(path: str | Path, *, max_jobs: int | None = None) -> Trace:
         prio = p.opt(row, "priority")
         if prio:        # a number, or a priority class name of the queues file (--queues)
             if re.fullmatch(r"[+-]?\d+", prio):
-                r["priority"] = int(prio)
+                r["priority"] = p.whole(prio, "priority", minimum=None)
             elif re.fullmatch(CLASS_NAME, prio):
                 r["priority"] = prio
             else:
