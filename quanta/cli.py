@@ -147,7 +147,9 @@ def _numbers(values: Optional[List[str]], kind: type, flag: str) -> Optional[tup
     from quanta.sweepfile import int_range
     out: list = []
     for v in values:
-        for part in filter(None, (p.strip() for p in v.split(","))):
+        for part in (p.strip() for p in v.split(",")):
+            if not part:
+                raise QuantaError(f"'{v}' has an empty item", field=flag)
             try:
                 out += int_range(part) if kind is int and not part.startswith("-") else [kind(part)]
             except ValueError:

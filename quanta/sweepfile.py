@@ -86,7 +86,8 @@ def load_sweep_file(path: str | Path) -> SweepSpec:
                            field=".".join(str(w) for w in where) or None)
 
     if data is None:
-        data = {}
+        raise err("the sweep file is empty (fields: traces, rates, clusters, policies, seeds, "
+                  "...)")
     if not isinstance(data, dict):
         raise err("a sweep file is a mapping of fields (traces, rates, clusters, policies, seeds, "
                   "...)")
@@ -160,6 +161,11 @@ def load_sweep_file(path: str | Path) -> SweepSpec:
                                                    line=lines.line("window")))
     except TypeError as e:      # pragma: no cover  (fields are checked above)
         raise err(str(e)) from None
+    from quanta.sweeps import check_values
+    try:
+        check_values(spec)
+    except QuantaError as e:    # at the line of the field as the file names it
+        raise err(e.bare, *((fields[e.field][1],) if e.field in fields else ())) from None
     return spec
 
 

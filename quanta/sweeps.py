@@ -144,6 +144,30 @@ def expand(spec: SweepSpec) -> list[Cell]:
     return cells
 
 
+def check_values(spec: SweepSpec) -> None:
+    """A QuantaError (one line, the field's name) for a number no cell could use."""
+    for s in spec.seeds:
+        if int(s) < 0:
+            raise QuantaError(f"seed {s} is negative", field="seeds")
+    for x in spec.load_scales:
+        if not 0 < x < float("inf"):
+            raise QuantaError(f"load scale {x} is not a positive number", field="load_scales")
+    for r in spec.rates:
+        if not 0 < r < float("inf"):
+            raise QuantaError(f"rate {r} is not a positive number (jobs/hour)", field="rates")
+    if spec.jobs <= 0:
+        raise QuantaError(f"jobs {spec.jobs} is not positive", field="jobs")
+    if spec.max_jobs is not None and spec.max_jobs <= 0:
+        raise QuantaError(f"max_jobs {spec.max_jobs} is not positive", field="max_jobs")
+    if spec.until_h is not None and not spec.until_h > 0:
+        raise QuantaError(f"until_h {spec.until_h:g} is not a positive number of hours",
+                          field="until_h")
+    for name in ("restart_delay", "node_mtbf_h", "repair_h"):
+        v = getattr(spec, name)
+        if not 0 <= v < float("inf"):
+            raise QuantaError(f"{name} {v:g} is not 0 or more", field=name)
+
+
 def validate(spec: SweepSpec) -> None:
     """Fail before running anything on an input no cell could use (one-line QuantaError)."""
     from quanta.model.presets import resolve_cluster
@@ -156,20 +180,7 @@ def validate(spec: SweepSpec) -> None:
         raise QuantaError("no clusters to sweep", field="clusters")
     if not spec.seeds:
         raise QuantaError("no seeds to sweep", field="seeds")
-    for s in spec.seeds:
-        if int(s) < 0:
-            raise QuantaError(f"seed {s} is negative", field="seeds")
-    for x in spec.load_scales:
-        if not x > 0:
-            raise QuantaError(f"load scale {x} is not positive", field="load_scales")
-    for r in spec.rates:
-        if not r > 0:
-            raise QuantaError(f"rate {r} is not positive (jobs/hour)", field="rates")
-    if spec.jobs <= 0:
-        raise QuantaError(f"jobs {spec.jobs} is not positive", field="jobs")
-    if spec.until_h is not None and not spec.until_h > 0:
-        raise QuantaError(f"until_h {spec.until_h:g} is not a positive number of hours",
-                          field="until_h")
+    check_values(spec)
     for p in spec.policies:
         build_policy(p, world, 0)
     for c in spec.all_clusters():
@@ -328,9 +339,14 @@ def run_sweep(spec: SweepSpec, out: Path, *, workers: int | None = None, ray: st
         raise QuantaError(f"unknown figure format '{fig_format}' (png, pdf or svg)",
                           field="--fig-format")
     cells = expand(spec)
+    if out.exists() and not out.is_dir():
+        raise QuantaError(f"output folder {out} is a file", field="--out")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise QuantaError(f"cannot write the output folder {out}: {e.strerror or e}",
+                          field="--out") from None
     store = CellStore(out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "sweep.json").write_text(json.dumps(spec_record(spec), indent=1) + "\n")
     done: dict[int, dict] = {}
     for c in cells:
         got = store.get(c.key)
@@ -381,6 +397,11 @@ def run_sweep(spec: SweepSpec, out: Path, *, workers: int | None = None, ray: st
         raise QuantaError(failure[0])
     rows = [result_row(c, spec, done[c.index]) for c in cells]
     agg = write_outputs(out, cells, rows, done)
+    # the spec last, with the tables it describes (a sweep stopped by a failing cell leaves the
+    # earlier sweep's spec and tables as they were, side by side)
+    tmp = out / "sweep.json.tmp"
+    tmp.write_text(json.dumps(spec_record(spec), indent=1) + "\n")
+    os.replace(tmp, out / "sweep.json")
     figures = []
     if plots:
         from quanta.report.plots import sweep_figures

@@ -180,6 +180,11 @@ BAD_YAML = [
      "policies.0", "unknown parameter 'backfil'"),
     ("rates: [2]\nseeds: 3-1\n", "sweep.yaml:2", "seeds", "bad seeds"),
     ("rates: [2]\nworld: nowhere\n", "sweep.yaml:2", "world", "unknown world"),
+    ("rates: [2]\nmax_jobs: 0\n", "sweep.yaml:2", "max_jobs", "max_jobs 0 is not positive"),
+    ("rates: [2]\njobs: -10\n", "sweep.yaml:2", "jobs", "jobs -10 is not positive"),
+    ("rate: [2, .nan]\n", "sweep.yaml:1", "rate", "rate nan is not a positive number"),
+    ("rates: [2]\nrestart_delay: -5\n", "sweep.yaml:2", "restart_delay", "is not 0 or more"),
+    ("", "sweep.yaml", None, "the sweep file is empty"),
 ]
 
 
@@ -201,7 +206,8 @@ def test_bad_sweep_file_is_one_line_naming_file_line_field(tmp_path, text, where
     (["sweep", "--rate", "2", "--jobs", "10", "--window", "30:40"], "starts past"),
     (["sweep", "--rate", "2", "--jobs", "10", "--policy", "nope"], "unknown policy 'nope'"),
     (["sweep", "--rate", "2", "--jobs", "10", "--seeds", "x"], "field '--seed'"),
-    (["sweep", "--rate", "-1", "--jobs", "10"], "rate -1.0 is not positive"),
+    (["sweep", "--rate", "-1", "--jobs", "10"], "rate -1.0 is not a positive number"),
+    (["sweep", "--rate", "3,,6", "--jobs", "10"], "'3,,6' has an empty item"),
     (["simulate", "--trace", "synthetic:2:10", "--window", "7:3"], "bad window '7:3'"),
     (["simulate", "--trace", "synthetic:2:10", "--window", "10:20"], "starts past"),
 ])
@@ -225,6 +231,26 @@ def test_sweep_json_records_the_spec(tmp_path):
     res = rows(tmp_path / "o" / "results.csv")
     assert [x["load_scale"] for x in res] == ["1.0", "2.0"]
     assert {x["restart_delay"] for x in res} == {"0.0"}
+
+
+def test_a_failing_sweep_leaves_the_earlier_spec_and_tables_together(tmp_path):
+    out = tmp_path / "o"
+    r = quanta("sweep", "--rate", "3", "--jobs", "10", "--cluster", "v100:1x8", "--policy", "fifo",
+               "--workers", "1", "--out", str(out), "-q")
+    assert r.returncode == 0, r.stderr
+    before = {f: (out / f).read_bytes() for f in ("sweep.json", "results.csv")}
+    bad = tmp_path / "nofit.csv"
+    bad.write_text("job_id,submit_time_s,num_gpus,duration_s\nj1,0,1,100\nj2,10,99,100\n")
+    r = quanta("sweep", "--trace", str(bad), "--cluster", "v100:1x8", "--policy", "fifo",
+               "--restart-delay", "5", "--workers", "1", "--out", str(out), "-q")
+    assert r.returncode == 2 and "num_gpus" in r.stderr, r.stderr
+    assert {f: (out / f).read_bytes() for f in before} == before
+    (tmp_path / "afile").write_text("x")
+    for where, says in ((tmp_path / "afile", "is a file"), (tmp_path / "afile" / "x", "cannot write")):
+        r = quanta("sweep", "--rate", "3", "--jobs", "10", "--policy", "fifo", "--out", str(where),
+                   "-q")
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        assert r.returncode == 2 and len(lines) == 1 and says in lines[0], r.stderr
 
 
 def test_a_replay_worlds_sweep_runs_on_its_references_cluster(tmp_path):
