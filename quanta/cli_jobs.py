@@ -140,8 +140,9 @@ def register(app: typer.Typer, console: Callable) -> None:
     @app.command()
     def serve(
         host: str = typer.Option("127.0.0.1", help="address to listen on"),
-        port: Optional[int] = typer.Option(None, help="port (default: that of $QUANTA_URL, the "
-                                           "address the CLI talks to, else 8472)"),
+        port: Optional[int] = typer.Option(None, min=1, max=65535, help="port (default: that of "
+                                           "$QUANTA_URL, the address the CLI talks to, else "
+                                           "8472)"),
         state: Path = typer.Option(Path("quanta-state"), help="state folder (SQLite, job folders, "
                                    "admin token)"),
         policy: str = typer.Option("fifo", help="policy NAME[:key=value,...] (see `quanta policies`)"),
@@ -165,15 +166,25 @@ def register(app: typer.Typer, console: Callable) -> None:
         import uvicorn
 
         from quanta.service.server import ServiceConfig, build, check_port
+        from quanta.errors import QuantaError
         if port is None:
             from urllib.parse import urlparse
-            port = urlparse(os.environ.get("QUANTA_URL", "")).port or 8472
+            try:
+                port = urlparse(os.environ.get("QUANTA_URL", "")).port or 8472
+            except ValueError as e:
+                raise QuantaError(f"$QUANTA_URL: {e}", field="--port") from None
         check_port(host, port)
         if users is not None and not users.is_file():
-            from quanta.errors import QuantaError
             raise QuantaError("no such file", source=str(users), field="--users")
-        _store, runtime, api, token_path = build(ServiceConfig(state, policy, cluster, backend,
-                                                               poll_s, ray_address, users, queues))
+        if state.exists() and not state.is_dir():
+            raise QuantaError("is a file, not a state folder", source=str(state), field="--state")
+        try:
+            _store, runtime, api, token_path = build(ServiceConfig(
+                state, policy, cluster, backend, poll_s, ray_address, users, queues))
+        except OSError as e:              # the state folder (or a file in it) cannot be made
+            raise QuantaError(f"cannot use the state folder ({e.strerror or e}"
+                              f"{': ' + str(e.filename) if e.filename else ''})",
+                              source=str(state), field="--state") from None
         tree = runtime.tree
         console().print(f"quanta serve: {runtime.cluster.describe()} under "
                         f"{runtime.policy.label()} ({backend} backend); http://{host}:{port}/  "

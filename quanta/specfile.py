@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -67,9 +69,16 @@ def read_yaml(path: Path) -> object:
 def validated(model: type[M], data: object, source: str = "") -> M:
     """`data` validated by a pydantic model; the first error names its field."""
     from pydantic import ValidationError
+    if data is None:
+        raise QuantaError("the file is empty", source=source or None)
+    if not isinstance(data, dict):
+        raise QuantaError(f"want a mapping of fields (key: value), got {type(data).__name__}",
+                          source=source or None)
     try:
         return model.model_validate(data)
     except ValidationError as err:
         e = err.errors()[0]
         field = ".".join(str(p) for p in e["loc"]) or None
-        raise QuantaError(e["msg"], source=source or None, field=field) from None
+        # (pydantic names its model classes: "a valid dictionary or instance of _NodeGroup")
+        msg = re.sub(r" or instance of \w+", "", e["msg"])
+        raise QuantaError(msg, source=source or None, field=field) from None

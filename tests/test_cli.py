@@ -1,8 +1,10 @@
 """The command line, run as a user runs it (a real subprocess), and its outputs."""
 
 import csv
+import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -48,9 +50,19 @@ def test_simulate_inline_cluster_and_policy_params_is_deterministic(tmp_path):
     (["--policy", "nope"], "unknown policy 'nope'"),
     (["--format", "xml"], "unknown"),
     (["--trace", "synthetic:abc"], "bad synthetic trace"),
+    (["--cluster", "xyz:4x8"], "field '--cluster': unknown GPU type 'xyz'"),
+    (["--cluster", "EMPTY.yaml"], "EMPTY.yaml: the file is empty"),
+    (["--cluster", "LIST.yaml"], "LIST.yaml: want a mapping of fields (key: value), got list"),
+    (["--cluster", "STRNODE.yaml"], "field 'nodes.0': Input should be a valid dictionary"),
+    (["--cluster", "BOOLCOUNT.yaml"], "field 'nodes.0.count': Input should be a valid integer"),
 ])
 def test_bad_input_is_one_line_exit_2(args, needle, tmp_path):
-    r = quanta("simulate", "--out", str(tmp_path), "--quiet", *args)
+    files = {"EMPTY.yaml": "", "LIST.yaml": "- a\n", "STRNODE.yaml": "nodes:\n  - v100\n",
+             "BOOLCOUNT.yaml": "nodes:\n  - {gpu_type: v100, count: true, gpus: 8}\n"}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    args = [str(tmp_path / a) if a in files else a for a in args]
+    r = quanta("simulate", "--out", str(tmp_path / "o"), "--quiet", *args)
     assert r.returncode == 2
     lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
     assert len(lines) == 1 and needle in lines[0], r.stderr
@@ -109,6 +121,28 @@ def test_events_log_tells_each_jobs_history(tmp_path):
 
 COMMANDS = ["simulate", "reproduce", "worlds", "policies", "clusters", "traces", "catalog", "serve",
             "submit", "schema", "queue", "cancel", "hold", "release", "status", "logs", "add-user"]
+
+
+def test_service_addresses_and_state_folders_no_one_can_use_are_one_line(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    cases = [
+        (["serve", "--port", "70000"], {}, "Invalid value for '--port'"),
+        (["serve", "--state", str(tmp_path / "st")], {"QUANTA_URL": "http://127.0.0.1:70000"},
+         "field '--port': $QUANTA_URL: Port out of range"),
+        (["serve", "--state", str(tmp_path / "afile")], {}, "is a file, not a state folder"),
+        (["serve", "--state", str(tmp_path / "afile" / "st")], {},
+         "cannot use the state folder (Not a directory"),
+        (["queue", "--url", "notaurl"], {}, "field '--url': 'notaurl' is not a service address"),
+        (["queue"], {"QUANTA_URL": "ftp://x"}, "field '$QUANTA_URL': 'ftp://x' is not a service"),
+    ]
+    for args, env, needle in cases:
+        t0 = time.monotonic()
+        r = subprocess.run([sys.executable, "-m", "quanta.cli", *args], capture_output=True,
+                           text=True, timeout=60, env={**os.environ, **env})
+        assert r.returncode == 2 and needle in r.stderr, (args, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert time.monotonic() - t0 < 20          # (a bad --url used to be retried ~28 s)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
 
 
 @pytest.mark.parametrize("args, needle", [

@@ -73,7 +73,10 @@ def parse_inline(spec: str) -> Cluster:
         if not m:
             raise QuantaError(f"bad cluster spec '{spec}': '{part.strip()}' is not TYPE:NODESxGPUS "
                               f"(e.g. v100:64x8,k80:16x4)", field="--cluster")
-        gpu = gpu_type(m.group(1)).name
+        try:
+            gpu = gpu_type(m.group(1)).name
+        except QuantaError as e:
+            raise QuantaError(e.bare, field="--cluster") from None
         count, per = int(m.group(2)), int(m.group(3))
         if count <= 0 or per <= 0:
             raise QuantaError(f"bad cluster spec '{spec}': node and GPU counts must be positive",
@@ -90,9 +93,9 @@ def _cluster_file_model() -> type:
     class _NodeGroup(BaseModel):
         model_config = ConfigDict(extra="forbid")
         gpu_type: str
-        count: int = Field(1, gt=0)
-        gpus: int = Field(gt=0)
-        cpus: int = Field(0, ge=0)
+        count: int = Field(1, gt=0, strict=True)      # (strict: `count: true` is not 1)
+        gpus: int = Field(gt=0, strict=True)
+        cpus: int = Field(0, ge=0, strict=True)
         mem_gb: float = Field(0.0, ge=0)
         intra_bw_gbps: float = Field(0.0, ge=0)
         inter_bw_gbps: float = Field(0.0, ge=0)

@@ -19,6 +19,7 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -43,6 +44,11 @@ def default_token() -> str:
 class Client:
     def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0):
         self.url = (url or os.environ.get("QUANTA_URL") or DEFAULT_URL).rstrip("/")
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            where = "--url" if url else "$QUANTA_URL"
+            raise QuantaError(f"'{self.url}' is not a service address (http://HOST:PORT)",
+                              field=where)
         self.token = token or default_token()
         self.timeout = timeout
 
