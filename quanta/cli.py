@@ -58,7 +58,7 @@ def simulate(
                               "(Gavel-style Poisson)"),
     format: str = typer.Option("auto", "--format", metavar="FORMAT", help="trace format (auto, "
                                "normalized, philly, gavel, pollux, tiresias, openb, helios, itp, "
-                               "pai)"),
+                               "pai, rubick)"),
     cluster: Optional[str] = typer.Option(None, metavar="CLUSTER", help="preset name, YAML "
                                           "file, or TYPE:NODESxGPUS[,...] [default: gavel-108; "
                                           "under --world sia-sim or gavel-sim the reference's "

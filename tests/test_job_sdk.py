@@ -114,6 +114,21 @@ def test_example_jobs_really_train(tmp_path, model):
     assert read_json(tmp_path / "progress.json")["step"] == 150
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a machine with CUDA runs it on the GPU")
+def test_a_gpu_allocation_without_cuda_runs_on_the_cpu_and_says_so(tmp_path):
+    """A declared cluster's GPUs on a machine without them (docs/queues.md's `serve --cluster
+    v100:2x4` on a laptop): every job failed with 'Torch not compiled with CUDA enabled'."""
+    env = {**os.environ, "QUANTA_JOB_ID": "g", "QUANTA_JOB_DIR": str(tmp_path),
+           "QUANTA_TOTAL_STEPS": "5", "QUANTA_GLOBAL_BATCH": "8", "QUANTA_GPU_TYPE": "v100",
+           "CUDA_VISIBLE_DEVICES": "0", "OMP_NUM_THREADS": "1"}
+    r = subprocess.run([sys.executable, "-m", "quanta.examples.train", "--model", "mlp"],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "allocated v100 GPU(s) cuda:0, but CUDA is not usable on this machine: running on " \
+        "the CPU" in r.stderr
+    assert read_json(tmp_path / "progress.json")["step"] == 5
+
+
 def test_reconfiguration_keeps_the_optimisation(tmp_path):
     """20 steps on 1 worker then 20 on 2 DDP workers (gloo) with accumulation 2 reach the same
     weights as 40 steps on one worker: same global batch, same data, resumed from a checkpoint."""

@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     model = build(args.model, args.seed)
     net = job.wrap(model)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
-    dev = torch.device(alloc.device)
+    dev = torch.device(job.alloc.device)      # (the CPU where CUDA is not usable)
     scale = alloc.world_size / alloc.global_batch   # DDP averages over ranks: sum / global batch
     loss_val = float("nan")
     for step in job.steps(model, opt):

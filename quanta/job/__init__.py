@@ -40,7 +40,7 @@ import re
 import signal
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -176,10 +176,21 @@ def read_json(path: Path) -> Any | None:
         return None
 
 
+def _cuda_usable() -> bool:
+    import torch
+    return torch.cuda.is_available()
+
+
 class Job:
     """One process of a job: allocation, stop signal, checkpoints, progress reports."""
 
     def __init__(self, alloc: Allocation):
+        if alloc.device.startswith("cuda") and not _cuda_usable():
+            # a declared cluster's GPUs on a machine without them (serve --cluster v100:2x4 on a
+            # laptop, to try queues): the job runs, on the CPU, and its log says so
+            print(f"quanta.job: allocated {alloc.gpu_type} GPU(s) {alloc.device}, but CUDA is not "
+                  "usable on this machine: running on the CPU", file=sys.stderr, flush=True)
+            alloc = replace(alloc, device="cpu")
         self.alloc = alloc
         self.dir = Path(alloc.workdir)
         self.ckpt_dir = self.dir / "checkpoints"

@@ -55,6 +55,11 @@ def build(cfg: ServiceConfig):
         from quanta.runtime.backends.local import LocalBackend, detect_cluster
         backend = LocalBackend(run_as, user_of)
         cluster = resolve_cluster(detect_cluster() if cfg.cluster == "auto" else cfg.cluster)
+        if cfg.cluster != "auto" and any(t != "cpu" for t in cluster.types) and \
+                detect_cluster().startswith("cpu:"):
+            print(f"quanta serve: cluster {cfg.cluster} has GPUs and this machine has none: jobs "
+                  "are scheduled as on that cluster and run on the CPU (the job SDK falls back)",
+                  file=sys.stderr, flush=True)
     elif cfg.backend == "ray":
         from quanta.runtime.backends.ray import RayBackend, token_auth
         backend = RayBackend(cfg.ray_address or None, run_as, user_of)
