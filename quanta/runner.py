@@ -240,13 +240,13 @@ def check_request(req: SimulationRequest) -> None:
                           field="--until-h")
     if req.seed < 0:
         raise QuantaError(f"must be 0 or more, got {req.seed}", field="--seed")
-    if not req.load_scale > 0:
-        raise QuantaError(f"must be positive, got {req.load_scale:g}",
+    if not 0 < req.load_scale < float("inf"):
+        raise QuantaError(f"must be a positive number, got {req.load_scale:g}",
                           field="--load-scale")
     for name, v in (("--restart-delay", req.restart_delay), ("--node-mtbf-h", req.node_mtbf_h),
                     ("--repair-h", req.repair_h)):
-        if not v >= 0:
-            raise QuantaError(f"must be 0 or more, got {v:g}", field=name)
+        if not 0 <= v < float("inf"):
+            raise QuantaError(f"must be a number, 0 or more, got {v:g}", field=name)
     from quanta.report.outdir import FIG_FORMATS
     if req.fig_format not in FIG_FORMATS:
         raise QuantaError(f"unknown figure format '{req.fig_format}' (png, pdf or svg)",

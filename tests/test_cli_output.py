@@ -99,6 +99,7 @@ def test_error_and_listing_text_is_printed_as_is():
 @pytest.mark.parametrize("args, flag", [
     (["--until-h", "-5"], "--until-h"), (["--until-h", "0"], "--until-h"),
     (["--seed", "-1"], "--seed"), (["--load-scale", "0"], "--load-scale"),
+    (["--load-scale", "inf"], "--load-scale"),
     (["--fig-format", "jpg"], "--fig-format"), (["--restart-delay", "-1"], "--restart-delay"),
 ])
 def test_nonsensical_values_are_one_line_exit_2(args, flag, tmp_path):

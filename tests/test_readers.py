@@ -391,6 +391,8 @@ BAD_FILES = [
     ("normalized", "n.csv", NORMALIZED_HEAD + "a,0,1,10\nb,5,1\n", 3, "duration_s"),
     ("normalized", "n.csv", NORMALIZED_HEAD + "a,0,1,10\n\nb,5,1,-4\n", 4, "duration_s"),
     ("normalized", "n.csv", "job_id,submit_time_s,duration_s\na,0,10\n", 1, "num_gpus"),
+    ("normalized", "n.csv", "job_id,submit_time_s,num_gpus,duration_s,num_gpus\na,0,1,10,2\n", 1,
+     "num_gpus"),                                            # a column twice: it used the first
     ("philly", "p.csv", PHILLY_HEAD + "2017-13-45 07:33:10,1896.0,1,1896.0,6c71a0\n", 6, "timestamp"),
     ("philly", "p.csv", PHILLY_HEAD + "2017-11-08 07:33:10,-1.0,1,1896.0,6c71a0\n", 6, "duration"),
     ("philly", "p.csv", PHILLY_HEAD + "2017-11-08 07:33:10,1.0,x,1896.0,6c71a0\n", 6, "num_gpus"),
@@ -424,6 +426,15 @@ def test_bad_rows_name_file_line_and_field(tmp_path, fmt, filename, content, lin
         assert f"{p}:{line}" in msg, msg
         assert f"'{field}'" in msg, msg
         assert (e.value.source, e.value.line, e.value.field) == (str(p), line, field)
+
+
+def test_a_row_longer_than_the_header_is_refused_trailing_empty_fields_are_not(tmp_path):
+    p = write(tmp_path, "n.csv", NORMALIZED_HEAD + "a,0,1,10\nb,5,1,10,7\n")
+    with pytest.raises(QuantaError) as e:        # (the 7 was dropped without a word)
+        load_trace(p, "normalized")
+    assert f"{p}:3" in str(e.value) and "row has 5 fields, the header 4" in str(e.value)
+    p = write(tmp_path, "m.csv", NORMALIZED_HEAD + "a,0,1,10,\nb,5,1,10,,\n")
+    assert len(load_trace(p, "normalized").jobs) == 2
 
 
 def _corrupted_variants(path: Path):

@@ -136,6 +136,7 @@ class Parser:
         self.line = 0
         self.index: dict[str, int] = {}
         self.width = 0
+        self.header_width = 0     # fields of the header row (0: none; more in a row is an error)
 
     def error(self, message: str, field: str | None = None, line: int | None = None) -> QuantaError:
         return QuantaError(message, source=self.path, line=self.line if line is None else line,
@@ -146,7 +147,11 @@ class Parser:
         """Index the header row by lower-case column name; missing required columns are an error."""
         self.index = {}
         for i, name in enumerate(fields):
-            self.index.setdefault(norm(name), i)
+            first = self.index.setdefault(norm(name), i)
+            if first != i and norm(name):
+                raise self.error(f"column '{norm(name)}' appears twice (columns {first + 1} and "
+                                 f"{i + 1})", field=norm(name), line=line)
+        self.header_width = len(fields)
         missing = [c for c in required if c not in self.index]
         if missing:
             found = ", ".join(norm(f) for f in fields)
@@ -163,6 +168,8 @@ class Parser:
         return name in self.index
 
     def check_width(self, row: list[str]) -> None:
+        if self.header_width and len(row) > self.header_width and any(row[self.header_width:]):
+            raise self.error(f"row has {len(row)} fields, the header {self.header_width}")
         if len(row) < self.width:
             missing = next(n for n, i in sorted(self.index.items(), key=lambda kv: kv[1])
                            if i >= len(row))
