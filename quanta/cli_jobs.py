@@ -259,13 +259,28 @@ def register(app: typer.Typer, console: Callable) -> None:
                             highlight=False, markup=False)
 
     def _act(what: str, job_ids: List[int], url, token, as_json) -> None:
+        """The action on every job asked for, each answered; a job it cannot be done to (no such
+        job, already finished) is one line on stderr, and the exit is 2 once all are done."""
+        from quanta.service.client import ServiceRefused
         c = _client(url, token)
-        res = [c.action(j, what) for j in job_ids]
+        res, failed = [], []
+        for j in job_ids:
+            try:
+                res.append(c.action(j, what))
+            except ServiceRefused as err:      # this job (none such, finished, not yours): go on
+                if err.status not in (403, 404, 409):
+                    raise
+                failed.append(err)
         if as_json:
             out_json(res)
         else:
             for r in res:
                 say(f"job {r['id']}: {r['requested']} requested")
+        for err in failed[:-1]:
+            console(stderr=True).print(f"error: {err}", highlight=False, markup=False,
+                                       soft_wrap=True)
+        if failed:
+            raise failed[-1]
 
     @app.command()
     def cancel(job_ids: List[int] = typer.Argument(..., help="job ids"), url: Optional[str] = URL,

@@ -245,9 +245,18 @@ def test_cli_submit_queue_status_logs_cancel(service, tmp_path):
     st = json.loads(cli("status", "1", "--json", env=env).stdout)
     assert st["state"] == "running" and [e["kind"] for e in st["events"]][:2] == ["submit", "start"]
     assert cli("logs", "1", "-n", "5", env=env).returncode == 0
-    assert cli("cancel", "1", str(second), env=env).returncode == 0
+    # a bad id among good ones: every good one is done, each bad one is a line, exit 2 (it used
+    # to stop at the first bad id)
+    r = cli("cancel", "77", "1", str(second), env=env)
+    assert r.returncode == 2 and r.stderr.strip() == "error: no job 77 (HTTP 404)", r.stderr
+    assert r.stdout.split("\n")[:2] == ["job 1: cancel requested",
+                                        f"job {second}: cancel requested"], r.stdout
     s.wait(1, lambda j: j["state"] == "cancelled")
     s.wait(second, lambda j: j["state"] == "cancelled")
+    r = cli("cancel", "1", "78", "79", env=env)
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        "error: job 1 is already cancelled (HTTP 409)", "error: no job 78 (HTTP 404)",
+        "error: no job 79 (HTTP 404)"], r.stderr
     cl = json.loads(cli("status", "--json", env=env).stdout)
     assert cl["types"] == [{"gpu_type": "cpu", "total": 1, "allocated": 0}]
     # errors: one line, exit 2, no traceback

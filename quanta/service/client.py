@@ -41,6 +41,14 @@ def default_token() -> str:
         return ""
 
 
+class ServiceRefused(QuantaError):
+    """The service answered with an error status (`status`): its one line, and the status."""
+
+    def __init__(self, message: str, status: int):
+        super().__init__(message)
+        self.status = status
+
+
 class Client:
     def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0):
         self.url = (url or os.environ.get("QUANTA_URL") or DEFAULT_URL).rstrip("/")
@@ -91,7 +99,7 @@ class Client:
                 msg = r.text
             msg = "".join(c if c.isprintable() else f"\\x{ord(c) & 0xff:02x}"
                           for c in " ".join(str(msg).split()))     # no escape sequence
-            raise QuantaError(f"{msg} (HTTP {r.status_code})")
+            raise ServiceRefused(f"{msg} (HTTP {r.status_code})", r.status_code)
         return r.text if text else r.json()
 
     def submit(self, body: dict, key: str | None = None) -> dict:
