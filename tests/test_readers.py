@@ -411,6 +411,8 @@ BAD_FILES = [
                         "start_time,end_time,duration,queue\n"
                         "1,u,vc,j,1,8,1,COMPLETED,yesterday,,,60,0\n", 2, "submit_time"),
     ("itp", "i.csv", "job_id,submission_time,duration,num_gpu\nx,10,60,1\ny,20,60,1.5\n", 3, "num_gpu"),
+    ("rubick", "r.csv", "name,submission_time,duration,application,num_gpus,num_cpus,bandwidth,"
+                        "exec_plan,steps,is_sla\nj,0,100,vit,1,4,0,warp-drive,0,0\n", 2, "exec_plan"),
     ("pai", "pai.csv", "j1,worker,1,Terminated,100.0,50.0,600.0,29.0,100.0,V100\n", 1, "end_time"),
     ("pai", "pai.csv", "j1,worker,1,Terminated,100.0,500.0,600.0,29.0,lots,V100\n", 1, "plan_gpu"),
 ]
@@ -426,6 +428,12 @@ def test_bad_rows_name_file_line_and_field(tmp_path, fmt, filename, content, lin
         assert f"{p}:{line}" in msg, msg
         assert f"'{field}'" in msg, msg
         assert (e.value.source, e.value.line, e.value.field) == (str(p), line, field)
+
+
+def test_rows_without_a_job_id_are_named_and_noted(tmp_path):
+    tr = load_trace(write(tmp_path, "n.csv", NORMALIZED_HEAD + ",0,1,10\nb,5,1,10\n"), "normalized")
+    assert [j.job_id for j in tr.jobs] == ["normalized-000000", "b"]
+    assert "1 jobs without a job_id: named normalized-NNNNNN by their row" in tr.notes
 
 
 def test_a_row_longer_than_the_header_is_refused_trailing_empty_fields_are_not(tmp_path):

@@ -33,11 +33,14 @@ def read(path: str | Path, *, max_jobs: int | None = None) -> Trace:
     statuses: list[str] = []
     qos_values: list[str] = []
     censored = 0
+    unnamed = 0
     for line, row in it:
         p.line = line
         p.check_width(row)
+        job_id = p.get(row, "job_id")
+        unnamed += not job_id
         r: dict[str, Any] = {
-            "job_id": p.get(row, "job_id") or f"{FORMAT}-{len(rows):06d}",
+            "job_id": job_id or f"{FORMAT}-{len(rows):06d}",
             "submit_time": p.number(p.get(row, "submit_time_s"), "submit_time_s", minimum=None),
             "num_gpus": p.whole(p.get(row, "num_gpus"), "num_gpus", minimum=1),
             "duration_s": p.number(p.get(row, "duration_s"), "duration_s"),
@@ -77,6 +80,8 @@ def read(path: str | Path, *, max_jobs: int | None = None) -> Trace:
         censored += cens in ("1", "true", "True")
         rows.append(r)
     notes: list[str] = []
+    if unnamed:
+        notes.append(f"{unnamed} jobs without a job_id: named {FORMAT}-NNNNNN by their row")
     if statuses:
         notes.append(count_note("status", statuses))
     if qos_values:

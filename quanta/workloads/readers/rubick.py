@@ -26,6 +26,14 @@ def sniff(s: Sample) -> bool:
 
 def _row(p: Parser, row: list[str], i: int) -> dict[str, Any]:
     sla = p.opt(row, "is_sla")
+    plan = p.opt(row, "exec_plan")
+    if plan:
+        from quanta.perf.plan import parse_plan
+        try:
+            parse_plan(plan, 1)
+        except ValueError as err:     # (an unknown plan was kept, and the best plan run instead)
+            raise p.error(f"{err} (ga, gc, zero-dp, zero1-dp, zero3-dp, zero-offload[+gc], "
+                          f"tp+ga, or three digits PP TP DP)", field="exec_plan") from None
     return {
         "job_id": p.get(row, "name") or f"{FORMAT}-{i:06d}",
         "submit_time": p.number(p.get(row, "submission_time"), "submission_time"),
@@ -33,7 +41,7 @@ def _row(p: Parser, row: list[str], i: int) -> dict[str, Any]:
         "duration_s": p.number(p.get(row, "duration"), "duration"),
         "job_type": p.get(row, "application"),
         "cpus": p.number(p.opt(row, "num_cpus") or "0", "num_cpus"),
-        "plan": p.opt(row, "exec_plan"),
+        "plan": plan,
         "guaranteed": bool(sla) and p.whole(sla, "is_sla") == 1,
         "reference_gpu": "a800",
     }
