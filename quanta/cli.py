@@ -84,8 +84,9 @@ def simulate(
     node_mtbf_h: float = typer.Option(0.0, "--node-mtbf-h", min=0.0, metavar="H",
                                       help="inject node failures: mean hours between failures "
                                       "per node"),
-    repair_h: float = typer.Option(1.0, "--repair-h", min=0.0, metavar="H",
-                                   help="hours a failed node stays down"),
+    repair_h: Optional[float] = typer.Option(None, "--repair-h", min=0.0, metavar="H",
+                                             help="hours a failed node stays down (with "
+                                             "--node-mtbf-h) [default: 1]"),
     until_h: Optional[float] = typer.Option(None, "--until-h", metavar="H",
                                             help="stop the simulation at this hour (> 0)"),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="write figures"),
@@ -108,11 +109,15 @@ def simulate(
     from quanta.report.window import parse_window
     from quanta.runner import SimulationRequest, run_simulations
 
+    if repair_h is not None and not node_mtbf_h > 0:
+        raise QuantaError("is the repair time of failing nodes: give --node-mtbf-h H too",
+                          field="--repair-h")
     req = SimulationRequest(trace=trace, format=format, cluster=cluster,
                             policies=policy or DEFAULT_POLICIES, seed=seed, out=out,
                             max_jobs=max_jobs, load_scale=load_scale, restart_delay=restart_delay,
                             drop_impossible=drop_impossible, node_mtbf_h=node_mtbf_h,
-                            repair_h=repair_h, until_h=until_h, plots=plots, events=events,
+                            repair_h=1.0 if repair_h is None else repair_h, until_h=until_h,
+                            plots=plots, events=events,
                             world=world, window=parse_window(window),
                             queues=str(queues) if queues else None, force=force,
                             fig_format=fig_format.lower())

@@ -142,8 +142,15 @@ def register(app: typer.Typer, console: Callable) -> None:
         """Queues of a file: tree and quotas; on a simulated trace, usage, borrowed GPUs, waiting
         jobs and fair-share factor per queue. Without FILE: those of the running service
         (quanta serve --queues FILE)."""
+        from quanta.errors import QuantaError
         from quanta.model.presets import resolve_cluster
         from quanta.queues.spec import load_queues
+        if jobs and at_h is None:
+            raise QuantaError("--jobs lists the jobs waiting at an hour: give --at-h H too",
+                              field="--jobs")
+        if at_h is not None and (trace is None or file is None):
+            raise QuantaError("an hour of a simulated trace: give a queues FILE and --trace too",
+                              field="--at-h")
         if file is None:
             from quanta.service.client import Client
             report = Client(url, token).call("GET", "/v1/queues")

@@ -5,8 +5,11 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def quanta(*args, cwd=None):
@@ -121,6 +124,18 @@ def test_events_log_tells_each_jobs_history(tmp_path):
 
 COMMANDS = ["simulate", "reproduce", "worlds", "policies", "clusters", "traces", "catalog", "serve",
             "submit", "schema", "queue", "cancel", "hold", "release", "status", "logs", "add-user"]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["simulate", "--trace", "synthetic:3:10", "--repair-h", "5"], "give --node-mtbf-h H too"),
+    (["queues", "quanta/examples/queues/teams.yaml", "--jobs"], "give --at-h H too"),
+    (["queues", "quanta/examples/queues/teams.yaml", "--at-h", "3"], "give a queues FILE and --trace"),
+])
+def test_an_option_that_would_be_ignored_is_refused(args, needle, tmp_path):
+    r = quanta(*args, "-q" if args[0] == "simulate" else "--json", *(
+        ["--out", str(tmp_path / "o")] if args[0] == "simulate" else []), cwd=ROOT)
+    assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, \
+        r.stderr
 
 
 def test_service_addresses_and_state_folders_no_one_can_use_are_one_line(tmp_path):
