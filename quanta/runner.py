@@ -215,7 +215,7 @@ def _simulate(req: SimulationRequest, policies, world, wl, cluster: Cluster, per
                         **world.engine_options())
         if i == 0:
             header += check_feasible(specs, sim, trace, cluster, req.drop_impossible)
-        if console is not None:
+        if console is not None and console.is_terminal:   # (elsewhere a bar is blank lines)
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
             with Progress(TextColumn("{task.description:24s}"), BarColumn(),
                           TextColumn("{task.percentage:>5.1f}% of arrivals"), TimeElapsedColumn(),

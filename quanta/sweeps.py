@@ -357,7 +357,7 @@ def run_sweep(spec: SweepSpec, out: Path, *, workers: int | None = None, ray: st
     total = len(cells)
 
     bar = task = None
-    if console is not None:
+    if console is not None and console.is_terminal:     # (elsewhere a bar is blank lines)
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                    TimeElapsedColumn, TimeRemainingColumn)
         bar = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(),

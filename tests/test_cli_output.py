@@ -263,6 +263,15 @@ def test_an_output_folder_that_cannot_be_made_is_refused_before_the_run(tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
 
 
+def test_output_to_a_pipe_starts_with_the_table_not_progress_bar_blank_lines(tmp_path):
+    r = quanta("simulate", "--trace", "synthetic:3:20", "--cluster", "v100:1x8", "--policy", "las",
+               "--policy", "fifo", "--no-plots", "--out", str(tmp_path / "o"))
+    assert r.returncode == 0 and r.stdout.startswith("Quanta: trace:"), r.stdout[:200]
+    r = quanta("sweep", "--rate", "3", "--jobs", "10", "--policy", "fifo", "--workers", "1",
+               "--out", str(tmp_path / "s"))
+    assert r.returncode == 0 and r.stdout.startswith("Quanta sweep:"), r.stdout[:200]
+
+
 def test_report_headers_carry_units_and_notes_say_what_to_know(tmp_path):
     trace = tmp_path / "t.csv"          # a Tiresias-format trace with a model no catalog knows
     trace.write_text("job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n"

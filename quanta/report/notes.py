@@ -15,7 +15,7 @@ def _count(n: int, what: str) -> str:
 
 
 def speed_notes(specs: Sequence[JobSpec], cluster: Cluster, perf) -> list[str]:
-    """Job types no model knows (their speed is the trace's run time, other GPU types by the
+    """Job types no model knows (their speed is their run time, other GPU types by the
     generic speed ratio) and, per GPU type, known job types whose speed there is carried over
     from another GPU type by a generic ratio (bootstrapped) or estimated."""
     prov = getattr(perf, "provenance", None)
@@ -46,8 +46,9 @@ def speed_notes(specs: Sequence[JobSpec], cluster: Cluster, perf) -> list[str]:
         notes.append(f"job types not in the catalog ({_count(n_jobs, 'job')}): "
                      + ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6
                                                 else "")
-                     + "; their speed is the trace's run time on the reference GPU, other GPU "
-                       "types by a generic speed ratio (`quanta catalog` lists the known types)")
+                     + "; their speed is their run time on the reference GPU (the trace's, or the "
+                       "drawn one where it has none), other GPU types by a generic speed ratio "
+                       "(`quanta catalog` lists the known types)")
     known_types = {s.job_type for s in reps.values()} - unknown
     for t, kinds in by_type.items():
         if kinds:

@@ -33,8 +33,10 @@ class Sample:
     suffix: str                 # lower-case file extension, with the dot
 
 
-# the largest count a trace may give (GPUs, batch sizes): well inside int64
+# the largest count a trace may give (GPUs, batch sizes): well inside int64; and the largest
+# number (a time, a duration, an amount): 1e15 s is 30 million years
 MAX_WHOLE = 10 ** 15
+MAX_NUMBER = 1e15
 
 
 def sample_file(path: Path) -> Sample:
@@ -197,6 +199,8 @@ class Parser:
             raise self.error(f"'{text}' is not a finite number", field=field)
         if minimum is not None and v < minimum:
             raise self.error(f"{text} is below the minimum {minimum:g}", field=field)
+        if abs(v) > MAX_NUMBER:
+            raise self.error(f"{text} is above the maximum {MAX_NUMBER:.0e}", field=field)
         return v
 
     def whole(self, text: str, field: str, *, minimum: int | None = 0) -> int:
