@@ -233,6 +233,9 @@ def check_request(req: SimulationRequest) -> None:
     if not req.trace.strip():
         raise QuantaError("is empty: name a trace file, a bundled sample or synthetic:RATE:JOBS",
                           field="--trace")
+    if req.trace.startswith("synthetic:") and req.format != "auto":
+        raise QuantaError(f"a synthetic trace has no file format to read it as ('{req.format}'): "
+                          f"leave --format out", field="--format")
     if req.out is not None and not str(req.out).strip():
         raise QuantaError("is empty: name a folder for the run's files", field="--out")
     if req.until_h is not None and not req.until_h > 0:

@@ -128,6 +128,7 @@ def test_policy_values_no_run_can_use_are_one_line_exit_2(policies, says, tmp_pa
     ("synthetic:nan:30", "rate must be a positive number"),
     ("synthetic:inf:30", "rate must be a positive number"),
     ("synthetic:3:30:5", "want synthetic:JOBS_PER_HOUR[:NUM_JOBS]"),
+    ("synthetic:3:30 --format philly", "a synthetic trace has no file format"),   # was ignored
     ("rows:j2,10,99999999999999999999,100", "'num_gpus': 99999999999999999999 is above the maximum"),
     ("rows:j2,10,1,100,99999999999999999999", "'priority': 99999999999999999999 is above"),
 ])
@@ -138,9 +139,10 @@ def test_trace_values_no_run_can_use_are_one_line_exit_2(trace, says, tmp_path):
         f.write_text("job_id,submit_time_s,num_gpus,duration_s" + (",priority" if row.count(",") == 4
                                                                       else "") + f"\n{row}\n")
         trace = str(f)
-    line = one_line_error(quanta("simulate", "--trace", trace, "--cluster", "v100:1x8", "-q",
-                                 "--out", str(tmp_path / "o")))
-    assert says in line and ("t.csv:2" in line or "--trace" in line)
+    trace, *more = trace.split(" ")
+    line = one_line_error(quanta("simulate", "--trace", trace, *more, "--cluster", "v100:1x8",
+                                 "-q", "--out", str(tmp_path / "o")))
+    assert says in line and ("t.csv:2" in line or "field '--" in line)
     assert not (tmp_path / "o").exists()
 
 
