@@ -95,8 +95,8 @@ def load_any_trace(spec: str, fmt: str, seed: int) -> Trace:
             raise QuantaError(f"bad synthetic trace '{spec}': want synthetic:JOBS_PER_HOUR[:NUM_JOBS]",
                               field="--trace") from None
         if not 0 < rate < float("inf") or num <= 0:       # (NaN fails too)
-            raise QuantaError(f"bad synthetic trace '{spec}': rate must be a positive number and the job count a positive integer",
-                              field="--trace")
+            raise QuantaError(f"bad synthetic trace '{spec}': rate must be a positive number "
+                              f"and the job count a positive integer", field="--trace")
         return gavel_poisson(num, rate, seed=seed)
     from quanta.workloads.formats import load_trace
     return load_trace(spec, fmt)

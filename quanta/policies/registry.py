@@ -131,7 +131,8 @@ def _convert(value: str, typ: Any, field_name: str, spec: str) -> Any:
         raise QuantaError(f"policy '{spec}': parameter '{field_name}' wants {t.__name__}, "
                           f"got '{value}'") from None
     if got != got:                                        # NaN: no parameter means it
-        raise QuantaError(f"policy '{spec}': parameter '{field_name}' wants a number, got '{value}'")
+        raise QuantaError(f"policy '{spec}': parameter '{field_name}' wants a number, "
+                          f"got '{value}'")
     return got
 
 

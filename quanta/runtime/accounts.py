@@ -157,8 +157,8 @@ class RunAs:
                                         if self.default_account else None)
         if acct is None:
             raise QuantaError(f"user '{user}' has no OS account on this machine to run its jobs as "
-                              f"(the service runs as root; the admin maps users in {self.source}, read "
-                              f"when quanta serve starts)",
+                              f"(the service runs as root; the admin maps users in "
+                              f"{self.source}, read when quanta serve starts)",
                               field="user")
         if acct.uid == ROOT_UID and not self.allow_root:
             raise QuantaError(f"the jobs of user '{user}' would run as root, which {self.source} "
