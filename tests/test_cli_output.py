@@ -116,11 +116,23 @@ def test_nonsensical_values_are_one_line_exit_2(args, flag, tmp_path):
     (["tiresias-las:thresholds=-5/3"], "thresholds must be positive"),
     (["tiresias-las:thresholds=nan/3"], "wants numbers separated by '/'"),
     (["las", "las"], "policy 'las' is given twice"),                          # one folder, two rows
+    # each policy's own values (tracebacks, or runs that finished no job, before)
+    (["hadar:horizon=0"], "horizon must be a number of rounds >= 1"),
+    (["hadar:eta=-1"], "hadar: eta must be a positive number, got -1"),
+    (["pollux:p=inf"], "pollux: p must be a finite power, got inf"),
+    (["pollux:search=ga,population=0"], "pollux: population must be 1 or more"),
+    (["sia:decimals=400"], "sia: decimals must be -1 (off) to 15, got 400"),
+    (["sia:max_gpus=0"], "sia: max_gpus must be 1 or more"),
+    (["sia:lambda_n=-1"], "sia: lambda_n must be a positive number"),
+    (["gandiva:quantum=0"], "gandiva: quantum must be a positive number of seconds"),
+    (["rubick:max_restarts=-1"], "rubick: max_restarts must be 0 or more"),
+    (["tiresias-las:pack_limit=-1"], "tiresias: pack_limit must be a share in [0, 1]"),
+    (["gavel-las:decimals=99"], "gavel: decimals must be -1 (off) to 15"),
 ])
 def test_policy_values_no_run_can_use_are_one_line_exit_2(policies, says, tmp_path):
     args = [a for p in policies for a in ("--policy", p)]
     line = one_line_error(quanta("simulate", *TINY, *args, "--out", str(tmp_path / "o")))
-    assert says in line
+    assert says in line and "field '--policy'" in line
     assert not (tmp_path / "o").exists()
 
 

@@ -26,5 +26,17 @@ class Policy(ABC):
         return self.name
 
 
+def require(ok: bool, policy: str, name: str, value, want: str) -> None:
+    """A parameter value no run can use (`ok` false; NaN fails every comparison): a one-line
+    QuantaError naming the policy, the parameter and what it must be."""
+    if not ok:
+        from quanta.errors import QuantaError
+        shown = f"{value:g}" if isinstance(value, (int, float)) else repr(value)
+        raise QuantaError(f"{policy}: {name} must be {want}, got {shown}", field="--policy")
+
+
+INF = float("inf")
+
+
 class PolicyError(RuntimeError):
     """A policy returned a decision the cluster cannot hold (a bug in the policy, not user input)."""

@@ -24,7 +24,7 @@ import numpy as np
 
 from quanta.core.decision import Decision
 from quanta.core.snapshot import Snapshot
-from quanta.policies.base import Policy
+from quanta.policies.base import INF, Policy, require
 from quanta.policies.registry import register
 
 
@@ -37,6 +37,11 @@ class Gandiva(Policy):
     pack_threshold: float = 1.0
     grow: bool = True
     defrag: bool = True
+
+    def __post_init__(self) -> None:
+        require(0 < self.quantum < INF, "gandiva", "quantum", self.quantum, "a positive number of seconds")
+        require(0 <= self.pack_threshold < INF, "gandiva", "pack_threshold", self.pack_threshold,
+                "a number, 0 or more")
 
     def decide(self, snap: Snapshot) -> Decision:
         j = snap.jobs

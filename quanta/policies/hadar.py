@@ -69,7 +69,7 @@ import numpy as np
 
 from quanta.core.decision import Decision
 from quanta.core.snapshot import Snapshot
-from quanta.policies.base import Policy
+from quanta.policies.base import INF, Policy, require
 from quanta.policies.hadar_dual import (
     Prices,
     Schedule,
@@ -127,6 +127,9 @@ class Hadar(AllocationRates, Policy):
             raise ValueError(f"hadar: bounds must be 'weights' or 'round', got {self.bounds!r}")
         if self.starts < 1:
             raise ValueError("hadar: starts must be >= 1")
+        require(0 < self.eta < INF, "hadar", "eta", self.eta, "a positive number")
+        require(0 <= self.restart_s < INF, "hadar", "restart_s", self.restart_s,
+                "a number of seconds, 0 or more")
 
     def idle_round(self, snap: Snapshot) -> bool:
         """True when the round can change nothing (replan=changed): no waiting job fits the GPUs

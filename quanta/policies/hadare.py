@@ -43,6 +43,7 @@ import numpy as np
 from quanta.core.decision import Decision
 from quanta.core.snapshot import Snapshot
 from quanta.perf.base import DEFAULT_AGG_BW_GBPS, Part, aggregation_seconds
+from quanta.policies.base import require
 from quanta.policies.hadar import Hadar, Schedule
 from quanta.policies.hadar_rates import spec_of
 from quanta.policies.registry import register
@@ -69,6 +70,7 @@ class HadarE(Hadar):
         super().__post_init__()
         if self.per not in ("node", "type"):
             raise ValueError(f"hadare: per must be 'node' or 'type', got {self.per!r}")
+        require(self.max_copies >= 0, "hadare", "max_copies", self.max_copies, "0 (no limit) or more")
 
     @property
     def per_node(self) -> bool:

@@ -56,7 +56,7 @@ from quanta.core.snapshot import Snapshot
 from quanta.errors import QuantaError
 from quanta.perf.base import ADAPTIVE_BATCH, rate_with
 from quanta.perf.pollux_online import MERGED, pollux_goodput, record_trained
-from quanta.policies.base import Policy
+from quanta.policies.base import INF, Policy, require
 from quanta.policies.config_candidates import (
     Candidates,
     RateMemo,
@@ -128,6 +128,15 @@ class Pollux(Policy):
             raise QuantaError("pollux: learn=true is the heterogeneity-unaware Pollux of Sia's "
                               "simulator (one learned model for every GPU type); use aware=false",
                               field="learn")
+        require(-INF < self.p < INF, "pollux", "p", self.p, "a finite power")
+        require(0 <= self.restart_delay < INF, "pollux", "restart_delay", self.restart_delay,
+                "a number of seconds, 0 or more")
+        require(self.max_gpus >= 1, "pollux", "max_gpus", self.max_gpus, "1 or more")
+        require(0 < self.time_limit < INF, "pollux", "time_limit", self.time_limit,
+                "a positive number of seconds")
+        require(self.seed >= 0, "pollux", "seed", self.seed, "0 or more")
+        require(self.population >= 1, "pollux", "population", self.population, "1 or more")
+        require(self.generations >= 0, "pollux", "generations", self.generations, "0 or more")
 
     def decide(self, snap: Snapshot) -> Decision:
         j = snap.jobs

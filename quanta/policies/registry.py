@@ -114,7 +114,7 @@ def _convert(value: str, typ: Any, field_name: str, spec: str) -> Any:
             numbers = ()
         if not numbers or any(v != v for v in numbers):
             raise QuantaError(f"policy '{spec}': parameter '{field_name}' wants numbers separated "
-                              f"by '/', got '{value}'")
+                              f"by '/', got '{value}'", field="--policy")
         return numbers
     t = typ if isinstance(typ, type) else {"bool": bool, "int": int, "float": float,
                                           "str": str}.get(str(typ).split("|")[0].strip(), str)
@@ -124,15 +124,16 @@ def _convert(value: str, typ: Any, field_name: str, spec: str) -> Any:
             return True
         if low in ("0", "false", "no", "off"):
             return False
-        raise QuantaError(f"policy '{spec}': parameter '{field_name}' wants true/false, got '{value}'")
+        raise QuantaError(f"policy '{spec}': parameter '{field_name}' wants true/false, "
+                          f"got '{value}'", field="--policy")
     try:
         got = t(value)
     except ValueError:
         raise QuantaError(f"policy '{spec}': parameter '{field_name}' wants {t.__name__}, "
-                          f"got '{value}'") from None
+                          f"got '{value}'", field="--policy") from None
     if got != got:                                        # NaN: no parameter means it
         raise QuantaError(f"policy '{spec}': parameter '{field_name}' wants a number, "
-                          f"got '{value}'")
+                          f"got '{value}'", field="--policy")
     return got
 
 
@@ -171,14 +172,19 @@ def make_policy(spec: str) -> Policy:
     for item in filter(None, (p.strip() for p in params.split(","))):
         key, eq, value = item.partition("=")
         if not eq and key in fields:
-            raise QuantaError(f"policy '{spec}': parameter '{key}' wants a value ({key}=VALUE)")
+            raise QuantaError(f"policy '{spec}': parameter '{key}' wants a value ({key}=VALUE)",
+                              field="--policy")
         if not eq or key not in fields:
             allowed = ", ".join(sorted(fields)) or "none"
-            raise QuantaError(f"policy '{spec}': unknown parameter '{key}' (parameters: {allowed})")
+            raise QuantaError(f"policy '{spec}': unknown parameter '{key}' (parameters: "
+                              f"{allowed})", field="--policy")
         kwargs[key] = _convert(value, fields[key].type, key, spec)
     try:
         policy = info.cls(**kwargs)
     except TypeError as err:          # a plugin class whose constructor wants something else
-        raise QuantaError(f"policy '{spec}': cannot build {info.cls.__qualname__} ({err})") from None
+        raise QuantaError(f"policy '{spec}': cannot build {info.cls.__qualname__} ({err})",
+                          field="--policy") from None
+    except ValueError as err:         # its own check of a value (hadar's horizon, ...)
+        raise QuantaError(f"policy '{spec}': {err}", field="--policy") from None
     policy.name = spec.strip() if params else name   # type: ignore[misc]
     return policy

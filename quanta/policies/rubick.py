@@ -134,7 +134,7 @@ import numpy as np
 from quanta.core.decision import Decision
 from quanta.core.snapshot import Snapshot
 from quanta.perf.base import best_plan_rate, host_memory_gb
-from quanta.policies.base import Policy
+from quanta.policies.base import INF, Policy, require
 from quanta.policies.registry import register
 
 EPS = 1e-9
@@ -228,6 +228,10 @@ class Rubick(Policy):
             raise QuantaError(f"rubick: sla_admit must be > 0, got {self.sla_admit}")
         if self.release_3d < 0:
             raise QuantaError(f"rubick: release_3d must be >= 0 (0: never), got {self.release_3d}")
+        require(self.sla_admit < INF, "rubick", "sla_admit", self.sla_admit, "a finite number")
+        require(0 <= self.min_gain < INF, "rubick", "min_gain", self.min_gain, "0 or more")
+        require(self.max_restarts >= 0, "rubick", "max_restarts", self.max_restarts, "0 or more")
+        require(self.max_gpus >= 1, "rubick", "max_gpus", self.max_gpus, "1 or more")
 
     def decide(self, snap: Snapshot) -> Decision:
         j = snap.jobs

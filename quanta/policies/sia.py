@@ -36,7 +36,7 @@ from quanta.errors import QuantaError
 from quanta.perf.base import ADAPTIVE_BATCH, rate_with
 from quanta.perf.goodput import adaptive_batch_up_to
 from quanta.perf.pollux_online import pollux_goodput, record_trained
-from quanta.policies.base import Policy
+from quanta.policies.base import INF, Policy, require
 from quanta.policies.config_candidates import (
     Candidates,
     RateMemo,
@@ -118,6 +118,14 @@ class Sia(Policy):
     def __post_init__(self) -> None:
         if self.ties not in TIES:
             raise QuantaError(f"sia: ties must be search or milp, not '{self.ties}'", field="ties")
+        require(-100 <= self.p <= 100, "sia", "p", self.p, "a power from -100 to 100")
+        require(0 < self.lambda_n < INF, "sia", "lambda_n", self.lambda_n, "a positive number")
+        require(0 <= self.restart_delay < INF, "sia", "restart_delay", self.restart_delay,
+                "a number of seconds, 0 or more")
+        require(self.max_gpus >= 1, "sia", "max_gpus", self.max_gpus, "1 or more")
+        require(-1 <= self.decimals <= 15, "sia", "decimals", self.decimals, "-1 (off) to 15")
+        require(0 < self.time_limit < INF, "sia", "time_limit", self.time_limit,
+                "a positive number of seconds")
 
     def decide(self, snap: Snapshot) -> Decision:
         j = snap.jobs

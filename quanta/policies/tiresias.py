@@ -57,7 +57,7 @@ from quanta.core.decision import Decision
 from quanta.core.snapshot import Snapshot
 from quanta.errors import QuantaError
 from quanta.paths import TRACES_DIR
-from quanta.policies.base import Policy
+from quanta.policies.base import INF, Policy, require
 from quanta.policies.greedy import greedy_fill
 from quanta.policies.registry import register
 
@@ -169,9 +169,16 @@ class Tiresias(Policy):
     backfill: bool = True
 
     def __post_init__(self) -> None:
-        if any(not 0 < t < float("inf") for t in self.thresholds):
+        if any(not 0 < t < INF for t in self.thresholds):
             raise QuantaError(f"tiresias thresholds must be positive GPU-seconds, got "
                               f"{'/'.join(f'{t:g}' for t in self.thresholds)}", field="--policy")
+        require(self.promote_knob >= 0, "tiresias", "promote_knob", self.promote_knob,
+                "0 or more (inf: off)")
+        require(0 < self.gittins_delta < INF, "tiresias", "gittins_delta", self.gittins_delta,
+                "a positive number of GPU-seconds")
+        require(self.min_history >= 0, "tiresias", "min_history", self.min_history, "0 or more")
+        require(0 <= self.pack_limit <= 1, "tiresias", "pack_limit", self.pack_limit,
+                "a share in [0, 1] (0: never wait to consolidate)")
 
     def decide(self, snap: Snapshot) -> Decision:
         j = snap.jobs

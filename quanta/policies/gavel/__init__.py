@@ -76,7 +76,7 @@ import numpy as np
 from quanta.core.decision import Decision
 from quanta.core.snapshot import Snapshot
 from quanta.errors import QuantaError
-from quanta.policies.base import Policy
+from quanta.policies.base import INF, Policy, require
 from quanta.policies.gavel import allocations as alloc
 from quanta.policies.gavel import central, ecos
 from quanta.policies.gavel.pairs import PairEntries
@@ -188,6 +188,10 @@ class Gavel(PairEntries, Policy):
                 raise QuantaError(f"gavel {name} '{value}' unknown (known: {', '.join(known)})")
         if self.recompute_every < 0:
             raise QuantaError(f"gavel recompute_every must be >= 0, got {self.recompute_every}")
+        require(self.recompute_every < INF, "gavel", "recompute_every", self.recompute_every,
+                "a number of seconds")
+        require(-1 <= self.decimals <= 15, "gavel", "decimals", self.decimals, "-1 (off) to 15")
+        require(self.seed >= 0, "gavel", "seed", self.seed, "0 or more")
 
     # -- the allocation -----------------------------------------------------------------------
     def allocation(self, snap: Snapshot, st: dict | None = None) -> np.ndarray:
