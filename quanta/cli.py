@@ -121,6 +121,8 @@ def simulate(
                             world=world, window=parse_window(window),
                             queues=str(queues) if queues else None, force=force,
                             fig_format=fig_format.lower())
+    import signal
+    signal.signal(signal.SIGTERM, _stopped)    # (`timeout`, kill): the run's folder put back
     rows, header = run_simulations(req, console=None if quiet else console())
     if not quiet:
         table = rich_table(rich_text("Quanta: " + "; ".join(header[:2])))
@@ -143,6 +145,11 @@ def simulate(
         figs = f", figures *.{req.fig_format}" if plots else ""
         console().print(rich_text(f"results in {out}/ (summary.csv, report.md, config.yaml, "
                                   f"<policy>/jobs.csv, timeline.csv{figs})"), soft_wrap=True)
+
+
+def _stopped(signum, _frame) -> None:
+    """SIGTERM as an exit that unwinds (the default ends the process where it stands)."""
+    raise SystemExit(128 + signum)
 
 
 def _numbers(values: Optional[List[str]], kind: type, flag: str) -> Optional[tuple]:

@@ -168,7 +168,9 @@ def run_simulations(req: SimulationRequest, console=None, keep_results: bool = F
     stage = None
     if req.out is not None:
         from quanta.report.outdir import Staging, git_describe_later
-        stage = Staging(Path(req.out), req.force)    # refusals before any work; see its doc
+        from quanta.report.output import policy_dir_name
+        stage = Staging(Path(req.out), req.force,    # refusals before any work; see its doc
+                        [policy_dir_name(p.label()) for p in policies])
         git_describe = git_describe_later()          # runs beside the simulation
     try:
         results = _simulate(req, policies, world, wl, cluster, perf, restart, failures, until,

@@ -266,6 +266,98 @@ def test_a_failed_or_stopped_run_leaves_the_earlier_run_whole(tmp_path):
                                                      "summary.csv"]
 
 
+def _earlier_run(out: Path) -> None:
+    """An earlier run's files in `out`, with the config.yaml that lists them."""
+    (out / "las").mkdir(parents=True)
+    for f in ("summary.csv", "report.md", "las/jobs.csv", "las/timeline.csv"):
+        (out / f).write_text(f"old {f}\n")
+    (out / "config.yaml").write_text("files: [config.yaml, report.md, summary.csv, las/jobs.csv, "
+                                     "las/timeline.csv]\n")
+
+
+def _staged(out: Path, force: bool = True):
+    from quanta.report.outdir import Staging
+    stage = Staging(out, force, ["fifo"])
+    (stage.dir / "fifo").mkdir()
+    for f in ("summary.csv", "report.md", "config.yaml", "fifo/jobs.csv"):
+        (stage.dir / f).write_text(f"new {f}\n")
+    return stage
+
+
+def test_staging_puts_everything_back_when_stopped_among_its_moves(tmp_path, monkeypatch):
+    import quanta.report.outdir as outdir
+    out = tmp_path / "o"
+    _earlier_run(out)
+    before = _tree(out)
+    for stop_at in range(1, 9):            # Ctrl-C at each move in turn: the folder as it was
+        stage = _staged(out)
+        calls = []
+        real = os.replace
+
+        def replace(a, b):
+            calls.append(a)
+            if len(calls) == stop_at:
+                raise KeyboardInterrupt
+            real(a, b)
+        monkeypatch.setattr(outdir.os, "replace", replace)
+        with pytest.raises(KeyboardInterrupt):
+            stage.commit()
+        monkeypatch.setattr(outdir.os, "replace", real)
+        stage.abort()
+        assert _tree(out) == before, stop_at
+        assert not [p.name for p in out.iterdir() if p.name.startswith(".")], stop_at
+    stage = _staged(out)
+    stage.commit()
+    assert _tree(out) == {"config.yaml": b"new config.yaml\n", "report.md": b"new report.md\n",
+                          "summary.csv": b"new summary.csv\n", "fifo/jobs.csv": b"new fifo/jobs.csv\n"}
+
+
+def test_a_folder_changed_by_another_run_meanwhile_is_not_mixed(tmp_path):
+    from quanta.errors import QuantaError
+    out = tmp_path / "o"
+    stage = _staged(out, force=False)       # an empty folder when the run started ...
+    _earlier_run(out)                       # ... written by another run meanwhile
+    before = {k: v for k, v in _tree(out).items() if not k.startswith(".")}
+    with pytest.raises(QuantaError, match="changed while this run ran .*nothing of this run"):
+        stage.commit()
+    stage.abort()
+    assert _tree(out) == before
+    stage = _staged(out)                    # --force: it replaces them ...
+    (out / "las" / "jobs.csv").unlink()     # ... but another run took one away meanwhile
+    with pytest.raises(QuantaError, match="changed while this run ran"):
+        stage.commit()
+
+
+def test_folders_a_run_would_write_into_are_checked_before_it(tmp_path):
+    c = tmp_path / "c"
+    r = quanta("simulate", *TINY, "--policy", "las", "--no-plots", "--out", str(c / "fifo"))
+    assert r.returncode == 0, r.stderr
+    line = one_line_error(quanta("simulate", *TINY, "--policy", "fifo", "--out", str(c)))
+    assert "holds another run in fifo/" in line
+    (tmp_path / "g").mkdir()
+    (tmp_path / "g" / "fifo").write_text("mine")
+    line = one_line_error(quanta("simulate", *TINY, "--policy", "fifo", "--out",
+                                 str(tmp_path / "g")))
+    assert "holds fifo, which is not a folder" in line
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    line = one_line_error(quanta("simulate", *TINY, "--out", str(tmp_path / "dangling")))
+    assert "is a link to a missing folder" in line
+    # stopped by SIGTERM (`timeout`): as Ctrl-C, the folder as it was, no hidden folder left
+    out = tmp_path / "t"
+    assert quanta("simulate", *TINY, "--no-plots", "--out", str(out)).returncode == 0
+    before = _tree(out)
+    proc = subprocess.Popen([sys.executable, "-m", "quanta.cli", "simulate", "--trace",
+                             "synthetic:30:20000", "--policy", "las", "--no-plots", "-q", "--out",
+                             str(out), "--force"], cwd=ROOT, env=ENV)
+    deadline = time.monotonic() + 60
+    while not any(p.name.startswith(".quanta-run-") for p in out.iterdir()):
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.terminate()
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    assert _tree(out) == before and not any(p.name.startswith(".") for p in out.iterdir())
+
+
 def test_an_output_folder_that_cannot_be_made_is_refused_before_the_run(tmp_path):
     (tmp_path / "afile").write_text("x")
     line = one_line_error(quanta("simulate", *TINY, "--out", str(tmp_path / "afile" / "sub")))

@@ -23,7 +23,7 @@ import sys
 import tempfile
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from quanta.errors import QuantaError
 
@@ -129,9 +129,22 @@ class Staging:
     everything back); `abort` removes the hidden folder, and `out` itself if this run made it
     and it is empty. Hidden folders left by a killed run (its process gone) are removed."""
 
-    def __init__(self, out: Path, force: bool):
+    def __init__(self, out: Path, force: bool, folders: Sequence[str] = ()):
+        """`folders`: the sub-folders the run writes (one per policy)."""
+        if out.is_symlink() and not out.exists():
+            raise QuantaError(f"output folder {out} is a link to a missing folder", field="--out")
         if out.exists() and not out.is_dir():
             raise QuantaError(f"output folder {out} is a file", field="--out")
+        for name in folders:
+            sub = out / name
+            if sub.is_symlink() or sub.exists() and not sub.is_dir():
+                raise QuantaError(f"output folder {out}/ holds {name}, which is not a folder, where "
+                                  f"this run writes policy folder {name}/: move it away or use "
+                                  f"another --out", field="--out")
+            if sub.is_dir() and any((sub / m).exists() for m in OWN_FOLDER_MARKS):
+                raise QuantaError(f"output folder {out}/ holds another run in {name}/, the folder "
+                                  f"this run's policy {name} writes: use another --out",
+                                  field="--out")
         self.out = out
         self.replace = _replaced(out, force)
         self.made = not out.exists()
@@ -164,25 +177,40 @@ class Staging:
         """Move the files written under `dir` into `out` (replacing the earlier run's); QuantaError
         (one line) and nothing changed if a move fails."""
         written = sorted(f for f in self.dir.rglob("*") if not f.is_dir())
+        targets = [self.out / f.relative_to(self.dir) for f in written]
+        # the folder as it was found: another run (or a hand) may have written it meanwhile
+        replaced = set(self.replace)
+        changed = [f for f in self.replace if not f.is_file()] + \
+            [t for t in targets if t not in replaced and (t.exists() or t.is_symlink())]
+        if changed:
+            raise QuantaError(f"output folder {self.out}/ changed while this run ran "
+                              f"({_names(changed, self.out)}): nothing of this run was written; "
+                              f"run it again", field="--out")
         aside = Path(tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{os.getpid()}-", dir=self.out)) \
             if self.replace else None
         moved: list[tuple[Path, Path]] = []          # (from, to), in the order done
+        made: list[Path] = []                        # policy folders made for the new files
         try:
             for f in self.replace:
                 dst = aside / f.relative_to(self.out)
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(f, dst)
                 moved.append((f, dst))
-            for f in written:
-                dst = self.out / f.relative_to(self.dir)
-                dst.parent.mkdir(parents=True, exist_ok=True)
+            for f, dst in zip(written, targets):
+                if not dst.parent.is_dir():
+                    dst.parent.mkdir(parents=True)
+                    made.append(dst.parent)
                 os.replace(f, dst)
                 moved.append((f, dst))
-        except OSError as e:
+        except BaseException as e:         # (Ctrl-C among the moves too: all put back)
             for src, dst in reversed(moved):
                 os.replace(dst, src)
+            for d in reversed(made):
+                d.rmdir()
             if aside is not None:
                 shutil.rmtree(aside, ignore_errors=True)
+            if not isinstance(e, OSError):
+                raise
             raise QuantaError(f"cannot write the output folder {self.out}: {e.strerror or e} "
                               f"(nothing in it was changed)", field="--out") from None
         for d in sorted({f.parent for f in self.replace if f.parent != self.out}, reverse=True):
