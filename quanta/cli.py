@@ -147,6 +147,13 @@ def simulate(
                                   f"<policy>/jobs.csv, timeline.csv{figs})"), soft_wrap=True)
 
 
+# sweep fields as `quanta sweep` spells their flags
+SWEEP_FLAGS = {"load_scales": "--load-scale", "rates": "--rate", "seeds": "--seeds",
+               "jobs": "--jobs", "max_jobs": "--max-jobs", "until_h": "--until-h",
+               "restart_delay": "--restart-delay", "node_mtbf_h": "--node-mtbf-h",
+               "repair_h": "--repair-h"}
+
+
 def _stopped(signum, _frame) -> None:
     """SIGTERM as an exit that unwinds (the default ends the process where it stands)."""
     raise SystemExit(128 + signum)
@@ -248,6 +255,11 @@ def sweep(
             "until_h": until_h, "drop_impossible": drop_impossible, "world": world,
             "queues": str(queues) if queues else None}
     spec = replace(spec, **{k: v for k, v in over.items() if v is not None})
+    from quanta.sweeps import check_values
+    try:
+        check_values(spec)
+    except QuantaError as err:       # a flag's value (a file's were checked at its lines)
+        raise QuantaError(err.bare, field=SWEEP_FLAGS.get(err.field, err.field)) from None
     res = run_sweep(spec, out, workers=workers, ray=ray, console=None if quiet else console(),
                     plots=plots, fig_format=fig_format.lower())
     if quiet:
@@ -509,8 +521,10 @@ def main() -> None:
 def _main() -> None:
     try:
         rv = _app_for(sys.argv)(standalone_mode=False)
-    except QuantaError as e:
-        console(stderr=True).print(f"error: {e}", highlight=False, soft_wrap=True, markup=False)
+    except QuantaError as e:          # (control bytes a bad file put in it shown escaped)
+        from quanta.cli_jobs import plain
+        console(stderr=True).print(f"error: {plain(e)}", highlight=False, soft_wrap=True,
+                                   markup=False)
         sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
         sys.exit(130)

@@ -58,10 +58,13 @@ def test_simulate_inline_cluster_and_policy_params_is_deterministic(tmp_path):
     (["--cluster", "LIST.yaml"], "LIST.yaml: want a mapping of fields (key: value), got list"),
     (["--cluster", "STRNODE.yaml"], "field 'nodes.0': Input should be a valid dictionary"),
     (["--cluster", "BOOLCOUNT.yaml"], "field 'nodes.0.count': Input should be a valid integer"),
+    (["--cluster", "v100:99999999x99999999"], "nodes is more than the 1,000,000"),   # was a hang
+    (["--trace", "BINARY.csv"], "cannot tell the trace format from the first line"),
 ])
 def test_bad_input_is_one_line_exit_2(args, needle, tmp_path):
     files = {"EMPTY.yaml": "", "LIST.yaml": "- a\n", "STRNODE.yaml": "nodes:\n  - v100\n",
-             "BOOLCOUNT.yaml": "nodes:\n  - {gpu_type: v100, count: true, gpus: 8}\n"}
+             "BOOLCOUNT.yaml": "nodes:\n  - {gpu_type: v100, count: true, gpus: 8}\n",
+             "BINARY.csv": "\x1b[31m\x07" + "\x00\x01\x02" * 200}
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     args = [str(tmp_path / a) if a in files else a for a in args]
@@ -70,6 +73,7 @@ def test_bad_input_is_one_line_exit_2(args, needle, tmp_path):
     lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
     assert len(lines) == 1 and needle in lines[0], r.stderr
     assert "Traceback" not in r.stderr
+    assert len(lines[0]) < 1000 and "\x1b" not in r.stderr and "\x07" not in r.stderr
 
 
 def test_impossible_job_names_file_line_and_field(tmp_path):

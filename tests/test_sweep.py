@@ -208,6 +208,7 @@ def test_bad_sweep_file_is_one_line_naming_file_line_field(tmp_path, text, where
     (["sweep", "--rate", "2", "--jobs", "10", "--seeds", "x"], "field '--seed'"),
     (["sweep", "--rate", "-1", "--jobs", "10"], "rate -1.0 is not a positive number"),
     (["sweep", "--rate", "3,,6", "--jobs", "10"], "'3,,6' has an empty item"),
+    (["sweep", "--rate", "3", "--jobs", "10", "--load-scale", "0"], "field '--load-scale'"),
     (["simulate", "--trace", "synthetic:2:10", "--window", "7:3"], "bad window '7:3'"),
     (["simulate", "--trace", "synthetic:2:10", "--window", "10:20"], "starts past"),
 ])

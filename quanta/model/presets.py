@@ -16,8 +16,23 @@ from quanta.model.gpu import gpu_type
 from quanta.paths import TRACES_DIR
 
 
+# the most nodes and GPUs per node a cluster may have (a typo of 99999999x99999999 made one
+# Python object per node until memory ran out)
+MAX_NODES = 1_000_000
+MAX_GPUS_PER_NODE = 4096
+
+
 def _group(prefix: str, gpu: str, nodes: int, gpus: int, **kw) -> list[NodeSpec]:
     return [NodeSpec(f"{prefix}{i:03d}", gpu, gpus, **kw) for i in range(nodes)]
+
+
+def _sizes_ok(nodes: int, gpus: int) -> str | None:
+    """Why a group of `nodes` nodes of `gpus` GPUs cannot be (None: it can)."""
+    if nodes > MAX_NODES:
+        return f"{nodes} nodes is more than the {MAX_NODES:,} a cluster may have"
+    if gpus > MAX_GPUS_PER_NODE:
+        return f"{gpus} GPUs per node is more than {MAX_GPUS_PER_NODE}"
+    return None
 
 
 def _openb() -> Cluster:
@@ -81,6 +96,9 @@ def parse_inline(spec: str) -> Cluster:
         if count <= 0 or per <= 0:
             raise QuantaError(f"bad cluster spec '{spec}': node and GPU counts must be positive",
                               field="--cluster")
+        why = _sizes_ok(count, per)
+        if why:
+            raise QuantaError(f"bad cluster spec '{spec}': {why}", field="--cluster")
         nodes += _group(f"{gpu}-{len(nodes)}-", gpu, count, per)
     return Cluster(tuple(nodes), name=spec)
 
@@ -116,6 +134,9 @@ def load_cluster_file(path: Path) -> Cluster:
             gpu = gpu_type(g.gpu_type).name
         except QuantaError as e:
             raise QuantaError(e.bare, source=str(path), field=f"nodes.{gi}.gpu_type") from None
+        why = _sizes_ok(g.count, g.gpus)
+        if why:
+            raise QuantaError(why, source=str(path), field=f"nodes.{gi}")
         prefix = (g.name or f"{gpu}-g{gi}-")
         nodes += _group(prefix, gpu, g.count, g.gpus, cpus=g.cpus, mem_gb=g.mem_gb,
                         intra_bw_gbps=g.intra_bw_gbps, inter_bw_gbps=g.inter_bw_gbps)
