@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
