@@ -13,12 +13,17 @@ import pytest
 from test_service import PY, Service, finished, service  # noqa: F401 - the fixture
 
 
+def train(step_sleep: str) -> list[str]:
+    """The example training job's command, each step stretched by `step_sleep` seconds."""
+    return [PY, "-m", "quanta.examples.train", "--step-sleep", step_sleep]
+
+
 @pytest.mark.slow
 def test_preempted_job_resumes_from_its_checkpoint(service):
     """LAS on one slot: a new job preempts the running one, which checkpoints, waits and resumes."""
     s = service(policy="las", cluster="cpu:1x1")
     long = s.submit(name="long", steps=400, checkpoint_every=1000,
-                    command=[PY, "-m", "quanta.examples.train", "--step-sleep", "0.02"])
+                    command=train("0.02"))
     s.wait(long, lambda j: j["steps_done"] >= 20)
     short = s.submit(name="short", steps=20)
     s.wait(short, finished)
@@ -37,8 +42,7 @@ def test_preempted_job_resumes_from_its_checkpoint(service):
 @pytest.mark.slow
 def test_kill9_and_restart_loses_no_job(service):
     s = service(cluster="cpu:1x1")
-    run = s.submit(name="run", steps=300, command=[PY, "-m", "quanta.examples.train",
-                                                   "--step-sleep", "0.02"])
+    run = s.submit(name="run", steps=300, command=train("0.02"))
     queued = s.submit(name="queued", steps=20)
     s.wait(run, lambda j: j["state"] == "running" and j["steps_done"] >= 10)
     s.kill9()
@@ -56,7 +60,7 @@ def test_kill9_and_restart_loses_no_job(service):
 def test_restart_requeues_a_job_whose_processes_died(service):
     s = service(cluster="cpu:1x1")
     run = s.submit(name="run", steps=300, checkpoint_every=20,
-                   command=[PY, "-m", "quanta.examples.train", "--step-sleep", "0.02"])
+                   command=train("0.02"))
     s.wait(run, lambda j: j["steps_done"] >= 45)
     s.kill9()
     os.killpg(_launcher_pid(s.state, run), signal.SIGKILL)        # the job dies while no scheduler watches
@@ -78,9 +82,8 @@ def _launcher_pid(state: Path, job_id: int) -> int:
 def test_a_killed_worker_is_requeued_and_others_are_untouched(service):
     s = service(cluster="cpu:1x2")
     victim = s.submit(name="victim", steps=200, checkpoint_every=20,
-                      command=[PY, "-m", "quanta.examples.train", "--step-sleep", "0.02"])
-    other = s.submit(name="other", steps=150, command=[PY, "-m", "quanta.examples.train",
-                                                       "--step-sleep", "0.02"])
+                      command=train("0.02"))
+    other = s.submit(name="other", steps=150, command=train("0.02"))
     s.wait(victim, lambda j: j["steps_done"] >= 30)
     launcher = _launcher_pid(s.state, victim)
     rank = subprocess.run(["pgrep", "-P", str(launcher)], capture_output=True, text=True).stdout.split()
@@ -97,7 +100,7 @@ def test_a_killed_worker_is_requeued_and_others_are_untouched(service):
 def test_corrupt_checkpoints_fail_the_job_clearly(service):
     s = service(cluster="cpu:1x1")
     a = s.submit(name="a", steps=2000, checkpoint_every=10,
-                 command=[PY, "-m", "quanta.examples.train", "--step-sleep", "0.01"])
+                 command=train("0.01"))
     s.wait(a, lambda j: j["steps_done"] >= 25)
     s.req("POST", f"/v1/jobs/{a}/hold")
     s.wait(a, lambda j: j["reason"] == "JobHeldUser")
@@ -126,7 +129,7 @@ def test_a_job_preempted_while_starting_reports_its_real_step(service):
 def test_a_corrupt_or_missing_checkpoint_manifest_never_restarts_from_step_0(service):
     s = service(cluster="cpu:1x1")
     a = s.submit(name="a", steps=3000, checkpoint_every=10,
-                 command=[PY, "-m", "quanta.examples.train", "--step-sleep", "0.01"])
+                 command=train("0.01"))
     folder = s.state / "jobs" / str(a)
     s.wait(a, lambda j: j["steps_done"] >= 45)
     s.req("POST", f"/v1/jobs/{a}/hold")
