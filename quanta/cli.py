@@ -255,13 +255,14 @@ def sweep(
             "until_h": until_h, "drop_impossible": drop_impossible, "world": world,
             "queues": str(queues) if queues else None}
     spec = replace(spec, **{k: v for k, v in over.items() if v is not None})
-    from quanta.sweeps import check_values
     try:
-        check_values(spec)
-    except QuantaError as err:       # a flag's value (a file's were checked at its lines)
-        raise QuantaError(err.bare, field=SWEEP_FLAGS.get(err.field, err.field)) from None
-    res = run_sweep(spec, out, workers=workers, ray=ray, console=None if quiet else console(),
-                    plots=plots, fig_format=fig_format.lower())
+        res = run_sweep(spec, out, workers=workers, ray=ray,
+                        console=None if quiet else console(), plots=plots,
+                        fig_format=fig_format.lower())
+    except QuantaError as err:       # a flag's value, named as the flag (a file's values were
+        if err.source or err.field not in SWEEP_FLAGS:    # checked at their lines already)
+            raise
+        raise QuantaError(err.bare, field=SWEEP_FLAGS[err.field]) from None
     if quiet:
         return
     console().print(f"Quanta sweep: {len(res.cells)} cells ({res.ran} run, {res.reused} reused) "
