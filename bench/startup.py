@@ -4,6 +4,13 @@ simulated event (the first decision) of the default `quanta simulate` (the bundl
 on gavel-108 under fifo, sjf, srtf and las; the process stops at that event).
 
     python bench/startup.py [--repeats 7] [--root DIR] [--no-pyc-cache]
+    python bench/startup.py --floor "SIMULATE ARGS" [--repeats 15]
+
+`--floor` times what a `quanta simulate SIMULATE ARGS` process costs before Quanta's own work, a
+layer at a time, in fresh processes taken in turn (so that each row sees the same machine): a bare
+interpreter, then `import numpy`, then `import typer` too, then the Quanta modules that run
+imports (read from one untimed run of it), then the whole run; each row with its cost over the
+row above.
 
 Each case runs `--repeats` times in a fresh process (the `quanta` script installed beside this
 Python, else `python -m quanta.cli`), with the code of `--root` (default: this repository) first
@@ -20,6 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -49,6 +57,21 @@ sys.exit(3)
 """
 
 
+# Runs `quanta simulate ARGS...` to its end in this process and prints the Quanta modules it
+# imported.
+RUN_MODULES = r"""
+import sys
+sys.argv = ["quanta", "simulate"] + sys.argv[1:]
+from quanta.cli import main
+try:
+    main()
+except SystemExit as e:
+    if e.code:
+        raise
+print("MODULES " + ",".join(sorted(m for m in sys.modules if m.split(".")[0] == "quanta")))
+"""
+
+
 def quanta_command() -> list[str]:
     script = Path(sys.executable).parent / "quanta"
     return [str(script)] if script.is_file() else [sys.executable, "-m", "quanta.cli"]
@@ -74,6 +97,8 @@ def main() -> None:
     ap.add_argument("--root", type=Path, default=ROOT, help="checkout whose code is timed")
     ap.add_argument("--no-pyc-cache", action="store_true",
                     help="no private bytecode cache: time the environment as it is")
+    ap.add_argument("--floor", metavar="SIMULATE_ARGS",
+                    help="time the layers below this `quanta simulate` run instead (one string)")
     args = ap.parse_args()
     root = args.root.resolve()
     tmp = Path(tempfile.mkdtemp(prefix="quanta-startup-"))
@@ -82,6 +107,12 @@ def main() -> None:
     if not args.no_pyc_cache:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+    if args.floor is not None:
+        try:
+            floor(shlex.split(args.floor), args.repeats, env, root, tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return
     q = quanta_command()
     tiny = ["simulate", "--trace", "synthetic:3:20", "--cluster", "v100:1x8", "--policy", "fifo",
             "--no-plots", "--quiet", "--out"]
@@ -115,6 +146,45 @@ def main() -> None:
                   f"{statistics.median(cpus):.3f} |", flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def floor(sim_args: list[str], repeats: int, env: dict, root: Path, tmp: Path) -> None:
+    """The `--floor` table: each layer's median and min wall, and its cost over the layer above."""
+    py = sys.executable
+    out = ["--out", str(tmp / "run")]
+    r = subprocess.run([py, "-c", RUN_MODULES] + sim_args + out, env=env, cwd=root,
+                       capture_output=True, text=True, timeout=600)
+    if r.returncode != 0 or "MODULES " not in r.stdout:
+        last = (r.stderr.strip().splitlines() or ["no output"])[-1]
+        raise SystemExit(f"startup.py: --floor: quanta simulate {shlex.join(sim_args)} failed "
+                         f"({r.returncode}): {last}")
+    mods = r.stdout.split("MODULES ", 1)[1].split()[0].split(",")
+    load = "import importlib\nfor m in %r: importlib.import_module(m)" % (mods,)
+    cases = [
+        ("bare interpreter (python -c pass)", [py, "-c", "pass"]),
+        ("+ import numpy", [py, "-c", "import numpy"]),
+        ("+ import typer", [py, "-c", "import numpy, typer"]),
+        (f"+ the {len(mods)} Quanta modules the run imports (and what they import)",
+         [py, "-c", "import numpy, typer\n" + load]),
+        ("the whole run: quanta simulate " + " ".join(sim_args),
+         [py, "-m", "quanta.cli", "simulate"] + sim_args + out),
+    ]
+    walls: dict[str, list[float]] = {name: [] for name, _ in cases}
+    for _ in range(repeats + 1):                  # the first round untimed (bytecode, disk cache)
+        for name, argv in cases:
+            shutil.rmtree(tmp / "run", ignore_errors=True)
+            walls[name].append(run_once(argv, env, root)[0])
+    print(f"code: {root}; {len(cases)} layers x {repeats} rounds (+1 warm-up), taken in turn; "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+    print()
+    print("| layer | median wall s | min wall s | over the layer above (median) |")
+    print("|---|---:|---:|---:|")
+    before = 0.0
+    for name, _ in cases:
+        w = walls[name][1:]
+        med = statistics.median(w)
+        print(f"| {name} | {med:.3f} | {min(w):.3f} | {med - before:+.3f} |")
+        before = med
 
 
 if __name__ == "__main__":
