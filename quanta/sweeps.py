@@ -97,9 +97,11 @@ def _policy_config(p: str | Policy) -> dict:
     """What identifies a policy in a cell's key: its spec (and its module's bytes if a plugin),
     or an object's class, module bytes and field values."""
     from quanta.policies.registry import policy_info, split_spec
+    from quanta.report.outdir import plain
     if isinstance(p, Policy):
         cls = type(p)
-        state = sorted((k, repr(v)) for k, v in vars(p).items())
+        # (each value as it is in every process: a function by its name, not its address)
+        state = sorted((k, repr(plain(v))) for k, v in vars(p).items())
         return {"object": f"{cls.__module__}.{cls.__qualname__}", "fields": state,
                 "module": _module_digest(cls)}
     info = policy_info(split_spec(p)[0])

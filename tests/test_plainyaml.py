@@ -81,3 +81,37 @@ def test_real_configs_are_written_without_pyyaml(tmp_path):
         data = yaml.safe_load(body)
         assert body == pyyaml(data)
         assert dump(data) == body
+
+
+class _Opaque:
+    pass
+
+
+def test_plain_is_the_same_in_every_process():
+    from quanta.policies.hadar import exponential_price
+    assert plain(exponential_price) == "quanta.policies.hadar_dual.exponential_price"
+    assert plain(_Opaque) == f"{__name__}._Opaque"
+    assert plain(frozenset({"b", "a", "c"})) == ["a", "b", "c"]
+    assert plain({"s": {3, 1, 2}}) == {"s": [1, 2, 3]}
+    assert plain(_Opaque()) == f"<{__name__}._Opaque>"          # (no memory address)
+    assert plain(range(2)) == "range(0, 2)"
+
+
+def test_config_yaml_is_the_same_under_another_hash_seed(tmp_path):
+    # every input of a Hadar run (its price and schedule functions among them), written by two
+    # processes with different string hashes: the same text but for the --out each was given
+    import os
+    import subprocess
+    import sys
+    texts = []
+    for seed in ("1", "2"):
+        out = tmp_path / f"run{seed}"
+        r = subprocess.run([sys.executable, "-m", "quanta.cli", "simulate", "--trace",
+                            "synthetic:5:8", "--cluster", "v100:1x4,k80:1x4", "--policy", "hadar",
+                            "--quiet", "--no-plots", "--out", str(out)],
+                           capture_output=True, text=True,
+                           env={**os.environ, "PYTHONHASHSEED": seed, "OMP_NUM_THREADS": "1"})
+        assert r.returncode == 0, r.stderr
+        texts.append((out / "config.yaml").read_text().replace(str(out), "OUT"))
+    assert "price: quanta.policies.hadar_dual.exponential_price" in texts[0]
+    assert texts[0] == texts[1]

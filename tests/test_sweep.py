@@ -290,3 +290,16 @@ def test_a_script_without_a_main_guard_gets_a_clear_error_not_a_pool_traceback(t
     ok = subprocess.run([sys.executable, str(guarded)], capture_output=True, text=True, timeout=300,
                         cwd=tmp_path)
     assert ok.returncode == 0 and "swept" in ok.stdout, ok.stderr
+
+
+def test_a_policy_objects_cells_have_the_same_key_in_every_process():
+    # a sweep of Policy objects (the Python API) keys each cell by the object's field values:
+    # Hadar's price and schedule functions by their names, not their addresses, so that a
+    # second sweep finds the first one's cells
+    code = ("import json; from quanta.policies.hadar import Hadar; "
+            "from quanta.sweeps import _policy_config; print(json.dumps(_policy_config(Hadar())))")
+    keys = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env={**ENV, "PYTHONHASHSEED": seed}, timeout=120).stdout
+            for seed in ("1", "2")]
+    assert "hadar_dual.exponential_price" in keys[0]
+    assert keys[0] == keys[1]

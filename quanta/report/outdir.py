@@ -261,18 +261,28 @@ def command_line() -> str:
 
 
 def plain(value):
-    """A value YAML can write as it is (tuples as lists, other objects as their repr)."""
+    """A value YAML can write as it is, the same in every process: tuples as lists, sets as
+    sorted lists (not in their hash order), functions and classes by their qualified names,
+    other objects as their repr (one that holds a memory address: the type's qualified name)."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if hasattr(value, "item") and not isinstance(value, (list, tuple, dict)):
         return plain(value.item())
     if isinstance(value, dict):
         return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
+    if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted((plain(v) for v in value), key=repr)
     if isinstance(value, Path):
         return str(value)
-    return repr(value)
+    if callable(value) and hasattr(value, "__module__") and hasattr(value, "__qualname__"):
+        return f"{value.__module__}.{value.__qualname__}"
+    text = repr(value)
+    if " at 0x" in text:
+        kind = type(value)
+        return f"<{kind.__module__}.{kind.__qualname__}>"
+    return text
 
 
 def write_config(out: Path, config: dict, files: list[Path]) -> None:
