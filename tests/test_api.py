@@ -94,7 +94,7 @@ def check_sweep_api(tmp_path):
     sw = quanta.sweep(rates=[3, 5], jobs=30, clusters="v100:2x4", policies="srtf", seeds=[0, 1],
                       load_scales=[1, 1.5], workers=2, out=tmp_path / "api", progress=False)
     assert sw.ran == 8 and sw.reused == 0 and len(sw.results) == 8
-    from_csv = pd.read_csv(tmp_path / "cli" / "results.csv")
+    from_csv = pd.read_csv(tmp_path / "cli" / "results.csv", float_precision="round_trip")
     assert list(from_csv.columns) == list(sw.results.columns)
     def norm(v):
         if v is None or v == "" or (isinstance(v, float) and np.isnan(v)):
@@ -110,7 +110,7 @@ def check_sweep_api(tmp_path):
         else:
             assert [None if x is None else str(x) for x in a] == \
                 [None if x is None else str(x) for x in b], col
-    agg = pd.read_csv(tmp_path / "cli" / "aggregate.csv")
+    agg = pd.read_csv(tmp_path / "cli" / "aggregate.csv", float_precision="round_trip")
     assert np.array_equal(agg["avg_jct_s_ci95"], sw.aggregate["avg_jct_s_ci95"])
     assert len(sw.jobs) == 8 * 30
     again = quanta.sweep(rates=[3, 5], jobs=30, clusters="v100:2x4", policies="srtf",
