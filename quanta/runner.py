@@ -166,13 +166,13 @@ def run_simulations(req: SimulationRequest, console=None, keep_results: bool = F
         window.mask(np.array([s.submit_time for s in wl.specs]), trace.source or req.trace)
         header.append(window.describe(len(wl.specs)))
     stage = None
-    if req.out is not None:
-        from quanta.report.outdir import Staging, git_describe_later
-        from quanta.report.output import policy_dir_name
-        stage = Staging(Path(req.out), req.force,    # refusals before any work; see its doc
-                        [policy_dir_name(p.label()) for p in policies])
-        git_describe = git_describe_later()          # runs beside the simulation
     try:
+        if req.out is not None:
+            from quanta.report.outdir import Staging, git_describe_later
+            from quanta.report.output import policy_dir_name
+            stage = Staging(Path(req.out), req.force,    # refusals before any work; see its doc
+                            [policy_dir_name(p.label()) for p in policies])
+            git_describe = git_describe_later()          # runs beside the simulation
         results = _simulate(req, policies, world, wl, cluster, perf, restart, failures, until,
                             trace, header, console)
         from quanta.report.notes import run_notes
