@@ -110,15 +110,19 @@ class ExecutionPlan:
         return "GC" if self.checkpointing else "DP"
 
 
+# the plan strings parse_plan reads
+PLAN_FORMS = "ga, gc, zero-dp, zero1-dp, zero3-dp, zero-offload[+gc], tp+ga, or three digits PP TP DP"
+
+
 def parse_plan(text: str, num_gpus: int) -> ExecutionPlan:
-    """Parse a Rubick plan string: ga, gc, zero-dp, zero1-dp, zero3-dp, zero-offload[+gc], tp+ga,
-    or three digits 'abc' = PP a, TP b, DP c (for the 3-digit form num_gpus is not used)."""
+    """Parse a Rubick plan string (PLAN_FORMS); three digits 'abc' = PP a, TP b, DP c (for the
+    3-digit form num_gpus is not used)."""
     t = text.strip().lower()
     n = max(int(num_gpus), 1)
     if len(t) == 3 and t.isdigit():
         pp, tp, dp = (int(ch) for ch in t)
         if min(pp, tp, dp) < 1:
-            raise ValueError(f"bad 3D plan {text!r}")
+            raise ValueError(f"bad 3D plan {text!r} (three digits PP TP DP, each 1 or more)")
         return ExecutionPlan(dp=dp, tp=tp, pp=pp, megatron=True)
     parts = set(t.split("+"))
     gc = "gc" in parts
@@ -133,7 +137,7 @@ def parse_plan(text: str, num_gpus: int) -> ExecutionPlan:
     for stage, name in ((2, "zero-dp"), (1, "zero1-dp"), (2, "zero2-dp"), (3, "zero3-dp")):
         if name in parts:
             return ExecutionPlan(dp=n, zero=stage, ga_steps=0, checkpointing=gc)
-    raise ValueError(f"unknown execution plan {text!r}")
+    raise ValueError(f"unknown execution plan {text!r} ({PLAN_FORMS})")
 
 
 # -- models and resources ----------------------------------------------------------------------

@@ -125,8 +125,7 @@ class Hadar(AllocationRates, Policy):
             raise ValueError(f"hadar: replan must be 'changed' or 'all', got {self.replan!r}")
         if self.bounds not in ("weights", "round"):
             raise ValueError(f"hadar: bounds must be 'weights' or 'round', got {self.bounds!r}")
-        if self.starts < 1:
-            raise ValueError("hadar: starts must be >= 1")
+        require(self.starts >= 1, "hadar", "starts", self.starts, "1 or more")
         require(0 < self.eta < INF, "hadar", "eta", self.eta, "a positive number")
         require(0 <= self.restart_s < INF, "hadar", "restart_s", self.restart_s,
                 "a number of seconds, 0 or more")

@@ -224,11 +224,10 @@ class Rubick(Policy):
         if self.normalize not in NORMALIZE:
             raise QuantaError(f"rubick: normalize must be one of {', '.join(NORMALIZE)}, "
                               f"got '{self.normalize}'")
-        if not self.sla_admit > 0:
-            raise QuantaError(f"rubick: sla_admit must be > 0, got {self.sla_admit}")
-        if self.release_3d < 0:
-            raise QuantaError(f"rubick: release_3d must be >= 0 (0: never), got {self.release_3d}")
-        require(self.sla_admit < INF, "rubick", "sla_admit", self.sla_admit, "a finite number")
+        require(0 < self.sla_admit < INF, "rubick", "sla_admit", self.sla_admit,
+                "a positive number")
+        require(0 <= self.release_3d < INF, "rubick", "release_3d", self.release_3d,
+                "0 (never) or more")
         require(0 <= self.min_gain < INF, "rubick", "min_gain", self.min_gain, "0 or more")
         require(self.max_restarts >= 0, "rubick", "max_restarts", self.max_restarts, "0 or more")
         require(self.max_gpus >= 1, "rubick", "max_gpus", self.max_gpus, "1 or more")

@@ -186,10 +186,8 @@ class Gavel(PairEntries, Policy):
                                    ("workers", self.workers, ("", "gavel"))):
             if value not in known:
                 raise QuantaError(f"gavel {name} '{value}' unknown (known: {', '.join(known)})")
-        if self.recompute_every < 0:
-            raise QuantaError(f"gavel recompute_every must be >= 0, got {self.recompute_every}")
-        require(self.recompute_every < INF, "gavel", "recompute_every", self.recompute_every,
-                "a number of seconds")
+        require(0 <= self.recompute_every < INF, "gavel", "recompute_every", self.recompute_every,
+                "a number of seconds, 0 or more")
         require(-1 <= self.decimals <= 15, "gavel", "decimals", self.decimals, "-1 (off) to 15")
         require(self.seed >= 0, "gavel", "seed", self.seed, "0 or more")
 
