@@ -223,8 +223,12 @@ def _tree(folder: Path) -> dict[str, bytes]:
 
 
 @contextlib.contextmanager
-def _killed_at_the_end(proc: subprocess.Popen):
-    """The process is killed on leaving, whatever happened (no run left behind by a failure)."""
+def _long_run(out: Path):
+    """A `quanta simulate` of 20,000 jobs (minutes) into `out`, --force; killed on leaving,
+    whatever happened (no run left behind by a failure)."""
+    proc = subprocess.Popen([sys.executable, "-m", "quanta.cli", "simulate", "--trace",
+                             "synthetic:30:20000", "--policy", "las", "--no-plots", "-q", "--out",
+                             str(out), "--force"], cwd=ROOT, env=ENV)
     try:
         yield proc
     finally:
@@ -271,20 +275,13 @@ def test_a_failed_or_stopped_run_leaves_the_earlier_run_whole(tmp_path):
     assert _tree(out) == before and sorted(p.name for p in out.iterdir()) == \
         ["config.yaml", "fifo", "las", "report.md", "summary.csv"]
     # interrupted (Ctrl-C) in the middle of the simulation: the same
-    proc = subprocess.Popen([sys.executable, "-m", "quanta.cli", "simulate", "--trace",
-                             "synthetic:30:20000", "--policy", "las", "--no-plots", "-q", "--out",
-                             str(out), "--force"], cwd=ROOT, env=ENV, stderr=subprocess.PIPE,
-                            text=True)
-    with _killed_at_the_end(proc):
+    with _long_run(out) as proc:
         _staged_by(proc, out)
         time.sleep(0.5)
         assert _interrupted(proc) != 0
     assert _tree(out) == before and not any(p.name.startswith(".") for p in out.iterdir())
     # killed outright: its hidden folder is left, and the next run clears it
-    proc = subprocess.Popen([sys.executable, "-m", "quanta.cli", "simulate", "--trace",
-                             "synthetic:30:20000", "--policy", "las", "--no-plots", "-q", "--out",
-                             str(out), "--force"], cwd=ROOT, env=ENV)
-    with _killed_at_the_end(proc):          # (SIGKILL as it leaves: no cleanup runs)
+    with _long_run(out) as proc:            # (SIGKILL as it leaves: no cleanup runs)
         _staged_by(proc, out)
     assert proc.returncode == -signal.SIGKILL and _tree(out) == before
     r = quanta("simulate", *TINY, "--policy", "srtf", "--no-plots", "--out", str(out), "--force")
@@ -373,10 +370,7 @@ def test_folders_a_run_would_write_into_are_checked_before_it(tmp_path):
     out = tmp_path / "t"
     assert quanta("simulate", *TINY, "--no-plots", "--out", str(out)).returncode == 0
     before = _tree(out)
-    proc = subprocess.Popen([sys.executable, "-m", "quanta.cli", "simulate", "--trace",
-                             "synthetic:30:20000", "--policy", "las", "--no-plots", "-q", "--out",
-                             str(out), "--force"], cwd=ROOT, env=ENV)
-    with _killed_at_the_end(proc):
+    with _long_run(out) as proc:
         _staged_by(proc, out)
         proc.terminate()
         assert proc.wait(timeout=60) == 128 + signal.SIGTERM
