@@ -35,6 +35,22 @@ def test_worlds_are_listed_and_unknown_ones_refused():
         get_world("nope")
 
 
+def test_a_world_is_loaded_alone_and_each_module_registers_the_name_it_is_listed_under():
+    """`quanta simulate --world gavel-sim` imports gavel-sim's module only (a short run's imports
+    count); WORLD_MODULES must name the module each world registers itself in."""
+    code = ("import sys; from quanta.worlds import get_world, WORLD_MODULES, WORLDS; "
+            "import quanta.worlds as w; "
+            "[(get_world(n), print(n, sorted(k for k in WORLDS if k != 'quanta'), "
+            "sorted(m for m in sys.modules if m.startswith('quanta.worlds.')))) "
+            "for n in sorted(WORLD_MODULES)]")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    lines = out.stdout.splitlines()
+    assert lines[0] == "gavel-sim ['gavel-sim'] ['quanta.worlds.gavel_sim']", lines
+    assert lines[1].startswith("sia-sim ['gavel-sim', 'sia-sim'] "), lines
+    assert lines[2].startswith("tiresias-sim ['gavel-sim', 'sia-sim', 'tiresias-sim'] "), lines
+    assert set(world_names()) == {"quanta"} | set(__import__("quanta.worlds").worlds.WORLD_MODULES)
+
+
 def test_sia_sim_charges_each_application_its_restore_time_at_the_first_start_too():
     for app in ("imagenet", "cifar10"):
         res, perf, job = _one_job_run("sia-sim", app)

@@ -122,7 +122,7 @@ def world(name: str):
 
 
 def get_world(name: str) -> World:
-    _load()
+    _load(name)
     fn = WORLDS.get(name)
     if fn is None:
         raise QuantaError(f"unknown world '{name}' (known: {', '.join(sorted(WORLDS))})",
@@ -141,5 +141,12 @@ def quanta_world() -> World:
                            "estimated), --restart-delay per restart, first start free")
 
 
-def _load() -> None:
-    from quanta.worlds import gavel_sim, sia_sim, tiresias_sim  # noqa: F401  (registers)
+# the module that registers each replay world (imported when asked for: a run loads its own)
+WORLD_MODULES = {"gavel-sim": "gavel_sim", "sia-sim": "sia_sim", "tiresias-sim": "tiresias_sim"}
+
+
+def _load(name: str | None = None) -> None:
+    """Register the world `name` (every world: None, or a name no module registers)."""
+    import importlib
+    for module in [WORLD_MODULES[name]] if name in WORLD_MODULES else WORLD_MODULES.values():
+        importlib.import_module(f"quanta.worlds.{module}")

@@ -70,6 +70,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -81,9 +82,11 @@ from quanta.policies.gavel import allocations as alloc
 from quanta.policies.gavel import central, ecos
 from quanta.policies.gavel.pairs import PairEntries
 from quanta.policies.gavel.rounds import BIG, packed_round, priority_round
-from quanta.policies.gavel.space_sharing import PackedAllocation, packed_max_min
 from quanta.policies.gavel.workers import gavel_workers
 from quanta.policies.registry import register
+
+if TYPE_CHECKING:      # (space sharing is imported by the packed policy's runs only)
+    from quanta.policies.gavel.space_sharing import PackedAllocation
 
 OBJECTIVES = ("max_min", "ftf", "makespan", "throughput", "cost", "fifo", "hierarchical")
 PRIORITIES = ("share", "smoothed", "cluster")
@@ -307,6 +310,7 @@ class Gavel(PairEntries, Policy):
             if z[a] > 1 and not self.pack_multi_gpu:   # Gavel's table: 0 for every such pair
                 return 0.0
             return snap.perf.shared_rate(j.specs[a], j.specs[b], types[k], int(z[a]), mode="pack")
+        from quanta.policies.gavel.space_sharing import packed_max_min
         return packed_max_min(T, z, N, coef, kind, pair_rate)
 
     def _entity_weights(self, snap: Snapshot) -> np.ndarray:

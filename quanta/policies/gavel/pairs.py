@@ -12,7 +12,6 @@ from quanta.core.snapshot import Snapshot
 from quanta.errors import QuantaError
 from quanta.policies.gavel import allocations as alloc
 from quanta.policies.gavel.rounds import BIG, pair_round
-from quanta.policies.gavel.space_sharing import pair_max_min
 
 PAIR_ROWS_MAX = 2500      # programme=pairs: (jobs, jobs, types) arrays, ~150 MB each at 2,500
 
@@ -152,6 +151,7 @@ class PairEntries:
             tau_prop = np.maximum(T @ alloc.proportional_share(N, n), 1e-12)
             coef = z / (j.weight * tau_prop)
             useful = ((RA[ia, ib] > 0) & (RA[ib, ia] > 0)).any(axis=1)
+            from quanta.policies.gavel.space_sharing import pair_max_min   # (packed runs only)
             A = pair_max_min(T, z, N, coef, RA[ia[useful], ib[useful]], RA[ib[useful], ia[useful]],
                              np.column_stack([ia[useful], ib[useful]]),
                              interior=self.solution != "vertex")
