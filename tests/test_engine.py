@@ -312,3 +312,36 @@ def test_a_job_re_rated_at_a_decision_still_resumed_when_its_restore_ended(perf)
     view = t.view(np.array([0]), 60.0)
     assert view.resume_at[0] == 30.0 and view.resume_at[0] < 60.0
     assert t.progress(np.array([0]), 60.0)[0] == 2.0 * 30.0       # folded at the old rate
+
+
+@pytest.mark.parametrize("nodes", [(8, 8), (16, 1)])
+def test_plain_columns_are_the_transitions_fields(perf, monkeypatch, nodes):
+    """Where every changed job holds GPUs only, the mechanism hands the simulator its
+    transitions' columns (`mechanism.Plain`) beside the tuples: they say exactly what the tuples
+    say (starts, migrations, resizes, preemptions; one-GPU nodes and gangs)."""
+    from quanta.core.jobtable import KIND_CODES
+    from quanta.core.mechanism import Transition
+    from quanta.model import Cluster, NodeSpec
+    seen = []
+    orig = Simulator._apply
+
+    def check(self, now, trs, version, push):
+        plain = getattr(trs, "plain", None)
+        if plain is not None:
+            seen.append(len(trs))
+            assert [t.row for t in trs] == plain.rows.tolist()
+            assert [KIND_CODES[t.kind.value] for t in trs] == plain.kinds.tolist()
+            assert [t.gpu_type for t in trs] == plain.gpu_type.tolist()
+            assert all(a is b for a, b in zip((t.gpus for t in trs), plain.gpus))
+            assert [len(t.gpus) for t in trs] == plain.count.tolist()
+            assert [t.nodes for t in trs] == plain.nodes
+            assert [t.consolidated for t in trs] == plain.consolidated.tolist()
+            defaults = Transition(0, None, 0, None, 0, True)[6:]
+            assert all(t[6:] == defaults for t in trs)
+        return orig(self, now, trs, version, push)
+    monkeypatch.setattr(Simulator, "_apply", check)
+    count, size = nodes
+    cluster = Cluster(tuple(NodeSpec(f"n{i}", "v100", size) for i in range(count)))
+    jobs = [j if size > 1 else j.with_(num_gpus=1) for j in random_jobs(120, seed=3, gap=20.0)]
+    res = Simulator(jobs, cluster, make_policy("las"), perf, restart=RestartCost(5.0)).run()
+    assert len(seen) > 20 and sum(seen) > 100 and res.table.preemptions.sum() > 0

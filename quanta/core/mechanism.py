@@ -9,12 +9,14 @@ processes. GPU sharing (pairs, spanning guests, a shared job's rate) is in core/
 from __future__ import annotations
 
 from enum import Enum
+from itertools import repeat
+from operator import add
 from typing import NamedTuple
 
 import numpy as np
 
 from quanta.core.decision import Decision
-from quanta.core.jobtable import SHARE_MODES
+from quanta.core.jobtable import KIND_CODES, SHARE_MODES
 from quanta.core.sharing import (keep_inheriting_guests, place_span, read_sharing, retouch_hosts,
                                  span_changes)
 from quanta.core.snapshot import Snapshot
@@ -49,6 +51,25 @@ class Transition(NamedTuple):
     fork: tuple[float, float] | None = None  # forked copies: (s between averagings, s per averaging)
     net_gbps: float = 0.0     # node network GB/s held afterwards (0: not asked for)
     copies: np.ndarray | None = None  # GPUs per node of a forked job's extra copies (else None)
+
+
+class Plain(NamedTuple):
+    """The columns of a decision's transitions when they all hold GPUs only (no sharing, plan,
+    CPUs, memory, network, parts of several types, fork or copies: those fields at Transition's
+    defaults), in the transitions' order: what a driver reads of them without unzipping them."""
+    rows: np.ndarray            # driver rows
+    kinds: np.ndarray           # jobtable.KIND_CODES
+    gpu_type: np.ndarray        # -1 on preempt
+    gpus: list[np.ndarray]
+    count: np.ndarray           # len of each gpus
+    nodes: list[int]
+    consolidated: np.ndarray    # bool
+
+
+class Transitions(list):
+    """A decision's transitions (a list of Transition), with their columns (`plain`) where the
+    mechanism built them as such."""
+    plain: Plain | None = None
 
 
 def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
@@ -133,6 +154,11 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
         place_list = [r for r in place_list if r in dec.exact] + \
                      [r for r in place_list if r in keep_gpus and r not in dec.exact] + \
                      [r for r in place_list if r not in first]
+    if not (sharing or extras or mixed or dec.exact or keep_gpus or dec.consolidate):
+        # GPUs only, none shared, kept or asked for exactly: each gang placed and assigned where
+        # the free-GPU index puts it (the general walk below, minus its tests), the transitions
+        # built column by column
+        return _apply_plain(snap, dec, occ, rows, changed, to_place, tgt_t, tgt_g)
     if dec.share:
         place_list += rows[want_guest[rows]].tolist()
     out: list[Transition] = []
@@ -143,11 +169,6 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
     cols = zip(place_list, rows_d[idx].tolist(), tgt_t[idx].tolist(), tgt_g[idx].tolist(),
                jobs.gpus[idx].tolist())
     exact = dec.exact
-    if not (sharing or extras or mixed or exact or keep_gpus or dec.consolidate):
-        # GPUs only, none shared, kept or asked for exactly: each gang placed and assigned where
-        # the free-GPU index puts it (the general walk below, minus its tests)
-        out = _claim_all(list(cols), occ, cluster, placed)
-        cols = ()
     for r, drow, t, g, was in cols:
         guest = sharing and bool(want_guest[r])
         cpu = float(tgt_cpu[r]) if extras else 0.0
@@ -235,48 +256,98 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
     return out
 
 
-def _claim_all(cols: list[tuple[int, int, int, int, int]], occ: Occupancy, cluster,
-               placed: set[int]) -> list[Transition]:
-    """Each (row, driver row, type, GPUs, GPUs held) gang claimed in order where the free-GPU
-    index puts it, and its transition. One-GPU jobs come last (biggest gang first); those of a
-    type whose nodes hold one GPU each are claimed together (`Occupancy.claim_ones`: the same
-    GPUs)."""
-    ones = len(cols)
-    while ones and cols[ones - 1][3] == 1:
-        ones -= 1
-    got: list = [None] * len(cols)
-    for i, (_r, drow, t, g, _was) in enumerate(cols[:ones]):
-        got[i] = occ.claim(drow, t, g)
-    by_type: dict[int, list[int]] = {}
-    for i in range(ones, len(cols)):
-        by_type.setdefault(cols[i][2], []).append(i)
-    for t, at in by_type.items():
-        each = occ.claim_ones([cols[i][1] for i in at], t) if occ.one_gpu_nodes(t) else None
-        if each is None:           # other nodes (or too few free: cannot happen after the
-            for i in at:           # capacity check): one by one, as claimed
-                got[i] = occ.claim(cols[i][1], t, 1)
-            continue
-        for i, one in zip(at, each):
-            got[i] = (one, 1)
-    out = []
-    fewest: dict[tuple[int, int], int] = {}     # (type, GPUs) -> cluster.min_nodes
-    for (r, drow, t, g, was), placement in zip(cols, got):
-        if placement is None:
-            continue           # cannot happen after the capacity check; left pending if it does
-        gpus, nodes = placement
-        placed.add(r)
-        least = fewest.get((t, g))
-        if least is None:
-            least = fewest[t, g] = cluster.min_nodes(t, g)
-        # Transition(drow, _kind(was, g), t, gpus, nodes, consolidated), built as its tuple
-        out.append(_new_tuple(Transition, (drow, _kind(was, g), t, gpus, nodes, nodes <= least)
-                              + _PLAIN_REST))
+def _apply_plain(snap: Snapshot, dec: Decision, occ: Occupancy, rows: np.ndarray,
+                 changed: np.ndarray, to_place: np.ndarray, tgt_t: np.ndarray, tgt_g: np.ndarray
+                 ) -> Transitions:
+    """`apply`'s placement and transitions where every changed job (`rows`) holds GPUs only,
+    once those that move have released theirs: `to_place` (job rows, placement order) claimed,
+    the policy's defragmentations, then a preemption for each changed row that ran and was not
+    placed. Their columns go with them (unless a job was defragmented: it keeps its plan and
+    resources)."""
+    jobs, cluster = snap.jobs, snap.cluster
+    d, t, g, was = jobs.rows[to_place], tgt_t[to_place], tgt_g[to_place], jobs.gpus[to_place]
+    gpus, nodes = _claim_all(d, t, g, occ)
+    if any(x is None for x in gpus):     # cannot happen after the capacity check; left
+        # pending if it does
+        ok = np.array([x is not None for x in gpus])
+        to_place, d, t, g, was, nodes = to_place[ok], d[ok], t[ok], g[ok], was[ok], nodes[ok]
+        gpus = [x for x in gpus if x is not None]
+    kinds = np.where(was == 0, KIND_CODES["start"],
+                     np.where(g != was, KIND_CODES["resize"], KIND_CODES["migrate"]))
+    cons = nodes <= -(-g // cluster.type_node_max[t])       # cluster.min_nodes(t, g), at once
+    moved = [m for m in (_defragment(snap, occ, r) for r in sorted(dec.defrag)
+                         if not changed[r] and jobs.running[r] and jobs.partner[r] < 0
+                         and not jobs.mixed[r]) if m is not None]
+    placed = np.zeros(len(jobs), dtype=bool)
+    placed[to_place] = True
+    gone = rows[jobs.running[rows] & ~placed[rows]]           # ran, not placed: preempted
+    n_gone = len(gone)
+    plain = Plain(np.concatenate((d, jobs.rows[gone])),
+                  np.concatenate((kinds, np.full(n_gone, KIND_CODES["preempt"]))),
+                  np.concatenate((t, np.full(n_gone, -1))),
+                  gpus + [_EMPTY] * n_gone,
+                  np.concatenate((g, np.zeros(n_gone, dtype=np.int64))),
+                  nodes.tolist() + [0] * n_gone,
+                  np.concatenate((cons, np.ones(n_gone, dtype=bool))))
+    # Transition(row, kind, type, gpus, nodes, consolidated), each built as its tuple
+    out = Transitions(map(_new_tuple, repeat(Transition), map(add, zip(
+        plain.rows.tolist(), map(_KIND_OF_CODE.__getitem__, plain.kinds.tolist()),
+        plain.gpu_type.tolist(), plain.gpus, plain.nodes, plain.consolidated.tolist()),
+        repeat(_PLAIN_REST))))
+    if moved:                      # after the claims, before the preemptions
+        out[len(d):len(d)] = moved
+    else:
+        out.plain = plain
     return out
+
+
+def _claim_all(drows: np.ndarray, types: np.ndarray, gpus: np.ndarray, occ: Occupancy
+               ) -> tuple[list[np.ndarray | None], np.ndarray]:
+    """Each gang (driver row, type, GPUs; biggest first) claimed in order where the free-GPU
+    index puts it: its GPUs (None where too few are free: cannot happen after the capacity
+    check) and its number of nodes. One-GPU gangs come last; those of a type whose nodes hold
+    one GPU each are claimed together (`Occupancy.claim_ones`: the same GPUs)."""
+    n = len(drows)
+    multi = np.flatnonzero(gpus != 1)
+    ones = int(multi[-1]) + 1 if multi.size else 0
+    got: list = [None] * n
+    nodes = np.ones(n, dtype=np.int64)
+    for i, (drow, t, g) in enumerate(zip(drows[:ones].tolist(), types[:ones].tolist(),
+                                         gpus[:ones].tolist())):
+        placement = occ.claim(drow, t, g)
+        if placement is not None:
+            got[i], nodes[i] = placement
+    if ones == n:
+        return got, nodes
+    tail = types[ones:]
+    for t in range(len(occ.busy)):
+        at = np.flatnonzero(tail == t)
+        if not at.size:
+            continue
+        at += ones
+        rows_t = drows[at].tolist()
+        each = occ.claim_ones(rows_t, t) if occ.one_gpu_nodes(t) else None
+        if each is None:           # other nodes (or too few free: cannot happen after the
+            for i, drow in zip(at.tolist(), rows_t):      # capacity check): one by one
+                placement = occ.claim(drow, t, 1)
+                if placement is not None:
+                    got[i], nodes[i] = placement
+            continue
+        if len(at) == n - ones:    # one type only: in order
+            got[ones:] = each
+        else:
+            for i, one in zip(at.tolist(), each):
+                got[i] = one
+    return got, nodes
 
 
 # a Transition's fields after `consolidated` when it holds GPUs only (Transition's defaults)
 _PLAIN_REST = tuple(Transition._field_defaults[f] for f in Transition._fields[6:])
 _new_tuple = tuple.__new__
+_EMPTY = np.empty(0, dtype=np.int64)
+_KIND_OF_CODE = [Kind.START] * (max(KIND_CODES.values()) + 1)
+for _k in Kind:
+    _KIND_OF_CODE[KIND_CODES[_k.value]] = _k
 
 
 def _kind(was: int, g: int) -> Kind:

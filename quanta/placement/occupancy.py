@@ -27,6 +27,12 @@ FREE = -1
 _BIG = np.iinfo(np.int64).max
 
 
+def _bits(mask: int, nbytes: int) -> np.ndarray:
+    """The bits of a nonnegative int below 8 * nbytes, lowest first (0 or 1 each)."""
+    return np.unpackbits(np.frombuffer(mask.to_bytes(nbytes, "little"), dtype=np.uint8),
+                         bitorder="little")
+
+
 class Occupancy:
     def __init__(self, cluster: Cluster):
         self.cluster = cluster
@@ -157,31 +163,27 @@ class Occupancy:
         """`claim(row, type_idx, 1)` for each of `rows` in turn, at once, on a type whose nodes
         hold one GPU each (`one_gpu_nodes`): the free nodes of lowest position, in order, as
         those claims pick them. Returns each row's GPUs (one id), or None (nothing changes) if
-        fewer are free."""
+        fewer are free. (No marks are kept: a one-GPU node's are (node, 1), which `release`
+        works out from the GPU.)"""
         levels = self._levels[type_idx]
         free, k = levels[1], len(rows)
-        if free.bit_count() < k:
-            return None
-        nodes, first = self._type_nodes_l[type_idx], self._first_l
-        taken = 0
-        got: list[int] = []
-        for _ in range(k):
-            b = free & -free
-            free ^= b
-            taken |= b
-            got.append(nodes[b.bit_length() - 1])
-        levels[1] = free
+        if free.bit_count() < k or k == 0:
+            return None if k else []
+        # the k lowest free positions; every free position up to the last of them is taken
+        pos = np.flatnonzero(_bits(free, self._type_bytes[type_idx]))[:k]
+        taken = free & ((2 << int(pos[-1])) - 1)
+        levels[1] = free ^ taken
         levels[0] |= taken
-        gfree, held, marks = self._gfree, self.held, self._marks
-        gpus = np.array([first[node] for node in got], dtype=np.int64)
+        nodes = self.type_nodes[type_idx][pos]
+        gpus = self.cluster.node_first_gpu[nodes]
         self.owner[gpus] = rows
-        self.node_free[got] = 0
+        self.node_free[nodes] = 0
         self.busy[type_idx] += k
-        each = list(gpus.reshape(k, 1))
-        for row, node, one in zip(rows, got, each):
+        gfree = self._gfree
+        for node in nodes.tolist():
             gfree[node] = 0
-            held[row] = one
-            marks[row] = [(node, 1)]
+        each = list(gpus.reshape(k, 1))
+        self.held.update(zip(rows, each))
         return each
 
     def _place_scan(self, type_idx: int, n: int, cpus_per_gpu: float = 0.0,
@@ -248,6 +250,9 @@ class Occupancy:
             self._levels.append([0] * (sz + 1) if sz else None)
             for p, node in enumerate(nd):
                 self._node_pos[node] = p
+        self._node_pos_a = np.array(self._node_pos, dtype=np.int64)
+        self._type_bytes = [(len(nd) + 7) // 8 for nd in self._type_nodes_l]
+        self._one_gpu_type = np.array([sz == 1 for sz in self._type_size], dtype=bool)
         self._first_l = c.node_first_gpu.tolist()
         self._gpu_node_l = c.gpu_node.tolist()
         self._node_type_l = c.node_type.tolist()
@@ -493,7 +498,14 @@ class Occupancy:
         parts = [held.pop(r) for r in rows]
         gpus = np.concatenate(parts)
         self.owner[gpus] = FREE
-        self.busy -= np.bincount(self.cluster.gpu_type_idx[gpus], minlength=len(self.busy))
+        types = self.cluster.gpu_type_idx[gpus]
+        self.busy -= np.bincount(types, minlength=len(self.busy))
+        if not self.down and self._one_gpu_type[types].all():
+            if kept:
+                for r in rows:
+                    kept.pop(r, None)
+            self._free_ones(self.cluster.gpu_node[gpus], types)
+            return
         marks: list[tuple[int, int]] = []
         for r, g in zip(rows, parts):
             m = kept.pop(r, None)
@@ -502,6 +514,24 @@ class Occupancy:
             else:
                 marks += m
         self._mark(marks, +1)
+
+    def _free_ones(self, nodes: np.ndarray, types: np.ndarray) -> None:
+        """`_mark` of GPUs that became free on distinct nodes that hold one GPU each, every node
+        up: at once."""
+        self.node_free[nodes] = 1
+        gfree = self._gfree
+        for node in nodes.tolist():
+            gfree[node] = 1
+        pos = self._node_pos_a[nodes]
+        for t in range(len(self._levels)):
+            at = pos[types == t] if len(self._levels) > 1 else pos
+            if at.size:
+                b = np.zeros(self._type_bytes[t] * 8, dtype=np.uint8)
+                b[at] = 1
+                mask = int.from_bytes(np.packbits(b, bitorder="little").tobytes(), "little")
+                levels = self._levels[t]
+                levels[0] ^= mask
+                levels[1] |= mask
 
     def _release_span(self, row: int, gpus: np.ndarray, t: int) -> np.ndarray:
         """`release` when some guest spans: GPU by GPU (a job may own some of its GPUs and be a

@@ -32,6 +32,7 @@ from quanta.sim.shapes import odd_shapes, same_shape_moves
 COMPLETE, FAIL, RECOVER, TICK, WAKE, PHASE = 0, 1, 2, 4, 5, 6
 INF = float("inf")
 KIND_OF = {k: KIND_CODES[k.value] for k in Kind}
+KIND_NAME = {code: name for name, code in KIND_CODES.items()}
 DEFAULT_RESTART_S = 30.0   # Pollux's simulator charges 30 s per restart
 
 
@@ -133,25 +134,35 @@ class Simulator(ReferenceRounds):
     def _apply(self, now: float, trs: list, version: np.ndarray, push) -> int:
         """Apply one decision's transitions; push their completions; return the change in running."""
         t = self.table
-        (rows_l, kinds_l, types_l, gpus_l, nodes_l, cons_l, plans_l, partner_l, mode_l,
-         guest_l, cpus_l, mem_l, parts_l, fork_l, net_l, copies_l) = zip(*trs)
-        rows = np.array(rows_l, dtype=np.int64)
-        kind = np.array([KIND_OF[k] for k in kinds_l], dtype=np.int64)
-        gtype = np.array(types_l, dtype=np.int64)
-        count = np.fromiter(map(len, gpus_l), dtype=np.int64, count=len(trs))
-        cons = np.array(cons_l, dtype=bool)
-        shared = max(partner_l) >= 0
+        plain = getattr(trs, "plain", None)
+        if plain is None:
+            (rows_l, kinds_l, types_l, gpus_l, nodes_l, cons_l, plans_l, partner_l, mode_l,
+             guest_l, cpus_l, mem_l, parts_l, fork_l, net_l, copies_l) = zip(*trs)
+            rows = np.array(rows_l, dtype=np.int64)
+            kind = np.array([KIND_OF[k] for k in kinds_l], dtype=np.int64)
+            gtype = np.array(types_l, dtype=np.int64)
+            count = np.fromiter(map(len, gpus_l), dtype=np.int64, count=len(trs))
+            cons = np.array(cons_l, dtype=bool)
+            shared = max(partner_l) >= 0
+            extras = t.extras_seen or max(cpus_l) > 0 or max(mem_l) > 0 or max(net_l) > 0 or \
+                plans_l.count(None) < len(trs)
+            mixed = parts_l.count(None) < len(trs)
+        else:           # GPUs only (mechanism.Plain): the columns as built, the rest defaults
+            rows, kind, gtype, gpus_l, count, nodes_l, cons = plain
+            n = len(trs)
+            rows_l, types_l, cons_l = rows.tolist(), gtype.tolist(), cons.tolist()
+            plans_l = parts_l = fork_l = copies_l = (None,) * n
+            partner_l, mode_l = (-1,) * n, ("",) * n
+            cpus_l = mem_l = net_l = (0.0,) * n
+            shared, extras, mixed = False, t.extras_seen, False
         on = count > 0
         req_ok = (count == t.req[rows]) & cons & on
         if shared:
             partner = np.array(partner_l, dtype=np.int64)
             req_ok &= partner < 0
-        extras = t.extras_seen or max(cpus_l) > 0 or max(mem_l) > 0 or max(net_l) > 0 or \
-            plans_l.count(None) < len(trs)
         if extras:                         # a plan or resources of its own: ask the model
             req_ok &= np.array([p is None for p in plans_l]) & (np.array(cpus_l) == 0) & \
                 (np.array(mem_l) == 0) & (np.array(net_l) == 0)
-        mixed = parts_l.count(None) < len(trs)
         if mixed:                          # GPUs of several types: ask the model
             req_ok &= np.array([p is None for p in parts_l])
         shapes = None
@@ -198,8 +209,8 @@ class Simulator(ReferenceRounds):
             free = same_shape_moves(self.cluster, kind, gtype, t.gtype[rows], held, gpus_l)
             # free, but a restore under way goes on (job.py:524-542 leaves rescale_time alone)
             goes_on = free
-        if Kind.RESHARE in kinds_l:   # a job restoring keeps its remaining restore time; others: none
-            reshare = kind == KIND_CODES["reshare"]
+        if plain is None and Kind.RESHARE in kinds_l:   # a job restoring keeps its remaining
+            reshare = kind == KIND_CODES["reshare"]       # restore time; others: none
             goes_on = reshare if goes_on is None else goes_on | reshare
         if goes_on is not None:
             delay = np.where(goes_on, np.maximum(t.t0[rows] - now, 0.0), delay)
@@ -219,11 +230,11 @@ class Simulator(ReferenceRounds):
             t.apply_transitions(now, rows, kind, gtype, list(gpus_l), rate, delay, consolidated=cons,
                                 count=count, goes_on=goes_on, **more)
         if self.event_log is not None:
-            self.event_log.extend((now, r, k.value, ty, int(c), nd, m) for r, k, ty, c, nd, m in
-                                  zip(rows_l, kinds_l, types_l, count.tolist(), nodes_l, mode_l))
+            self.event_log.extend((now, r, KIND_NAME[k], ty, c, nd, m) for r, k, ty, c, nd, m in
+                                  zip(rows_l, kind.tolist(), types_l, count.tolist(), nodes_l, mode_l))
         version[rows] += 1
         self._push_next(rows, version, push)
-        return kinds_l.count(Kind.START) - kinds_l.count(Kind.PREEMPT)
+        return np.count_nonzero(kind == KIND_CODES["start"]) - np.count_nonzero(kind == KIND_CODES["preempt"])
 
     def _push_next(self, rows: np.ndarray, version: np.ndarray, push) -> None:
         """Push each job's next event at its current rate: its completion, or the end of its
