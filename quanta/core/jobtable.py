@@ -248,6 +248,9 @@ class JobTable:
         placement = self.placement
         gti, mix = self.cluster.gpu_type_idx, self.mix
         if not (mixed or mix):             # the common case: one type per job, none mixed before
+            if r_on.size == rows.size:
+                placement.update(zip(rows.tolist(), gpus))
+                return
             for r, g, o in zip(rows.tolist(), gpus, on.tolist()):
                 if o:
                     placement[r] = g

@@ -282,13 +282,15 @@ def _apply_plain(snap: Snapshot, dec: Decision, occ: Occupancy, rows: np.ndarray
     placed[to_place] = True
     gone = rows[jobs.running[rows] & ~placed[rows]]           # ran, not placed: preempted
     n_gone = len(gone)
-    plain = Plain(np.concatenate((d, jobs.rows[gone])),
-                  np.concatenate((kinds, np.full(n_gone, KIND_CODES["preempt"]))),
-                  np.concatenate((t, np.full(n_gone, -1))),
-                  gpus + [_EMPTY] * n_gone,
-                  np.concatenate((g, np.zeros(n_gone, dtype=np.int64))),
-                  nodes.tolist() + [0] * n_gone,
-                  np.concatenate((cons, np.ones(n_gone, dtype=bool))))
+    if n_gone:
+        plain = Plain(np.concatenate((d, jobs.rows[gone])),
+                      np.concatenate((kinds, np.full(n_gone, KIND_CODES["preempt"]))),
+                      np.concatenate((t, np.full(n_gone, -1))), gpus + [_EMPTY] * n_gone,
+                      np.concatenate((g, np.zeros(n_gone, dtype=np.int64))),
+                      nodes.tolist() + [0] * n_gone,
+                      np.concatenate((cons, np.ones(n_gone, dtype=bool))))
+    else:
+        plain = Plain(d, kinds, t, gpus, g, nodes.tolist(), cons)
     # Transition(row, kind, type, gpus, nodes, consolidated), each built as its tuple
     out = Transitions(map(_new_tuple, repeat(Transition), map(add, zip(
         plain.rows.tolist(), map(_KIND_OF_CODE.__getitem__, plain.kinds.tolist()),
@@ -320,11 +322,12 @@ def _claim_all(drows: np.ndarray, types: np.ndarray, gpus: np.ndarray, occ: Occu
     if ones == n:
         return got, nodes
     tail = types[ones:]
-    for t in range(len(occ.busy)):
-        at = np.flatnonzero(tail == t)
-        if not at.size:
+    by_type = np.argsort(tail, kind="stable") + ones           # grouped by type, in order
+    ends = np.cumsum(np.bincount(tail, minlength=len(occ.busy))).tolist()
+    for t, (start, end) in enumerate(zip([0] + ends, ends)):
+        if start == end:
             continue
-        at += ones
+        at = by_type[start:end]
         rows_t = drows[at].tolist()
         each = occ.claim_ones(rows_t, t) if occ.one_gpu_nodes(t) else None
         if each is None:           # other nodes (or too few free: cannot happen after the

@@ -526,9 +526,7 @@ class Occupancy:
         for t in range(len(self._levels)):
             at = pos[types == t] if len(self._levels) > 1 else pos
             if at.size:
-                b = np.zeros(self._type_bytes[t] * 8, dtype=np.uint8)
-                b[at] = 1
-                mask = int.from_bytes(np.packbits(b, bitorder="little").tobytes(), "little")
+                mask = sum(map((1).__lshift__, at.tolist()))     # (distinct positions)
                 levels = self._levels[t]
                 levels[0] ^= mask
                 levels[1] |= mask

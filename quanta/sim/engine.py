@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import time
+from itertools import repeat
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
@@ -242,7 +243,10 @@ class Simulator(ReferenceRounds):
         t = self.table
         fin = t.finish_times(rows)
         if not self.phased:
-            # (push's work for each, in one call: run's push_completions)
+            # (push's work for each that completes, in one call: run's push_completions)
+            ends = fin < np.inf
+            if not ends.all():
+                rows, fin = rows[ends], fin[ends]
             push.completions(rows.tolist(), fin.tolist(), version[rows].tolist())
             return
         ph = t.phase_times(rows)
@@ -394,12 +398,11 @@ class Simulator(ReferenceRounds):
             heappush(heap, (when, kind, seq, obj, ver))
 
         def push_completions(rows: list[int], when: list[float], vers: list[int]) -> None:
-            """push(when, COMPLETE, row, ver) for each row that completes (when < inf)."""
+            """push(when, COMPLETE, row, ver) for each row (each `when` finite)."""
             nonlocal seq
-            for r, f, v in zip(rows, when, vers):
-                if f < INF:
-                    seq += 1
-                    heappush(heap, (f, COMPLETE, seq, r, v))
+            for item in zip(when, repeat(COMPLETE), range(seq + 1, seq + 1 + len(when)), rows, vers):
+                heappush(heap, item)
+            seq += len(when)
         push.completions = push_completions
 
         if self.failures:
