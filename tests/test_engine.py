@@ -329,13 +329,13 @@ def test_plain_columns_are_the_transitions_fields(perf, monkeypatch, nodes):
         plain = getattr(trs, "plain", None)
         if plain is not None:
             seen.append(len(trs))
-            assert [t.row for t in trs] == plain.rows.tolist()
-            assert [KIND_CODES[t.kind.value] for t in trs] == plain.kinds.tolist()
-            assert [t.gpu_type for t in trs] == plain.gpu_type.tolist()
+            assert [t.row for t in trs] == plain.rows
+            assert [KIND_CODES[t.kind.value] for t in trs] == plain.kinds
+            assert [t.gpu_type for t in trs] == plain.gpu_type
             assert all(a is b for a, b in zip((t.gpus for t in trs), plain.gpus))
-            assert [len(t.gpus) for t in trs] == plain.count.tolist()
+            assert [len(t.gpus) for t in trs] == plain.count
             assert [t.nodes for t in trs] == plain.nodes
-            assert [t.consolidated for t in trs] == plain.consolidated.tolist()
+            assert [t.consolidated for t in trs] == plain.consolidated
             defaults = Transition(0, None, 0, None, 0, True)[6:]
             assert all(t[6:] == defaults for t in trs)
         return orig(self, now, trs, version, push)

@@ -57,13 +57,13 @@ class Plain(NamedTuple):
     """The columns of a decision's transitions when they all hold GPUs only (no sharing, plan,
     CPUs, memory, network, parts of several types, fork or copies: those fields at Transition's
     defaults), in the transitions' order: what a driver reads of them without unzipping them."""
-    rows: np.ndarray            # driver rows
-    kinds: np.ndarray           # jobtable.KIND_CODES
-    gpu_type: np.ndarray        # -1 on preempt
+    rows: list[int]             # driver rows
+    kinds: list[int]            # jobtable.KIND_CODES
+    gpu_type: list[int]         # -1 on preempt
     gpus: list[np.ndarray]
-    count: np.ndarray           # len of each gpus
+    count: list[int]            # len of each gpus
     nodes: list[int]
-    consolidated: np.ndarray    # bool
+    consolidated: list[bool]
 
 
 class Transitions(list):
@@ -158,7 +158,8 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
         # GPUs only, none shared, kept or asked for exactly: each gang placed and assigned where
         # the free-GPU index puts it (the general walk below, minus its tests), the transitions
         # built column by column
-        return _apply_plain(snap, dec, occ, rows, changed, to_place, tgt_t, tgt_g)
+        return _apply_plain(snap, dec, occ, rows.tolist(), drows, running, changed, to_place,
+                            tgt_t, tgt_g)
     if dec.share:
         place_list += rows[want_guest[rows]].tolist()
     out: list[Transition] = []
@@ -256,90 +257,91 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
     return out
 
 
-def _apply_plain(snap: Snapshot, dec: Decision, occ: Occupancy, rows: np.ndarray,
-                 changed: np.ndarray, to_place: np.ndarray, tgt_t: np.ndarray, tgt_g: np.ndarray
-                 ) -> Transitions:
-    """`apply`'s placement and transitions where every changed job (`rows`) holds GPUs only,
-    once those that move have released theirs: `to_place` (job rows, placement order) claimed,
-    the policy's defragmentations, then a preemption for each changed row that ran and was not
-    placed. Their columns go with them (unless a job was defragmented: it keeps its plan and
-    resources)."""
+def _apply_plain(snap: Snapshot, dec: Decision, occ: Occupancy, rows: list[int],
+                 drows: list[int], running: list[bool], changed: np.ndarray, to_place: np.ndarray,
+                 tgt_t: np.ndarray, tgt_g: np.ndarray) -> Transitions:
+    """`apply`'s placement and transitions where every changed job (`rows`, driver rows `drows`,
+    which of them ran) holds GPUs only, once those that ran have released theirs: `to_place`
+    (job rows, placement order) claimed, the policy's defragmentations, then a preemption for
+    each changed row that ran and was not placed. Their columns go with them (unless a job was
+    defragmented: it keeps its plan and resources). Python lists throughout: most decisions
+    move a few jobs, where numpy's per-call cost would dominate."""
     jobs, cluster = snap.jobs, snap.cluster
-    d, t, g, was = jobs.rows[to_place], tgt_t[to_place], tgt_g[to_place], jobs.gpus[to_place]
-    gpus, nodes = _claim_all(d, t, g, occ)
-    if any(x is None for x in gpus):     # cannot happen after the capacity check; left
-        # pending if it does
-        ok = np.array([x is not None for x in gpus])
-        to_place, d, t, g, was, nodes = to_place[ok], d[ok], t[ok], g[ok], was[ok], nodes[ok]
-        gpus = [x for x in gpus if x is not None]
-    kinds = np.where(was == 0, KIND_CODES["start"],
-                     np.where(g != was, KIND_CODES["resize"], KIND_CODES["migrate"]))
-    cons = nodes <= -(-g // cluster.type_node_max[t])       # cluster.min_nodes(t, g), at once
+    place = to_place.tolist()
+    d, t, g = jobs.rows[to_place].tolist(), tgt_t[to_place].tolist(), tgt_g[to_place].tolist()
+    got, nodes = _claim_all(d, t, g, occ)
+    placed = set()
+    c_rows, c_kinds, c_types, c_gpus, c_count, c_nodes, c_cons = [], [], [], [], [], [], []
+    fewest: dict[tuple[int, int], int] = {}    # (type, GPUs) -> cluster.min_nodes
+    for r, drow, ty, n, was, gpus, nd in zip(place, d, t, g, jobs.gpus[to_place].tolist(),
+                                              got, nodes):
+        if gpus is None:
+            continue           # cannot happen after the capacity check; left pending if it does
+        placed.add(r)
+        least = fewest.get((ty, n))
+        if least is None:
+            least = fewest[ty, n] = cluster.min_nodes(ty, n)
+        c_rows.append(drow)
+        c_kinds.append(_kind_code(was, n))
+        c_types.append(ty)
+        c_gpus.append(gpus)
+        c_count.append(n)
+        c_nodes.append(nd)
+        c_cons.append(nd <= least)
+    claimed = len(c_rows)
     moved = [m for m in (_defragment(snap, occ, r) for r in sorted(dec.defrag)
                          if not changed[r] and jobs.running[r] and jobs.partner[r] < 0
                          and not jobs.mixed[r]) if m is not None]
-    placed = np.zeros(len(jobs), dtype=bool)
-    placed[to_place] = True
-    gone = rows[jobs.running[rows] & ~placed[rows]]           # ran, not placed: preempted
-    n_gone = len(gone)
-    if n_gone:
-        plain = Plain(np.concatenate((d, jobs.rows[gone])),
-                      np.concatenate((kinds, np.full(n_gone, KIND_CODES["preempt"]))),
-                      np.concatenate((t, np.full(n_gone, -1))), gpus + [_EMPTY] * n_gone,
-                      np.concatenate((g, np.zeros(n_gone, dtype=np.int64))),
-                      nodes.tolist() + [0] * n_gone,
-                      np.concatenate((cons, np.ones(n_gone, dtype=bool))))
-    else:
-        plain = Plain(d, kinds, t, gpus, g, nodes.tolist(), cons)
+    for r, drow, ran in zip(rows, drows, running):
+        if ran and r not in placed:
+            c_rows.append(drow)
+            c_kinds.append(_PREEMPT)
+            c_types.append(-1)
+            c_gpus.append(_EMPTY)
+            c_count.append(0)
+            c_nodes.append(0)
+            c_cons.append(True)
     # Transition(row, kind, type, gpus, nodes, consolidated), each built as its tuple
     out = Transitions(map(_new_tuple, repeat(Transition), map(add, zip(
-        plain.rows.tolist(), map(_KIND_OF_CODE.__getitem__, plain.kinds.tolist()),
-        plain.gpu_type.tolist(), plain.gpus, plain.nodes, plain.consolidated.tolist()),
+        c_rows, map(_KIND_OF_CODE.__getitem__, c_kinds), c_types, c_gpus, c_nodes, c_cons),
         repeat(_PLAIN_REST))))
     if moved:                      # after the claims, before the preemptions
-        out[len(d):len(d)] = moved
+        out[claimed:claimed] = moved
     else:
-        out.plain = plain
+        out.plain = Plain(c_rows, c_kinds, c_types, c_gpus, c_count, c_nodes, c_cons)
     return out
 
 
-def _claim_all(drows: np.ndarray, types: np.ndarray, gpus: np.ndarray, occ: Occupancy
-               ) -> tuple[list[np.ndarray | None], np.ndarray]:
+def _claim_all(drows: list[int], types: list[int], gpus: list[int], occ: Occupancy
+               ) -> tuple[list[np.ndarray | None], list[int]]:
     """Each gang (driver row, type, GPUs; biggest first) claimed in order where the free-GPU
     index puts it: its GPUs (None where too few are free: cannot happen after the capacity
     check) and its number of nodes. One-GPU gangs come last; those of a type whose nodes hold
     one GPU each are claimed together (`Occupancy.claim_ones`: the same GPUs)."""
     n = len(drows)
-    multi = np.flatnonzero(gpus != 1)
-    ones = int(multi[-1]) + 1 if multi.size else 0
+    ones = n
+    while ones and gpus[ones - 1] == 1:
+        ones -= 1
     got: list = [None] * n
-    nodes = np.ones(n, dtype=np.int64)
-    for i, (drow, t, g) in enumerate(zip(drows[:ones].tolist(), types[:ones].tolist(),
-                                         gpus[:ones].tolist())):
-        placement = occ.claim(drow, t, g)
+    nodes = [1] * n
+    for i in range(ones):
+        placement = occ.claim(drows[i], types[i], gpus[i])
         if placement is not None:
             got[i], nodes[i] = placement
-    if ones == n:
-        return got, nodes
-    tail = types[ones:]
-    by_type = np.argsort(tail, kind="stable") + ones           # grouped by type, in order
-    ends = np.cumsum(np.bincount(tail, minlength=len(occ.busy))).tolist()
-    for t, (start, end) in enumerate(zip([0] + ends, ends)):
-        if start == end:
-            continue
-        at = by_type[start:end]
-        rows_t = drows[at].tolist()
-        each = occ.claim_ones(rows_t, t) if occ.one_gpu_nodes(t) else None
+    by_type: dict[int, list[int]] = {}
+    for i in range(ones, n):
+        by_type.setdefault(types[i], []).append(i)
+    for t, at in by_type.items():
+        each = occ.claim_ones([drows[i] for i in at], t) if occ.one_gpu_nodes(t) else None
         if each is None:           # other nodes (or too few free: cannot happen after the
-            for i, drow in zip(at.tolist(), rows_t):      # capacity check): one by one
-                placement = occ.claim(drow, t, 1)
+            for i in at:           # capacity check): one by one, as claimed
+                placement = occ.claim(drows[i], t, 1)
                 if placement is not None:
                     got[i], nodes[i] = placement
-            continue
-        if len(at) == n - ones:    # one type only: in order
+        elif len(at) == n - ones:  # one type only: in order
             got[ones:] = each
         else:
-            for i, one in zip(at.tolist(), each):
+            for i, one in zip(at, each):
                 got[i] = one
     return got, nodes
 
@@ -351,11 +353,18 @@ _EMPTY = np.empty(0, dtype=np.int64)
 _KIND_OF_CODE = [Kind.START] * (max(KIND_CODES.values()) + 1)
 for _k in Kind:
     _KIND_OF_CODE[KIND_CODES[_k.value]] = _k
+_START, _PREEMPT, _MIGRATE, _RESIZE = (KIND_CODES[k] for k in ("start", "preempt", "migrate",
+                                                                "resize"))
 
 
 def _kind(was: int, g: int) -> Kind:
     """A placed job's transition: it held `was` GPUs and gets `g` (other GPUs, or new ones)."""
-    return Kind.START if was == 0 else Kind.RESIZE if g != was else Kind.MIGRATE
+    return _KIND_OF_CODE[_kind_code(was, g)]
+
+
+def _kind_code(was: int, g: int) -> int:
+    """`_kind` as its jobtable.KIND_CODES code."""
+    return _START if was == 0 else _RESIZE if g != was else _MIGRATE
 
 
 def _extras(snap: Snapshot, dec: Decision, on: np.ndarray, changed: np.ndarray

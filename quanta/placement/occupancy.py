@@ -252,7 +252,7 @@ class Occupancy:
                 self._node_pos[node] = p
         self._node_pos_a = np.array(self._node_pos, dtype=np.int64)
         self._type_bytes = [(len(nd) + 7) // 8 for nd in self._type_nodes_l]
-        self._one_gpu_type = np.array([sz == 1 for sz in self._type_size], dtype=bool)
+        self._all_one_gpu = all(sz == 1 for sz in self._type_size)   # every node holds one GPU
         self._first_l = c.node_first_gpu.tolist()
         self._gpu_node_l = c.gpu_node.tolist()
         self._node_type_l = c.node_type.tolist()
@@ -500,7 +500,7 @@ class Occupancy:
         self.owner[gpus] = FREE
         types = self.cluster.gpu_type_idx[gpus]
         self.busy -= np.bincount(types, minlength=len(self.busy))
-        if not self.down and self._one_gpu_type[types].all():
+        if self._all_one_gpu and not self.down:
             if kept:
                 for r in rows:
                     kept.pop(r, None)

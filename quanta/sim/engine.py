@@ -10,7 +10,6 @@ from __future__ import annotations
 import bisect
 import heapq
 import time
-from itertools import repeat
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
@@ -139,23 +138,24 @@ class Simulator(ReferenceRounds):
         if plain is None:
             (rows_l, kinds_l, types_l, gpus_l, nodes_l, cons_l, plans_l, partner_l, mode_l,
              guest_l, cpus_l, mem_l, parts_l, fork_l, net_l, copies_l) = zip(*trs)
-            rows = np.array(rows_l, dtype=np.int64)
-            kind = np.array([KIND_OF[k] for k in kinds_l], dtype=np.int64)
-            gtype = np.array(types_l, dtype=np.int64)
+            kind_l = [KIND_OF[k] for k in kinds_l]
             count = np.fromiter(map(len, gpus_l), dtype=np.int64, count=len(trs))
-            cons = np.array(cons_l, dtype=bool)
             shared = max(partner_l) >= 0
             extras = t.extras_seen or max(cpus_l) > 0 or max(mem_l) > 0 or max(net_l) > 0 or \
                 plans_l.count(None) < len(trs)
             mixed = parts_l.count(None) < len(trs)
         else:           # GPUs only (mechanism.Plain): the columns as built, the rest defaults
-            rows, kind, gtype, gpus_l, count, nodes_l, cons = plain
+            rows_l, kind_l, types_l, gpus_l, count, nodes_l, cons_l = plain
+            count = np.array(count, dtype=np.int64)
             n = len(trs)
-            rows_l, types_l, cons_l = rows.tolist(), gtype.tolist(), cons.tolist()
             plans_l = parts_l = fork_l = copies_l = (None,) * n
             partner_l, mode_l = (-1,) * n, ("",) * n
             cpus_l = mem_l = net_l = (0.0,) * n
             shared, extras, mixed = False, t.extras_seen, False
+        rows = np.array(rows_l, dtype=np.int64)
+        kind = np.array(kind_l, dtype=np.int64)
+        gtype = np.array(types_l, dtype=np.int64)
+        cons = np.array(cons_l, dtype=bool)
         on = count > 0
         req_ok = (count == t.req[rows]) & cons & on
         if shared:
@@ -210,8 +210,8 @@ class Simulator(ReferenceRounds):
             free = same_shape_moves(self.cluster, kind, gtype, t.gtype[rows], held, gpus_l)
             # free, but a restore under way goes on (job.py:524-542 leaves rescale_time alone)
             goes_on = free
-        if plain is None and Kind.RESHARE in kinds_l:   # a job restoring keeps its remaining
-            reshare = kind == KIND_CODES["reshare"]       # restore time; others: none
+        if KIND_CODES["reshare"] in kind_l:   # a job restoring keeps its remaining restore time;
+            reshare = kind == KIND_CODES["reshare"]     # others: none
             goes_on = reshare if goes_on is None else goes_on | reshare
         if goes_on is not None:
             delay = np.where(goes_on, np.maximum(t.t0[rows] - now, 0.0), delay)
@@ -232,10 +232,10 @@ class Simulator(ReferenceRounds):
                                 count=count, goes_on=goes_on, **more)
         if self.event_log is not None:
             self.event_log.extend((now, r, KIND_NAME[k], ty, c, nd, m) for r, k, ty, c, nd, m in
-                                  zip(rows_l, kind.tolist(), types_l, count.tolist(), nodes_l, mode_l))
+                                  zip(rows_l, kind_l, types_l, count.tolist(), nodes_l, mode_l))
         version[rows] += 1
         self._push_next(rows, version, push)
-        return np.count_nonzero(kind == KIND_CODES["start"]) - np.count_nonzero(kind == KIND_CODES["preempt"])
+        return kind_l.count(KIND_CODES["start"]) - kind_l.count(KIND_CODES["preempt"])
 
     def _push_next(self, rows: np.ndarray, version: np.ndarray, push) -> None:
         """Push each job's next event at its current rate: its completion, or the end of its
@@ -243,10 +243,7 @@ class Simulator(ReferenceRounds):
         t = self.table
         fin = t.finish_times(rows)
         if not self.phased:
-            # (push's work for each that completes, in one call: run's push_completions)
-            ends = fin < np.inf
-            if not ends.all():
-                rows, fin = rows[ends], fin[ends]
+            # (push's work for each, in one call: run's push_completions)
             push.completions(rows.tolist(), fin.tolist(), version[rows].tolist())
             return
         ph = t.phase_times(rows)
@@ -398,11 +395,12 @@ class Simulator(ReferenceRounds):
             heappush(heap, (when, kind, seq, obj, ver))
 
         def push_completions(rows: list[int], when: list[float], vers: list[int]) -> None:
-            """push(when, COMPLETE, row, ver) for each row (each `when` finite)."""
+            """push(when, COMPLETE, row, ver) for each row that completes (when < inf)."""
             nonlocal seq
-            for item in zip(when, repeat(COMPLETE), range(seq + 1, seq + 1 + len(when)), rows, vers):
-                heappush(heap, item)
-            seq += len(when)
+            for r, f, v in zip(rows, when, vers):
+                if f < INF:
+                    seq += 1
+                    heappush(heap, (f, COMPLETE, seq, r, v))
         push.completions = push_completions
 
         if self.failures:
