@@ -243,5 +243,8 @@ def test_one_gpu_jobs_on_one_gpu_nodes_placed_as_one_by_one(wants, rnd):
         dec.consolidate = consolidate
         trs = apply(snap, dec, occ)
         out.append(([(t.row, t.kind, t.gpu_type, t.gpus.tolist(), t.nodes, t.consolidated)
-                     for t in trs], occ.owner.tolist(), occ._levels, occ._gfree))
+                     for t in trs], occ.owner.tolist(), occ._levels, occ._gfree,
+                    occ.node_free.tolist(), occ.busy.tolist(),
+                    sorted((r, g.tolist()) for r, g in occ.held.items())))
+        _recounted(occ)
     assert out[0] == out[1]
