@@ -53,6 +53,17 @@ def test_mechanism_keeps_unchanged_jobs_and_emits_minimal_transitions(perf):
     assert np.array_equal(occ.held[0], table.placement[0])   # lease extension: same GPUs
 
 
+def test_mechanism_rejects_exact_gpus_named_twice(perf):
+    """A job asked onto GPUs by id gets them only if they are distinct (the same GPU twice would
+    count twice in the free-GPU index)."""
+    c = homogeneous(1, 4)
+    snap, _ = snapshot(jobs(2), c, perf)
+    dec = Decision(np.array([2]), np.array([0]))
+    dec.exact[0] = np.array([1, 1])
+    with pytest.raises(PolicyError, match="not 2 distinct free GPUs"):
+        apply(snap, dec, Occupancy(c))
+
+
 def test_mechanism_rejects_overcommit(perf):
     c = homogeneous(1, 4)
     snap, _ = snapshot(jobs(4, 2), c, perf)
@@ -162,20 +173,24 @@ def _same_state(a: Occupancy, b: Occupancy) -> None:
 @given(st.lists(st.tuples(st.sampled_from(["ones", "ones", "gang", "release", "down", "up"]),
                           st.integers(0, 2), st.integers(0, 12), st.integers(0, 30)),
                 min_size=1, max_size=40))
-def test_one_gpu_claims_at_once_match_claims_one_by_one(ops):
+@pytest.mark.parametrize("k80_size", [4, 1])
+def test_one_gpu_claims_at_once_match_claims_one_by_one(k80_size, ops):
     """`claim_ones` on types of one-GPU nodes (two, interleaved, beside a type of 4-GPU nodes)
     gives the GPUs, index, free counts and kept marks that `claim(row, type, 1)` gives row after
     row, through releases (one and several at once), gangs and node failures; asked for more than
-    are free it changes nothing (where the claims one by one place as many as are free)."""
+    are free it changes nothing (where the claims one by one place as many as are free). Its
+    counts and index equal a recount at every step; with k80 nodes of one GPU too, every node
+    holds one and a release of several jobs frees their GPUs at once (`_free_ones`)."""
     c = Cluster(tuple([NodeSpec(f"a{i}", "v100", 1) for i in range(5)] +
-                      [NodeSpec(f"b{i}", "k80", 4) for i in range(2)] +
+                      [NodeSpec(f"b{i}", "k80", k80_size) for i in range(8 // k80_size)] +
                       [NodeSpec(f"c{i}", "p100", 1) for i in range(4)] +
                       [NodeSpec(f"a{i}", "v100", 1) for i in range(5, 9)]))
     at_once, one_by_one = Occupancy(c), Occupancy(c)
-    assert [at_once.one_gpu_nodes(t) for t in range(3)] == [True, False, True]
+    assert [at_once.one_gpu_nodes(t) for t in range(3)] == [True, k80_size == 1, True]
+    assert at_once._all_one_gpu == (k80_size == 1)
     row = 0
     for op, t, n, x in ops:
-        if op == "ones" and t != 1:
+        if op == "ones" and at_once.one_gpu_nodes(t):
             rows = list(range(row, row + n))
             row += n
             each = at_once.claim_ones(rows, t)

@@ -49,6 +49,25 @@ def test_a_world_is_loaded_alone_and_each_module_registers_the_name_it_is_listed
     assert lines[1].startswith("sia-sim ['gavel-sim', 'sia-sim'] "), lines
     assert lines[2].startswith("tiresias-sim ['gavel-sim', 'sia-sim', 'tiresias-sim'] "), lines
     assert set(world_names()) == {"quanta"} | set(__import__("quanta.worlds").worlds.WORLD_MODULES)
+    quanta_only = subprocess.run(
+        [sys.executable, "-c", "import sys; from quanta.worlds import get_world; "
+         "get_world('quanta'); print(sorted(m for m in sys.modules if m.startswith('quanta.worlds.')))"],
+        capture_output=True, text=True, check=True)
+    assert quanta_only.stdout.strip() == "[]"        # Quanta's own world loads no replay world
+
+
+def test_every_world_module_is_listed():
+    """A module of quanta/worlds/ that registers a world is listed in WORLD_MODULES under that
+    name (else `--world NAME` would call it unknown)."""
+    import re
+    from pathlib import Path
+
+    import quanta.worlds as w
+    found = {}
+    for f in sorted(Path(w.__file__).parent.glob("*.py")):
+        for name in re.findall(r'^@world\("([^"]+)"\)', f.read_text(), flags=re.M):
+            found[name] = f.stem
+    assert found == {"quanta": "__init__", **w.WORLD_MODULES}
 
 
 def test_sia_sim_charges_each_application_its_restore_time_at_the_first_start_too():

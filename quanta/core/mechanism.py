@@ -349,7 +349,8 @@ def _claim_all(drows: list[int], types: list[int], gpus: list[int], occ: Occupan
 # a Transition's fields after `consolidated` when it holds GPUs only (Transition's defaults)
 _PLAIN_REST = tuple(Transition._field_defaults[f] for f in Transition._fields[6:])
 _new_tuple = tuple.__new__
-_EMPTY = np.empty(0, dtype=np.int64)
+_EMPTY = np.empty(0, dtype=np.int64)      # every preemption's GPUs (shared: read-only)
+_EMPTY.setflags(write=False)
 _KIND_OF_CODE = [Kind.START] * (max(KIND_CODES.values()) + 1)
 for _k in Kind:
     _KIND_OF_CODE[KIND_CODES[_k.value]] = _k
@@ -581,8 +582,9 @@ def _validate(snap: Snapshot, tgt_g: np.ndarray, tgt_t: np.ndarray, on: np.ndarr
 def _check_exact(snap: Snapshot, occ: Occupancy, gpus: np.ndarray, g: int, t: int,
                  job_id: str) -> np.ndarray:
     if len(gpus) != g or np.any(occ.owner[gpus] != -1) or \
-            np.any(snap.cluster.gpu_type_idx[gpus] != t):
-        raise PolicyError(f"exact GPUs for job {job_id} are not {g} free GPUs of the target type")
+            np.any(snap.cluster.gpu_type_idx[gpus] != t) or len(set(gpus.tolist())) != g:
+        raise PolicyError(f"exact GPUs for job {job_id} are not {g} distinct free GPUs of the "
+                          f"target type")
     return gpus
 
 

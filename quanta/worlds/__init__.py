@@ -122,7 +122,8 @@ def world(name: str):
 
 
 def get_world(name: str) -> World:
-    _load(name)
+    if name not in WORLDS:
+        _load(name)
     fn = WORLDS.get(name)
     if fn is None:
         raise QuantaError(f"unknown world '{name}' (known: {', '.join(sorted(WORLDS))})",
