@@ -3,73 +3,31 @@
 A job whose target equals what it holds keeps its GPUs (lease extension: no restart). Every other
 job is released first, then placed, biggest gang first, consolidated where the free GPUs allow.
 The drivers apply the transitions: the simulator charges restart delays, the runtime signals
-processes. GPU sharing (pairs, spanning guests, a shared job's rate) is in core/sharing.py.
+processes. GPU sharing (pairs, spanning guests, a shared job's rate) is in core/sharing.py,
+allocations over several GPU types and forked copies in core/mixed.py, the transitions
+themselves in core/transition.py.
 """
 
 from __future__ import annotations
 
-from enum import Enum
 from itertools import repeat
 from operator import add
-from typing import NamedTuple
 
 import numpy as np
 
 from quanta.core.decision import Decision
 from quanta.core.jobtable import KIND_CODES, SHARE_MODES
+from quanta.core.mixed import mixed_transition, place_copies, read_mixed
 from quanta.core.sharing import (keep_inheriting_guests, place_span, read_sharing, retouch_hosts,
                                  span_changes)
 from quanta.core.snapshot import Snapshot
-from quanta.perf.base import Part, aggregation_seconds, link_gbps
+from quanta.core.transition import (KIND_OF_CODE, NO_GPUS, PLAIN_REST, Kind, Plain, Transition,
+                                    Transitions, kind_code, transition_kind)
 from quanta.placement.occupancy import Occupancy
 from quanta.policies.base import PolicyError
 
-
-class Kind(str, Enum):
-    START = "start"        # pending -> running
-    PREEMPT = "preempt"    # running -> pending
-    MIGRATE = "migrate"    # same GPU count, other GPUs (or other type)
-    RESIZE = "resize"      # other GPU count
-    RESHARE = "reshare"    # same GPUs; the job sharing them changed (no restart)
-    RECONFIGURE = "reconfigure"  # same GPUs; other execution plan or CPU / memory / network (restart)
-
-
-class Transition(NamedTuple):
-    row: int                  # driver row
-    kind: Kind
-    gpu_type: int             # new type index (-1 on preempt)
-    gpus: np.ndarray          # new global GPU ids (empty on preempt)
-    nodes: int
-    consolidated: bool
-    plan: object = None
-    partner: int = -1         # driver row of the job sharing these GPUs afterwards
-    mode: str = ""            # "pack" | "slice" when shared
-    guest: bool = False       # runs on GPUs its partner owns
-    cpus: float = 0.0         # CPU threads held afterwards (0: not asked for)
-    mem_gb: float = 0.0       # host memory held afterwards (0: not asked for)
-    parts: tuple[Part, ...] | None = None  # GPUs of several types: one Part per type (else None)
-    fork: tuple[float, float] | None = None  # forked copies: (s between averagings, s per averaging)
-    net_gbps: float = 0.0     # node network GB/s held afterwards (0: not asked for)
-    copies: np.ndarray | None = None  # GPUs per node of a forked job's extra copies (else None)
-
-
-class Plain(NamedTuple):
-    """The columns of a decision's transitions when they all hold GPUs only (no sharing, plan,
-    CPUs, memory, network, parts of several types, fork or copies: those fields at Transition's
-    defaults), in the transitions' order: what a driver reads of them without unzipping them."""
-    rows: list[int]             # driver rows
-    kinds: list[int]            # jobtable.KIND_CODES
-    gpu_type: list[int]         # -1 on preempt
-    gpus: list[np.ndarray]
-    count: list[int]            # len of each gpus
-    nodes: list[int]
-    consolidated: list[bool]
-
-
-class Transitions(list):
-    """A decision's transitions (a list of Transition), with their columns (`plain`) where the
-    mechanism built them as such."""
-    plain: Plain | None = None
+_new_tuple = tuple.__new__
+PREEMPT_CODE = KIND_CODES["preempt"]
 
 
 def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
@@ -83,7 +41,7 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
     rows_d = jobs.rows
     sharing = bool(dec.share or occ.guests)
     changed = (tgt_g != jobs.gpus) | (on & (tgt_t != jobs.gtype))
-    mixed = _mixed(snap, dec, on, tgt_t, changed) if dec.mixed or jobs.any_mixed else {}
+    mixed = read_mixed(snap, dec, on, tgt_t, changed) if dec.mixed or jobs.any_mixed else {}
     spans: dict[int, list[tuple[int, int]]] = {}
     if sharing:
         want_partner, want_guest, mode_of, spans = read_sharing(dec, tgt_g, tgt_t, on, rows_d, n)
@@ -201,7 +159,7 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
             if r in dec.copies:            # copies after every own gang: placed below
                 forks.append((r, drow, t, gpus, got_parts, was))
                 continue
-            out.append(_mixed_transition(snap, dec, r, drow, t, gpus, got_parts, was))
+            out.append(mixed_transition(snap, dec, r, drow, t, gpus, got_parts, was))
             continue
         else:
             gpus = exact.get(r) if exact else None
@@ -228,23 +186,18 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
                 occ.assign(drow, gpus, cpu, mem, net)
         placed.add(r)
         if kind is None:
-            kind = _kind(was, g)
+            kind = transition_kind(was, g)
         consolidated = nodes <= cluster.min_nodes(t, g)
         out.append(Transition(drow, kind, t, gpus, nodes, consolidated,
                               tgt_plan[r] if extras else None,
                               int(want_partner[r]) if sharing else -1, mode_of.get(r, ""), guest,
                               cpu, mem, net_gbps=net))
     for r, drow, t, gpus, got_parts, was in forks:
-        out.append(_place_copies(snap, dec, occ, r, drow, t, gpus, got_parts, was))
-    for r in sorted(dec.defrag):
-        if not changed[r] and jobs.running[r] and jobs.partner[r] < 0 and not jobs.mixed[r]:
-            moved = _defragment(snap, occ, r)
-            if moved is not None:
-                out.append(moved)
-    empty = np.empty(0, np.int64)
+        out.append(place_copies(snap, dec, occ, r, drow, t, gpus, got_parts, was))
+    out += _defragmentations(snap, dec, occ, changed)
     for r, d, run in zip(rows.tolist(), drows, running):
         if run and r not in placed:
-            out.append(Transition(d, Kind.PREEMPT, -1, empty, 0, True))
+            out.append(Transition(d, Kind.PREEMPT, -1, NO_GPUS, 0, True))
     for r in reshare.tolist():
         d = int(rows_d[r])
         gpus = occ.held[d]
@@ -282,29 +235,27 @@ def _apply_plain(snap: Snapshot, dec: Decision, occ: Occupancy, rows: list[int],
         if least is None:
             least = fewest[ty, n] = cluster.min_nodes(ty, n)
         c_rows.append(drow)
-        c_kinds.append(_kind_code(was, n))
+        c_kinds.append(kind_code(was, n))
         c_types.append(ty)
         c_gpus.append(gpus)
         c_count.append(n)
         c_nodes.append(nd)
         c_cons.append(nd <= least)
     claimed = len(c_rows)
-    moved = [m for m in (_defragment(snap, occ, r) for r in sorted(dec.defrag)
-                         if not changed[r] and jobs.running[r] and jobs.partner[r] < 0
-                         and not jobs.mixed[r]) if m is not None]
+    moved = _defragmentations(snap, dec, occ, changed)
     for r, drow, ran in zip(rows, drows, running):
         if ran and r not in placed:
             c_rows.append(drow)
-            c_kinds.append(_PREEMPT)
+            c_kinds.append(PREEMPT_CODE)
             c_types.append(-1)
-            c_gpus.append(_EMPTY)
+            c_gpus.append(NO_GPUS)
             c_count.append(0)
             c_nodes.append(0)
             c_cons.append(True)
     # Transition(row, kind, type, gpus, nodes, consolidated), each built as its tuple
     out = Transitions(map(_new_tuple, repeat(Transition), map(add, zip(
-        c_rows, map(_KIND_OF_CODE.__getitem__, c_kinds), c_types, c_gpus, c_nodes, c_cons),
-        repeat(_PLAIN_REST))))
+        c_rows, map(KIND_OF_CODE.__getitem__, c_kinds), c_types, c_gpus, c_nodes, c_cons),
+        repeat(PLAIN_REST))))
     if moved:                      # after the claims, before the preemptions
         out[claimed:claimed] = moved
     else:
@@ -344,28 +295,6 @@ def _claim_all(drows: list[int], types: list[int], gpus: list[int], occ: Occupan
             for i, one in zip(at, each):
                 got[i] = one
     return got, nodes
-
-
-# a Transition's fields after `consolidated` when it holds GPUs only (Transition's defaults)
-_PLAIN_REST = tuple(Transition._field_defaults[f] for f in Transition._fields[6:])
-_new_tuple = tuple.__new__
-_EMPTY = np.empty(0, dtype=np.int64)      # every preemption's GPUs (shared: read-only)
-_EMPTY.setflags(write=False)
-_KIND_OF_CODE = [Kind.START] * (max(KIND_CODES.values()) + 1)
-for _k in Kind:
-    _KIND_OF_CODE[KIND_CODES[_k.value]] = _k
-_START, _PREEMPT, _MIGRATE, _RESIZE = (KIND_CODES[k] for k in ("start", "preempt", "migrate",
-                                                                "resize"))
-
-
-def _kind(was: int, g: int) -> Kind:
-    """A placed job's transition: it held `was` GPUs and gets `g` (other GPUs, or new ones)."""
-    return _KIND_OF_CODE[_kind_code(was, g)]
-
-
-def _kind_code(was: int, g: int) -> int:
-    """`_kind` as its jobtable.KIND_CODES code."""
-    return _START if was == 0 else _RESIZE if g != was else _MIGRATE
 
 
 def _extras(snap: Snapshot, dec: Decision, on: np.ndarray, changed: np.ndarray
@@ -424,6 +353,20 @@ def _resources(snap: Snapshot, dec: Decision, on: np.ndarray, zero: np.ndarray
     return cpu, mem, net
 
 
+def _defragmentations(snap: Snapshot, dec: Decision, occ: Occupancy, changed: np.ndarray
+                      ) -> list[Transition]:
+    """The policy's defragmentations (`dec.defrag`): each unchanged running job, alone on its
+    GPUs and of one type, moved to fewer nodes where the free GPUs now allow."""
+    jobs = snap.jobs
+    out = []
+    for r in sorted(dec.defrag):
+        if not changed[r] and jobs.running[r] and jobs.partner[r] < 0 and not jobs.mixed[r]:
+            moved = _defragment(snap, occ, r)
+            if moved is not None:
+                out.append(moved)
+    return out
+
+
 def _defragment(snap: Snapshot, occ: Occupancy, r: int) -> Transition | None:
     """Move a running job to a placement on fewer nodes, if the free GPUs now allow one."""
     jobs = snap.jobs
@@ -442,116 +385,6 @@ def _defragment(snap: Snapshot, occ: Occupancy, r: int) -> Transition | None:
     occ.assign(d, gpus, cpu, mem, net)
     return Transition(d, Kind.MIGRATE, t, gpus, nodes, nodes <= snap.cluster.min_nodes(t, len(gpus)),
                       jobs.plan[r], cpus=cpu, mem_gb=mem, net_gbps=net)
-
-
-def _mixed(snap: Snapshot, dec: Decision, on: np.ndarray, tgt_t: np.ndarray,
-           changed: np.ndarray) -> dict[int, np.ndarray]:
-    """Validate the decision's allocations over several GPU types; return GPUs per type of each
-    such row (those with two types or more; one type is an ordinary allocation). Sets tgt_t of
-    a mixed row to its type with the most GPUs, and marks `changed` the rows whose mix, copies or
-    averaging period differ from what they hold (a mixed row that keeps its parts keeps its GPUs)."""
-    jobs = snap.jobs
-    K = len(snap.capacity)
-    out: dict[int, np.ndarray] = {}
-    for r, c in dec.mixed.items():
-        c = np.asarray(c, dtype=np.int64)
-        if c.shape != (K,) or (c < 0).any() or int(c.sum()) != int(dec.gpus[r]) or not on[r]:
-            raise PolicyError(f"mixed allocation of job {jobs.specs[r].job_id} is not GPUs per "
-                              f"type adding up to its {int(dec.gpus[r])} GPUs")
-        if r in dec.copies:
-            _check_copies(snap, dec, r, c)
-        elif np.count_nonzero(c) < 2:
-            tgt_t[r] = int(np.argmax(c))
-            continue
-        if r in dec.share or r in dec.exact or r in dec.plans or any(
-                r == h for h, _m in dec.share.values()):
-            raise PolicyError("a job on several GPU types cannot share GPUs, take exact GPUs "
-                              "or a plan")
-        if not jobs.allowed[r, c > 0].all():
-            raise PolicyError("decision puts a job on a GPU type it may not use")
-        if r in dec.fork and not dec.fork[r] > 0:
-            raise PolicyError(f"fork period of job {jobs.specs[r].job_id} must be > 0 seconds")
-        out[r] = c
-        tgt_t[r] = int(np.argmax(c))
-    held = jobs.mixed
-    held_copies = jobs.copies if dec.copies or held.any() else {}
-    for r in out:
-        mine, want = held_copies.get(r), dec.copies.get(r)
-        same_copies = (mine is None and want is None) or (
-            mine is not None and want is not None and np.array_equal(mine, want))
-        changed[r] = not (held[r] and np.array_equal(out[r], jobs.parts[r]) and
-                          dec.fork.get(r, 0.0) == jobs.fork_s[r] and same_copies)
-    for r in np.flatnonzero(held & on).tolist():
-        if r not in out:
-            changed[r] = True          # from several types to one
-    return out
-
-
-def _check_copies(snap: Snapshot, dec: Decision, r: int, c: np.ndarray) -> None:
-    """A forked row's copies: GPUs per node, on nodes that are up, within its GPUs per type,
-    leaving its own gang some GPUs, with an averaging period."""
-    cl, jobs = snap.cluster, snap.jobs
-    cp = np.asarray(dec.copies[r], dtype=np.int64)
-    per_type = np.bincount(cl.node_type, weights=cp, minlength=len(c)) if cp.shape == (
-        len(cl.nodes),) else None
-    if per_type is None or (cp < 0).any() or (per_type > c).any() or per_type.sum() >= c.sum() \
-            or (cp > cl.node_gpus).any() or not snap.node_up[cp > 0].all():
-        raise PolicyError(f"copies of job {jobs.specs[r].job_id} are not GPUs per up node within "
-                          f"its GPUs per type, beside an own gang")
-    if not dec.fork.get(r, 0.0) > 0:
-        raise PolicyError(f"job {jobs.specs[r].job_id} has copies but no fork period")
-
-
-def _place_copies(snap: Snapshot, dec: Decision, occ: Occupancy, r: int, drow: int, t: int,
-                  own: np.ndarray, got: list[tuple[int, int, int]], was: int) -> Transition:
-    """A forked job's copies, after every own gang: each on its node if that node still has the
-    GPUs free, else on the node of its type with the most free GPUs where the job has none, else
-    left out. The job's GPUs are its own gang's then its copies'."""
-    cl = snap.cluster
-    want = np.asarray(dec.copies[r], dtype=np.int64)
-    taken: list[np.ndarray] = []
-    placed = np.zeros(len(cl.nodes), dtype=np.int64)
-    used_nodes = set(np.unique(cl.gpu_node[own]).tolist())
-    for h in np.flatnonzero(want).tolist():
-        c = int(want[h])
-        node = h if h not in used_nodes and occ.free_on_node(h) >= c else -1
-        if node < 0:
-            same = [x for x in np.flatnonzero(cl.node_type == cl.node_type[h]).tolist()
-                    if x not in used_nodes and occ.node_up[x] and occ.free_on_node(x) >= c]
-            if same:
-                node = max(same, key=lambda x: (occ.free_on_node(x), -x))
-        if node < 0:
-            continue
-        taken.append(occ.take_on_node(node, c))
-        placed[node] = c
-        used_nodes.add(node)
-    gpus = own
-    if taken:
-        occ.release(drow)
-        gpus = np.concatenate([own] + taken)
-        occ.assign(drow, gpus)
-    got = got + [(int(cl.node_type[h]), int(placed[h]), 1) for h in np.flatnonzero(placed).tolist()]
-    return _mixed_transition(snap, dec, r, drow, t, gpus, got, was,
-                             copies=placed if placed.any() else None)
-
-
-def _mixed_transition(snap: Snapshot, dec: Decision, r: int, drow: int, t: int, gpus: np.ndarray,
-                      got: list[tuple[int, int, int]], was: int,
-                      copies: np.ndarray | None = None) -> Transition:
-    """A job on parts (type index, GPUs, nodes) of several types, or a forked job's own gang and
-    copies (`copies`: GPUs per node of the copies); forked copies average models when it has
-    more than one part."""
-    cl = snap.cluster
-    parts = tuple(Part(cl.types[k], c, nd, nd <= cl.min_nodes(k, c)) for k, c, nd in got)
-    fork = None
-    if r in dec.fork and len(parts) > 1:
-        agg = aggregation_seconds(snap.perf, snap.jobs.specs[r], len(parts),
-                                  link_gbps(cl, np.unique(cl.gpu_node[gpus])))
-        fork = (float(dec.fork[r]), agg)
-    g = len(gpus)
-    kind = _kind(was, g)
-    return Transition(drow, kind, t, gpus, sum(p.nodes for p in parts),
-                      all(p.consolidated for p in parts), parts=parts, fork=fork, copies=copies)
 
 
 def _validate(snap: Snapshot, tgt_g: np.ndarray, tgt_t: np.ndarray, on: np.ndarray,
