@@ -15,6 +15,9 @@ GPUs (packed or time-sliced). A guest adds no busy GPU. When an owner leaves, it
 the owner of those GPUs. A spanning guest (`assign_span`) runs on some GPUs of one or more owners
 and owns the rest of its GPUs (idle ones it took, or those of an owner that left); it is a guest
 while it shares any GPU (`spans` lists it while it does).
+
+Placing without a scan, for types whose nodes are all one size, reads the free-GPU index
+(placement/free_index.py).
 """
 
 from __future__ import annotations
@@ -22,18 +25,12 @@ from __future__ import annotations
 import numpy as np
 
 from quanta.model.cluster import Cluster
+from quanta.placement.free_index import FREE, FreeGpuIndex, bits_of
 
-FREE = -1
 _BIG = np.iinfo(np.int64).max
 
 
-def _bits(mask: int, nbytes: int) -> np.ndarray:
-    """The bits of a nonnegative int below 8 * nbytes, lowest first (0 or 1 each)."""
-    return np.unpackbits(np.frombuffer(mask.to_bytes(nbytes, "little"), dtype=np.uint8),
-                         bitorder="little")
-
-
-class Occupancy:
+class Occupancy(FreeGpuIndex):
     def __init__(self, cluster: Cluster):
         self.cluster = cluster
         self.owner = np.full(cluster.num_gpus, FREE, dtype=np.int64)
@@ -170,7 +167,7 @@ class Occupancy:
         if free.bit_count() < k or k == 0:
             return None if k else []
         # the k lowest free positions; every free position up to the last of them is taken
-        pos = np.flatnonzero(_bits(free, self._type_bytes[type_idx]))[:k]
+        pos = np.flatnonzero(bits_of(free, self._type_bytes[type_idx]))[:k]
         taken = free & ((2 << int(pos[-1])) - 1)
         levels[1] = free ^ taken
         levels[0] |= taken
@@ -233,121 +230,6 @@ class Occupancy:
             first = first_gpu.item(node)
             parts.append(first + np.flatnonzero(owner[first:first + size.item(node)] == FREE)[:k])
         return np.concatenate(parts), len(chosen)
-
-    # -- the free-GPU index: `place` without scanning, for types whose nodes are all one size ----
-    # Per such type, levels[k] is a bitmask (a Python int) of the type's nodes, by position in
-    # type_nodes, that have k free GPUs (a down node has 0); per node, a bitmask of its free GPUs.
-    # Kept by every change of a GPU's free state (_count, _count_one) and of a node's state. It
-    # gives `place` the same answer as the scan, in a few integer operations (most jobs of a big
-    # trace are placed this way: ~1.3 M placements in the Philly replay).
-    def _build_index(self) -> None:
-        c = self.cluster
-        self._node_pos = [0] * len(c.nodes)
-        self._type_nodes_l = [nd.tolist() for nd in self.type_nodes]
-        self._levels: list[list[int] | None] = []
-        for t, nd in enumerate(self._type_nodes_l):
-            sz = self._type_size[t]
-            self._levels.append([0] * (sz + 1) if sz else None)
-            for p, node in enumerate(nd):
-                self._node_pos[node] = p
-        self._node_pos_a = np.array(self._node_pos, dtype=np.int64)
-        self._type_bytes = [(len(nd) + 7) // 8 for nd in self._type_nodes_l]
-        self._all_one_gpu = all(sz == 1 for sz in self._type_size)   # every node holds one GPU
-        self._first_l = c.node_first_gpu.tolist()
-        self._gpu_node_l = c.gpu_node.tolist()
-        self._node_type_l = c.node_type.tolist()
-        self._gfree = [0] * len(c.nodes)
-        for node in range(len(c.nodes)):
-            first, size = self._first_l[node], int(c.node_gpus[node])
-            free = np.flatnonzero(self.owner[first:first + size] == FREE).tolist()
-            self._gfree[node] = sum(1 << i for i in free)
-            lv = self._levels[self._node_type_l[node]]
-            if lv is not None:
-                lv[int(self.node_free[node])] |= 1 << self._node_pos[node]
-
-    def _set_free(self, node: int, new: int) -> None:
-        """Set a node's free GPU count, moving it between its type's levels."""
-        lv = self._levels[self._node_type_l[node]]
-        if lv is not None:
-            b = 1 << self._node_pos[node]
-            lv[self.node_free.item(node)] ^= b
-            lv[new] |= b
-        self.node_free[node] = new
-
-    def _index(self, gpus: list[int], sign: int) -> None:
-        """GPUs that became free (sign +1) or taken (-1): the free counts of their nodes (a down
-        node's stays 0) and the index."""
-        gn, first = self._gpu_node_l, self._first_l
-        marks: dict[int, int] = {}
-        for g in gpus:
-            node = gn[g]
-            marks[node] = marks.get(node, 0) | 1 << (g - first[node])
-        self._mark(marks.items(), sign)
-
-    def _mark(self, marks, sign: int) -> None:
-        """`_index` for GPUs given as (node, bitmask of its GPUs) pairs (a node may come again)."""
-        gf = self._gfree
-        levels, node_type, pos, node_free, down = \
-            self._levels, self._node_type_l, self._node_pos, self.node_free, self.down
-        for node, m in marks:
-            gf[node] = gf[node] | m if sign > 0 else gf[node] & ~m
-            if down and not self.node_up.item(node):
-                continue
-            old = node_free.item(node)               # _set_free, inlined (every transition)
-            new = old + sign * m.bit_count()
-            lv = levels[node_type[node]]
-            if lv is not None:
-                b = 1 << pos[node]
-                lv[old] ^= b
-                lv[new] |= b
-            node_free[node] = new
-
-    def _take(self, node: int, k: int, ids: list[int], marks: list[tuple[int, int]]) -> None:
-        """The node's first k free GPUs: appended to `ids`, and (node, their bitmask) to `marks`."""
-        gf, first, taken = self._gfree[node], self._first_l[node], 0
-        for _ in range(k):
-            b = gf & -gf
-            ids.append(first + b.bit_length() - 1)
-            gf ^= b
-            taken |= b
-        marks.append((node, taken))
-
-    def _place_indexed(self, type_idx: int, n: int, levels: list[int]
-                       ) -> tuple[list[int], int, list[tuple[int, int]]] | None:
-        """`place` from the index: the fullest node with room for n (lowest position among
-        equals); else whole nodes, most free first (lowest position among equals), until the
-        rest fits on one node, then the tightest such node among those not taken. Returns the
-        GPU ids (a list), the number of nodes and, per node, the bitmask of its GPUs taken."""
-        sz = len(levels) - 1
-        nodes = self._type_nodes_l[type_idx]
-        ids: list[int] = []
-        marks: list[tuple[int, int]] = []
-        for k in range(n, sz + 1):
-            m = levels[k]
-            if m:
-                self._take(nodes[(m & -m).bit_length() - 1], n, ids, marks)
-                return ids, 1, marks
-        if sum(k * levels[k].bit_count() for k in range(1, sz + 1)) < n:
-            return None
-        need, whole = n, []
-        for k in range(min(n, sz + 1) - 1, 0, -1):    # no node has n free: levels below n
-            m = levels[k]
-            while m:
-                b = m & -m
-                m ^= b
-                if k >= need:                         # the rest fits here: the tightest node
-                    p = b.bit_length() - 1
-                    for k2 in range(need, k):
-                        if levels[k2]:
-                            p = (levels[k2] & -levels[k2]).bit_length() - 1
-                            break
-                    for node in whole:
-                        self._take(node, self.node_free.item(node), ids, marks)
-                    self._take(nodes[p], need, ids, marks)
-                    return ids, len(whole) + 1, marks
-                whole.append(nodes[b.bit_length() - 1])
-                need -= k
-        return None                                   # not reached: enough GPUs are free
 
     def place_parts(self, counts: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int, int]]] | None:
         """A gang over several types: counts[t] free GPUs of each type t, each part placed as
@@ -514,22 +396,6 @@ class Occupancy:
             else:
                 marks += m
         self._mark(marks, +1)
-
-    def _free_ones(self, nodes: np.ndarray, types: np.ndarray) -> None:
-        """`_mark` of GPUs that became free on distinct nodes that hold one GPU each, every node
-        up: at once."""
-        self.node_free[nodes] = 1
-        gfree = self._gfree
-        for node in nodes.tolist():
-            gfree[node] = 1
-        pos = self._node_pos_a[nodes]
-        for t in range(len(self._levels)):
-            at = pos[types == t] if len(self._levels) > 1 else pos
-            if at.size:
-                mask = sum(map((1).__lshift__, at.tolist()))     # (distinct positions)
-                levels = self._levels[t]
-                levels[0] ^= mask
-                levels[1] |= mask
 
     def _release_span(self, row: int, gpus: np.ndarray, t: int) -> np.ndarray:
         """`release` when some guest spans: GPU by GPU (a job may own some of its GPUs and be a
