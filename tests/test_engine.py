@@ -345,3 +345,91 @@ def test_plain_columns_are_the_transitions_fields(perf, monkeypatch, nodes):
     jobs = [j if size > 1 else j.with_(num_gpus=1) for j in random_jobs(120, seed=3, gap=20.0)]
     res = Simulator(jobs, cluster, make_policy("las"), perf, restart=RestartCost(5.0)).run()
     assert len(seen) > 20 and sum(seen) > 100 and res.table.preemptions.sum() > 0
+
+
+def _same_table(a, b) -> None:
+    for name, col in vars(a).items():
+        if isinstance(col, np.ndarray):
+            np.testing.assert_array_equal(getattr(b, name), col, err_msg=name, strict=True)
+    assert list(a.placement) == list(b.placement)
+    assert all(a.placement[r] is b.placement[r] for r in a.placement)
+
+
+from hypothesis import given, settings            # noqa: E402
+from hypothesis import strategies as st           # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 11), st.integers(0, 3), st.integers(0, 2),
+                                   st.floats(0.1, 50.0), st.sampled_from([0.0, 0.0, 7.5, 30.0]),
+                                   st.booleans()), min_size=1, max_size=6),
+                min_size=1, max_size=25),
+       st.floats(0.0, 400.0))
+def test_apply_few_is_apply_transitions(decisions, gap):
+    """`JobTable.apply_few` (a few GPUs-only transitions, Python scalars) leaves every column,
+    the placements and their order exactly as `apply_transitions` (numpy) leaves them, through
+    random histories of starts, migrations, resizes and preemptions (0 GPUs) with and without
+    restart delays, at equal and later times."""
+    from quanta.core.jobtable import KIND_CODES, PENDING, JobTable
+    from quanta.model import Cluster, NodeSpec
+    from quanta.perf import TableModel
+    cluster = Cluster(tuple(NodeSpec(f"{t}{i}", t, 4) for t in ("v100", "k80", "p100") for i in range(2)))
+    jobs = random_jobs(12, seed=5, gap=5.0)
+    vec, few = JobTable(jobs, cluster, TableModel()), JobTable(jobs, cluster, TableModel())
+    for t in (vec, few):
+        t.state[:] = PENDING
+    now = 100.0
+    for i, dec in enumerate(decisions):
+        now += gap * (i % 3 != 0)
+        seen, rows, kinds, types, gpus, counts, rates, delays, cons = set(), [], [], [], [], [], [], [], []
+        for row, n, ty, rate, delay, c in dec:
+            if row in seen:
+                continue
+            seen.add(row)
+            held = int(vec.gpus[row])
+            kind = ("preempt" if n == 0 else "start" if held == 0 else
+                    "resize" if n != held else "migrate")
+            rows.append(row)
+            kinds.append(KIND_CODES[kind])
+            types.append(ty if n else -1)
+            gpus.append(np.arange(4 * ty, 4 * ty + n, dtype=np.int64) if n else np.empty(0, np.int64))
+            counts.append(n)
+            rates.append(rate if n else 0.0)
+            delays.append(delay if n else 0.0)
+            cons.append(c if n else True)
+        vec.apply_transitions(now, np.array(rows), np.array(kinds), np.array(types), list(gpus),
+                              np.array(rates), np.array(delays), consolidated=np.array(cons),
+                              count=np.array(counts), mixed=False)
+        assert few.few_ok()
+        few.apply_few(now, rows, kinds, types, gpus, counts, rates, delays, cons)
+        _same_table(vec, few)
+
+
+@pytest.mark.parametrize("policy,cluster,restart", [
+    ("las", "v100:3x8", RestartCost(5.0)),
+    ("srtf", "v100:3x8", RestartCost(5.0, first_start_s=12.0)),
+    ("gavel-las", "v100:2x4,k80:2x4,p100:1x4", RestartCost(20.0, first_start_as_restart=True)),
+    ("tiresias-las", "v100:10x1,k80:6x1", RestartCost(0.0)),
+    ("gandiva", "v100:2x8,k80:2x4", RestartCost(10.0)),
+])
+def test_few_transitions_apply_as_many_do(perf, monkeypatch, policy, cluster, restart):
+    """Whole simulations with the simulator's few-transitions path (`Simulator._apply_few`)
+    and without it (numpy for every decision): the same tables, timelines and event logs."""
+    import quanta.sim.engine as engine
+    from quanta.model.presets import resolve_cluster
+    jobs = random_jobs(90, seed=7, gap=25.0)
+    out = []
+    for few in (engine.FEW, 0):
+        monkeypatch.setattr(engine, "FEW", few)
+        sim = Simulator(jobs, resolve_cluster(cluster), make_policy(policy), perf, restart=restart,
+                        record_events=True)
+        calls = []
+        orig = sim._apply_few
+        sim._apply_few = lambda *a, _o=orig: calls.append(1) or _o(*a)
+        out.append((sim.run(), len(calls)))
+    (a, used), (b, unused) = out
+    assert used >= 5 and unused == 0       # (gandiva: until GPUs are first shared)
+    _same_table(a.table, b.table)
+    for name in ("times", "busy", "pending", "running", "shared", "active_integral_end"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    assert a.event_log == b.event_log and a.transitions == b.transitions

@@ -263,3 +263,52 @@ def test_one_gpu_jobs_on_one_gpu_nodes_placed_as_one_by_one(wants, rnd):
                     sorted((r, g.tolist()) for r, g in occ.held.items())))
         _recounted(occ)
     assert out[0] == out[1]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(1, 6)), min_size=0, max_size=12),
+       st.lists(st.integers(0, 17), max_size=3), st.randoms(use_true_random=False))
+def test_assign_all_matches_assign_one_by_one(gangs, down, rnd):
+    """`assign_all` (mechanism.shadow rebuilding an occupancy from a snapshot) leaves the owners,
+    held GPUs (and their order), busy and free counts, free bitmasks and index levels that
+    `assign` job after job leaves, with nodes down and on a new occupancy (whose index is built
+    for an empty cluster); GPUs taken or named twice are refused with nothing changed."""
+    c = Cluster(tuple([NodeSpec(f"a{i}", "v100", 4) for i in range(6)] +
+                      [NodeSpec(f"b{i}", "k80", 1) for i in range(8)] +
+                      [NodeSpec(f"c{i}", "p100", 2 + i % 2) for i in range(4)]))
+    fresh = Occupancy(c)
+    _recounted(fresh)
+    src = Occupancy(c)
+    for node in down:
+        if src.node_up[node]:
+            src.node_down(node)
+    rows, gpus = [], []
+    for r, (t, n) in enumerate(gangs):
+        got = src.claim(100 + r, t, n)
+        if got is not None:
+            rows.append(100 + r)
+            gpus.append(got[0])
+    order = list(range(len(rows)))
+    rnd.shuffle(order)
+    rows, gpus = [rows[i] for i in order], [gpus[i] for i in order]
+    at_once, one_by_one = Occupancy(c), Occupancy(c)
+    for occ in (at_once, one_by_one):
+        for node in down:
+            if occ.node_up[node]:
+                occ.node_down(node)
+    at_once.assign_all(rows, gpus)
+    for r, g in zip(rows, gpus):
+        one_by_one.assign(r, g)
+    _same_state(at_once, one_by_one)
+    assert list(at_once.held) == list(one_by_one.held) == rows
+    _recounted(at_once)
+    if rows:
+        before = at_once.owner.copy()
+        with pytest.raises(RuntimeError, match="not free"):
+            at_once.assign_all([999], [gpus[0]])
+        spare = np.flatnonzero(at_once.owner == -1)[:1]
+        if spare.size:
+            with pytest.raises(RuntimeError, match="given twice"):
+                at_once.assign_all([998, 999], [spare, spare])
+        assert at_once.owner.tolist() == before.tolist()
+        _recounted(at_once)

@@ -20,6 +20,8 @@ FUTURE, PENDING, RUNNING, DONE, UNSCHEDULABLE, DROPPED = 0, 1, 2, 3, 4, 5
 KIND_CODES = {"start": 0, "preempt": 1, "migrate": 2, "resize": 3, "reshare": 4, "reconfigure": 5}
 # the lowest code of a kind that a migration or reconfiguration counter counts
 _COUNTED_FROM = min(KIND_CODES[k] for k in ("migrate", "resize", "reconfigure"))
+_PREEMPT, _MIGRATE, _RESIZE, _RECONFIGURE = (KIND_CODES[k] for k in
+                                             ("preempt", "migrate", "resize", "reconfigure"))
 SHARE_MODES = {"": 0, "pack": 1, "slice": 2}   # how a job shares its GPUs with its partner
 STATE_NAMES = {FUTURE: "future", PENDING: "pending", RUNNING: "running", DONE: "finished",
                UNSCHEDULABLE: "unschedulable", DROPPED: "dropped"}
@@ -274,6 +276,57 @@ class JobTable:
                     self.types_used[r] |= int(np.left_shift(1, np.flatnonzero(held)).sum())
             else:
                 placement.pop(r, None)
+
+    def apply_few(self, now: float, rows: list[int], kinds: list[int], gtypes: list[int],
+                  gpus: list[np.ndarray], counts: list[int], rates: list[float],
+                  delays: list[float], consolidated: list[bool]) -> None:
+        """`apply_transitions` for a few transitions that hold GPUs only (nothing shared,
+        planned, mixed or forked, now or before: `few_ok`), row by row with Python scalars: a
+        decision moving a few jobs would spend its time in numpy's per-call cost. The same
+        arithmetic in the same order, so the same state bit for bit
+        (tests/test_jobtable.py::test_apply_few_is_apply_transitions)."""
+        prog0, rate, t0, ta, att0, run0, held = \
+            self.prog0, self.rate, self.t0, self.ta, self.att0, self.run0, self.gpus
+        first_start, placement = self.first_start, self.placement
+        for r, k, ty, g, c, new_rate, delay, cons in zip(rows, kinds, gtypes, gpus, counts, rates,
+                                                         delays, consolidated):
+            prog0[r] = prog0.item(r) + rate.item(r) * max(now - t0.item(r), 0.0)
+            dt = now - ta.item(r)
+            h = held.item(r)
+            att0[r] = att0.item(r) + h * dt
+            run0[r] = run0.item(r) + (h > 0) * dt
+            ta[r] = now
+            if k == _PREEMPT:
+                self.preemptions[r] += 1
+                self.waiting_since[r] = now
+            elif k == _MIGRATE:
+                self.migrations[r] += 1
+            elif k == _RESIZE or k == _RECONFIGURE:
+                self.reconfigs[r] += 1
+            if c > 0:
+                self.min_rate[r] = min(self.min_rate.item(r), new_rate)
+                if first_start.item(r) != first_start.item(r):     # NaN: never started
+                    first_start[r] = now
+                if delay > 0:
+                    self.restarts[r] += 1
+                self.types_used[r] |= 1 << ty
+                self.state[r] = RUNNING
+                t0[r] = self.resume_at[r] = now + delay
+                rate[r] = new_rate
+                self.gtype[r] = ty
+                placement[r] = g
+            else:
+                self.state[r] = PENDING
+                t0[r] = self.resume_at[r] = now + 0.0
+                rate[r] = 0.0
+                self.gtype[r] = -1
+                placement.pop(r, None)
+            held[r] = c
+            self.consolidated[r] = cons
+
+    def few_ok(self) -> bool:
+        """Whether `apply_few` may stand for `apply_transitions` (for GPUs-only transitions)."""
+        return not (self.sharing_seen or self.extras_seen or self.mixed_seen or self.mix)
 
     def finish_times(self, rows: np.ndarray) -> np.ndarray:
         """When each job completes at its current rate (inf: not progressing)."""

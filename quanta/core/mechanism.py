@@ -430,6 +430,9 @@ def shadow(snap: Snapshot) -> Occupancy:
     j = snap.jobs
     run = np.flatnonzero(j.running)
     guest = j.is_guest[run] if run.size else run.astype(bool)
+    if not (guest.any() or j.cpus[run].any() or j.mem_gb[run].any() or j.net_gbps[run].any()):
+        occ.assign_all(j.rows[run].tolist(), [j.placement[i] for i in run.tolist()])   # GPUs only
+        return occ
     for i in np.concatenate([run[~guest], run[guest]]).tolist():
         if j.is_guest[i]:
             gpus = j.placement[i]

@@ -25,29 +25,24 @@ class FreeGpuIndex:
     """Occupancy's part that keeps the index (a mixin: the state is Occupancy's)."""
 
     def _build_index(self) -> None:
+        """The index of an empty cluster (Occupancy's constructor: every GPU free, every node up):
+        each node's GPUs all free, each uniform type's nodes all at the level of their size."""
         c = self.cluster
-        self._node_pos = [0] * len(c.nodes)
+        pos = np.zeros(len(c.nodes), dtype=np.int64)
+        for nd in self.type_nodes:
+            pos[nd] = np.arange(nd.size)
+        self._node_pos = pos.tolist()
+        self._node_pos_a = pos
         self._type_nodes_l = [nd.tolist() for nd in self.type_nodes]
-        self._levels: list[list[int] | None] = []
-        for t, nd in enumerate(self._type_nodes_l):
-            sz = self._type_size[t]
-            self._levels.append([0] * (sz + 1) if sz else None)
-            for p, node in enumerate(nd):
-                self._node_pos[node] = p
-        self._node_pos_a = np.array(self._node_pos, dtype=np.int64)
+        self._levels: list[list[int] | None] = [
+            [0] * sz + [(1 << len(nd)) - 1] if sz else None
+            for sz, nd in zip(self._type_size, self._type_nodes_l)]
         self._type_bytes = [(len(nd) + 7) // 8 for nd in self._type_nodes_l]
         self._all_one_gpu = all(sz == 1 for sz in self._type_size)   # every node holds one GPU
         self._first_l = c.node_first_gpu.tolist()
         self._gpu_node_l = c.gpu_node.tolist()
         self._node_type_l = c.node_type.tolist()
-        self._gfree = [0] * len(c.nodes)
-        for node in range(len(c.nodes)):
-            first, size = self._first_l[node], int(c.node_gpus[node])
-            free = np.flatnonzero(self.owner[first:first + size] == FREE).tolist()
-            self._gfree[node] = sum(1 << i for i in free)
-            lv = self._levels[self._node_type_l[node]]
-            if lv is not None:
-                lv[int(self.node_free[node])] |= 1 << self._node_pos[node]
+        self._gfree = [(1 << g) - 1 for g in c.node_gpus.tolist()]
 
     def _set_free(self, node: int, new: int) -> None:
         """Set a node's free GPU count, moving it between its type's levels."""

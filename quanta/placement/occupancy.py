@@ -283,6 +283,23 @@ class Occupancy(FreeGpuIndex):
         self._count(gpus, -1)
         self.held[row] = gpus
 
+    def assign_all(self, rows: list[int], gpus: list[np.ndarray]) -> None:
+        """`assign(row, gpus)` for each pair, GPUs only, at once (an occupancy rebuilt from a
+        snapshot: `mechanism.shadow`): one owner write, one busy update, one index update."""
+        if not rows:
+            return
+        ids = np.concatenate(gpus)
+        taken = self.owner[ids] != FREE
+        if taken.any():
+            raise RuntimeError(f"GPUs {ids[taken]} are not free")
+        u, k = np.unique(ids, return_counts=True)
+        if u.size != ids.size:
+            raise RuntimeError(f"GPUs {u[k > 1]} are given twice")
+        self.owner[ids] = np.repeat(np.array(rows, dtype=np.int64), [len(g) for g in gpus])
+        self.busy += np.bincount(self.cluster.gpu_type_idx[ids], minlength=len(self.busy))
+        self._index(ids.tolist(), -1)
+        self.held.update(zip(rows, gpus))
+
     def assign_guest(self, row: int, gpus: np.ndarray) -> None:
         """Put job `row` on GPUs that one other job owns, as its guest."""
         owners = self.owner[gpus]

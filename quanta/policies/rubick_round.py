@@ -70,6 +70,8 @@ class Round:
         self.free_m = snap.resources[1] - float(j.mem_gb[run].sum())
         self.raised = np.zeros(n, dtype=bool)
         self.shrunk = np.zeros(n, dtype=bool)
+        self._moved: list[int] = []     # rows moved, in order (see shrink_table)
+        self._of_type: dict[int, np.ndarray] = {}   # type -> its rows, ascending (see fund)
         self.R = np.stack([self.G, self.C, self.M], axis=2)   # (job, option, resource)
         self.finite = np.isfinite(self.V)
         if pol.release_3d > 0:
@@ -105,6 +107,7 @@ class Round:
         self.free_c -= d[1]
         self.free_m -= d[2]
         self.at[i] = o
+        self._moved.append(i)
 
     def _fits(self, i: int, o: int) -> bool:
         need = np.array([self.G[i, o], self.C[i, o], self.M[i, o]]) - self.held(i)
@@ -116,16 +119,18 @@ class Round:
     def shrink_table(self, pattern: tuple[bool, bool, bool]) -> tuple[np.ndarray, np.ndarray]:
         """Every job's cheapest way to free some of the resources flagged in `pattern` (GPUs,
         CPUs, memory short): (loss per freed unit, option; -1 = down to nothing, -2 = none) per job.
-        Kept per pattern and recomputed only for the jobs whose option or `raised` flag changed
-        since (a job's best shrink depends on nothing else)."""
+        Kept per pattern and recomputed only for the jobs moved since (a job's best shrink
+        depends on nothing else: its option, and its `raised` flag, set only with a move)."""
         t = self._shrink.get(pattern)
         if t is None:
             t = self._shrink[pattern] = [np.full(self.n, np.inf), np.full(self.n, -2, dtype=np.int64),
-                                         np.full(self.n, -3, dtype=np.int64), self.raised.copy()]
-        ratio, opt, at_c, raised_c = t
-        rows = np.flatnonzero((self.at != at_c) | (self.raised != raised_c))
+                                         len(self._moved)]
+            rows = np.arange(self.n)
+        else:
+            rows = np.array(sorted(set(self._moved[t[2]:])), dtype=np.int64)
+            t[2] = len(self._moved)
+        ratio, opt = t[0], t[1]
         if rows.size:
-            at_c[rows], raised_c[rows] = self.at[rows], self.raised[rows]
             # never a victim (holds nothing, was raised this round, or pinned): no shrink
             none = (self.at[rows] < 0) | self.raised[rows] | self.pinned[rows]
             ratio[rows[none]], opt[rows[none]] = np.inf, -2
@@ -168,14 +173,23 @@ class Round:
         Victim: the lowest loss per freed unit over all jobs (ties: the lower row)."""
         undo: list[tuple[int, int]] = []
         k = int(self.k_of[i])
+        mine = self._of_type.get(k)
+        if mine is None:
+            mine = self._of_type[k] = np.flatnonzero(self.k_of == k)
         while np.any((s := self.short(i, need)) > EPS):
             ratio, opt = self.shrink_table(tuple((s > EPS).tolist()))
-            r = ratio.copy()
-            r[i] = np.inf
-            if s[0] > 0:
-                r[self.k_of != k] = np.inf
-            v = int(np.argmin(r))
-            if not r[v] < limit:
+            if s[0] > 0:                    # GPUs short: a victim of the same type
+                r = ratio[mine]
+                r[mine == i] = np.inf
+                a = int(np.argmin(r))
+                v, loss = int(mine[a]), r[a]
+            else:
+                keep = ratio[i]
+                ratio[i] = np.inf
+                v = int(np.argmin(ratio))
+                loss = ratio[v]
+                ratio[i] = keep
+            if not loss < limit:
                 for vv, oo in reversed(undo):
                     self.move(vv, oo)
                     self.shrunk[vv] = False
@@ -349,12 +363,13 @@ class Round:
             if best <= 0:
                 break
             need = np.array([self.G[bi, bo], self.C[bi, bo], self.M[bi, bo]]) - self.held(bi)
-            before = self.at.copy()
+            before = len(self._moved)
             if self.fund(bi, need, best):
+                victims = self._moved[before:]     # (each moved down: not back where it was)
                 self.move(bi, bo)
                 self.raised[bi] = True
                 (slope[bi],), (best_o[bi],) = self._best_moves(np.array([bi]))
-                slope[(self.at != before) & self.shrunk] = 0.0
+                slope[victims] = 0.0
             else:
                 slope[bi] = 0.0
         return self._decision(order)
