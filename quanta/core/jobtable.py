@@ -284,7 +284,7 @@ class JobTable:
         planned, mixed or forked, now or before: `few_ok`), row by row with Python scalars: a
         decision moving a few jobs would spend its time in numpy's per-call cost. The same
         arithmetic in the same order, so the same state bit for bit
-        (tests/test_jobtable.py::test_apply_few_is_apply_transitions)."""
+        (tests/test_engine.py::test_apply_few_is_apply_transitions)."""
         prog0, rate, t0, ta, att0, run0, held = \
             self.prog0, self.rate, self.t0, self.ta, self.att0, self.run0, self.gpus
         first_start, placement = self.first_start, self.placement
