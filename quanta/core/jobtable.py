@@ -20,8 +20,9 @@ FUTURE, PENDING, RUNNING, DONE, UNSCHEDULABLE, DROPPED = 0, 1, 2, 3, 4, 5
 KIND_CODES = {"start": 0, "preempt": 1, "migrate": 2, "resize": 3, "reshare": 4, "reconfigure": 5}
 # the lowest code of a kind that a migration or reconfiguration counter counts
 _COUNTED_FROM = min(KIND_CODES[k] for k in ("migrate", "resize", "reconfigure"))
-_PREEMPT, _MIGRATE, _RESIZE, _RECONFIGURE = (KIND_CODES[k] for k in
-                                             ("preempt", "migrate", "resize", "reconfigure"))
+# each kind's code by name, for the hot paths' comparisons
+START_CODE, PREEMPT_CODE, MIGRATE_CODE, RESIZE_CODE, RECONFIGURE_CODE = (
+    KIND_CODES[k] for k in ("start", "preempt", "migrate", "resize", "reconfigure"))
 SHARE_MODES = {"": 0, "pack": 1, "slice": 2}   # how a job shares its GPUs with its partner
 STATE_NAMES = {FUTURE: "future", PENDING: "pending", RUNNING: "running", DONE: "finished",
                UNSCHEDULABLE: "unschedulable", DROPPED: "dropped"}
@@ -296,12 +297,12 @@ class JobTable:
             att0[r] = att0.item(r) + h * dt
             run0[r] = run0.item(r) + (h > 0) * dt
             ta[r] = now
-            if k == _PREEMPT:
+            if k == PREEMPT_CODE:
                 self.preemptions[r] += 1
                 self.waiting_since[r] = now
-            elif k == _MIGRATE:
+            elif k == MIGRATE_CODE:
                 self.migrations[r] += 1
-            elif k == _RESIZE or k == _RECONFIGURE:
+            elif k == RESIZE_CODE or k == RECONFIGURE_CODE:
                 self.reconfigs[r] += 1
             if c > 0:
                 self.min_rate[r] = min(self.min_rate.item(r), new_rate)

@@ -16,7 +16,7 @@ from operator import add
 import numpy as np
 
 from quanta.core.decision import Decision
-from quanta.core.jobtable import KIND_CODES, SHARE_MODES
+from quanta.core.jobtable import PREEMPT_CODE, SHARE_MODES
 from quanta.core.mixed import mixed_transition, place_copies, read_mixed
 from quanta.core.sharing import (keep_inheriting_guests, place_span, read_sharing, retouch_hosts,
                                  span_changes)
@@ -27,7 +27,6 @@ from quanta.placement.occupancy import Occupancy
 from quanta.policies.base import PolicyError
 
 _new_tuple = tuple.__new__
-PREEMPT_CODE = KIND_CODES["preempt"]
 
 
 def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:

@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from quanta.core.jobtable import KIND_CODES
+from quanta.core.jobtable import KIND_CODES, MIGRATE_CODE, RESIZE_CODE, START_CODE
 from quanta.perf.base import Part
 
 
@@ -66,8 +66,6 @@ NO_GPUS.setflags(write=False)
 KIND_OF_CODE = [Kind.START] * (max(KIND_CODES.values()) + 1)
 for _k in Kind:
     KIND_OF_CODE[KIND_CODES[_k.value]] = _k
-_START, _PREEMPT, _MIGRATE, _RESIZE = (KIND_CODES[k] for k in ("start", "preempt", "migrate",
-                                                                "resize"))
 
 
 def transition_kind(was: int, g: int) -> Kind:
@@ -77,4 +75,4 @@ def transition_kind(was: int, g: int) -> Kind:
 
 def kind_code(was: int, g: int) -> int:
     """`transition_kind` as its jobtable.KIND_CODES code."""
-    return _START if was == 0 else _RESIZE if g != was else _MIGRATE
+    return START_CODE if was == 0 else RESIZE_CODE if g != was else MIGRATE_CODE

@@ -15,7 +15,8 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from quanta.core.jobtable import KIND_CODES, PENDING, RUNNING, SHARE_MODES, UNSCHEDULABLE, JobTable
+from quanta.core.jobtable import (KIND_CODES, PENDING, PREEMPT_CODE, RUNNING, SHARE_MODES,
+                                  START_CODE, UNSCHEDULABLE, JobTable)
 from quanta.core.loop import DecisionLoop, next_round
 from quanta.core.mechanism import Kind
 from quanta.model.cluster import Cluster
@@ -34,7 +35,6 @@ INF = float("inf")
 KIND_OF = {k: KIND_CODES[k.value] for k in Kind}
 KIND_NAME = {code: name for name, code in KIND_CODES.items()}
 DEFAULT_RESTART_S = 30.0   # Pollux's simulator charges 30 s per restart
-START, PREEMPT = KIND_CODES["start"], KIND_CODES["preempt"]
 FEW = 24      # a decision of at most this many GPUs-only transitions: _apply_few (about where
 #               the two cost the same: ~20 + 11 us a transition against ~210 + 3 us, Philly)
 
@@ -265,7 +265,7 @@ class Simulator(ReferenceRounds, PartnersLeft):
             else:                          # other sizes or spread: ask
                 rate = float(self._rate(r, ty, c, nd, cons, -1, ""))
             rate_l.append(rate)
-            resumed = k != START or first_start.item(r) == first_start.item(r)   # (not NaN)
+            resumed = k != START_CODE or first_start.item(r) == first_start.item(r)   # (not NaN)
             delay_l.append(restart_s.item(r) if resumed or as_restart else first_s)
         for r, ty, c, rate in zip(rows_l, types_l, count_l, rate_l):
             if c > 0 and rate <= 0:
@@ -282,7 +282,7 @@ class Simulator(ReferenceRounds, PartnersLeft):
             vers.append(v)
             fin.append(t0.item(r) + (total.item(r) - prog0.item(r)) / rate if rate > 0 else INF)
         push.completions(rows_l, fin, vers)
-        return kind_l.count(START) - kind_l.count(PREEMPT)
+        return kind_l.count(START_CODE) - kind_l.count(PREEMPT_CODE)
 
     def _cannot_run(self, row: int, count: int, gtype: int) -> PolicyError:
         return PolicyError(f"{self.policy.label()} put job {self.table.specs[row].job_id} on "
