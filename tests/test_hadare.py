@@ -165,7 +165,7 @@ def test_copy_search_takes_what_a_plain_greedy_over_every_copy_takes():
     from quanta.policies.hadare import HadarE
 
     class Plain(HadarE):
-        def _fork(self, snap, s, own, idle, held, per_node, rem):
+        def _fork(self, snap, s, own, idle, held, per_node, rem, **_):
             j, cl, perf = snap.jobs, snap.cluster, snap.perf
             r, k = s.job, s.gtype
             spec, z = spec_of(snap, r), int(j.req[r])

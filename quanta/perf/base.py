@@ -145,15 +145,22 @@ def link_gbps(cluster, nodes) -> float:
     return float(min(bw)) if bw and all(bw) else 0.0
 
 
-def aggregation_seconds(perf, job: JobSpec, copies: int, bw_gbps: float = 0.0) -> float:
+def model_size(perf, job: JobSpec) -> float:
+    """Bytes of the job's model, perf.model_bytes(job) (0 where the model does not say)."""
+    fn = getattr(perf, "model_bytes", None)
+    return float(fn(job)) if fn is not None else 0.0
+
+
+def aggregation_seconds(perf, job: JobSpec, copies: int, bw_gbps: float = 0.0,
+                        size: float | None = None) -> float:
     """Seconds `copies` copies of `job` need to average their models: a ring all-reduce of the
     model's parameters, each copy sending and receiving 2 (c - 1) / c of the model over the
-    slowest link (bw_gbps GB/s; 0: DEFAULT_AGG_BW_GBPS). Model size from perf.model_bytes(job)
-    (0 / missing: no cost known, 0 s)."""
+    slowest link (bw_gbps GB/s; 0: DEFAULT_AGG_BW_GBPS). Model size `size` bytes (None:
+    model_size; 0: no cost known, 0 s)."""
     if copies <= 1:
         return 0.0
-    fn = getattr(perf, "model_bytes", None)
-    size = float(fn(job)) if fn is not None else 0.0
+    if size is None:
+        size = model_size(perf, job)
     bw = (bw_gbps if bw_gbps > 0 else DEFAULT_AGG_BW_GBPS) * 1e9
     return 2.0 * (copies - 1) / copies * size / bw
 

@@ -397,22 +397,28 @@ class Hadar(AllocationRates, Policy):
         node_type = snap.cluster.node_type
         K = len(snap.cluster.types)
         free = prices.cap[:, None] - prices.used[:, :S]
-        room = np.stack([np.bincount(node_type, weights=free[:, t], minlength=K)
-                         for t in range(S)], axis=1)             # (K, S) free GPUs per type
+        # room[k][t]: free GPUs of type k in start round t (Python lists: a few numbers, read
+        # and updated once per row)
+        room = [np.bincount(node_type, weights=free[:, t], minlength=K) for t in range(S)]
+        room = np.stack(room, axis=1).tolist()
         req = rd.req[rows]
-        smallest = np.minimum.accumulate(req[::-1])[::-1]        # least req from here on
+        smallest = np.minimum.accumulate(req[::-1])[::-1].tolist()   # least req from here on
+        req = req.tolist()
         mixing = self.mix and K > 1
+        rounds = range(S)
         for i, r in enumerate(rows.tolist()):
-            if self.prune and (room.sum(axis=0).max() if mixing else room.max()) < smallest[i]:
-                delayed.extend(rows[i:].tolist())
-                return
-            z = req[i]
-            allowed = rd.rates[r] > 0
-            mine = room[allowed]
-            if self.prune and not ((mine >= z).any() or (mixing and (mine.sum(axis=0) >= z).any())):
-                delayed.append(r)
-                continue
-            s = self._search(snap, rd, r, priced, S)
+            if self.prune:
+                most = max(map(sum, zip(*room))) if mixing else max(map(max, room))
+                if most < smallest[i]:
+                    delayed.extend(rows[i:].tolist())
+                    return
+                z = req[i]
+                mine = [room[k] for k, ok in enumerate(rd.rates[r].tolist()) if ok > 0]
+                if not (any(f >= z for m in mine for f in m)
+                        or (mixing and any(sum(m[t] for m in mine) >= z for t in rounds))):
+                    delayed.append(r)
+                    continue
+            s = self._search(snap, rd, r, priced, S, room)
             if s is None or s.payoff <= 0:
                 delayed.append(r)
                 continue
@@ -420,15 +426,21 @@ class Hadar(AllocationRates, Policy):
             done.append(s)
             end = min(s.start + s.rounds, S)
             if end > s.start:
-                room[:, s.start:end] -= s.counts(node_type, K)[:, None]
+                for k, c in enumerate(s.counts(node_type, K).tolist()):
+                    if c:
+                        row = room[k]
+                        for t in range(s.start, end):
+                            row[t] -= c
 
-    def _search(self, snap: Snapshot, rd: _Round, r: int, prices: Prices, starts: int
-                ) -> Schedule | None:
+    def _search(self, snap: Snapshot, rd: _Round, r: int, prices: Prices, starts: int,
+                room: np.ndarray | None = None) -> Schedule | None:
+        """Job r's best schedule against `prices` (`room[k][t]`: GPUs free of type k in start
+        round t, where the caller keeps them)."""
         return self.schedule(r, int(rd.req[r]), float(rd.remaining[r]), rd.rates[r],
                              float(rd.weight[r]), float(rd.age[r]), float(rd.ideal[r]), rd.held[r],
                              float(rd.restart[r]), float(self.interval), starts, prices,
                              snap.cluster.node_type, self.mix_rate(snap, r), size=float(rd.size[r]),
-                             rate_at=self.spread_rate(snap, r), prune=self.prune)
+                             rate_at=self.spread_rate(snap, r), prune=self.prune, room=room)
 
     def _kept(self, snap: Snapshot, rd: _Round, rows: np.ndarray, d_run: np.ndarray) -> list[Schedule]:
         """Running jobs kept on what they hold (their own gang)."""

@@ -5,6 +5,7 @@ kept up to date commit by commit (`Prices`), and the search for a job's best sch
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -29,11 +30,15 @@ class Schedule(NamedTuple):
     mixed: bool = False  # over several GPU types (gtype: its slowest); per type: counts()
     kept: bool = False   # a running job kept where it is (not searched this round)
     parts: np.ndarray | None = None   # GPUs per type, where `nodes` is not known (kept jobs)
+    at: np.ndarray | None = None      # the nodes `nodes` puts GPUs on, ascending (None: not said)
 
     def counts(self, node_type: np.ndarray, types: int) -> np.ndarray:
         """GPUs per type index."""
         if self.parts is not None:
             return self.parts.copy()
+        if self.at is not None:
+            return np.bincount(node_type[self.at], weights=self.nodes[self.at],
+                               minlength=types).astype(np.int64)
         return np.bincount(node_type, weights=self.nodes, minlength=types).astype(np.int64)
 
     @property
@@ -80,18 +85,23 @@ class Prices:
     def free(self) -> np.ndarray:
         return self.cap[:, None] - self.used
 
-    def add(self, nodes: np.ndarray, t0: int, end: int, sign: int = 1) -> None:
-        """Plan (sign 1) or release (-1) `nodes` GPUs per node over rounds [t0, end)."""
+    def add(self, nodes: np.ndarray, t0: int, end: int, sign: int = 1,
+            rows: np.ndarray | None = None) -> None:
+        """Plan (sign 1) or release (-1) `nodes` GPUs per node over rounds [t0, end) (`rows`:
+        the nodes it puts GPUs on, ascending, if known)."""
         end = min(end, self.used.shape[1])
-        rows = np.flatnonzero(nodes)
+        if rows is None:
+            rows = np.flatnonzero(nodes)
         if end <= t0 or rows.size == 0:
             return
+        if rows.size == 1:                  # one node (most schedules): views, not copies
+            rows = slice(int(rows[0]), int(rows[0]) + 1)
         self.used[rows, t0:end] += sign * nodes[rows, None]
         self.peak[rows, 1:] = np.maximum.accumulate(self.used[rows], axis=1)
         P = np.asarray(self.fn(self.used[rows], self.cap[rows, None], self.low, self.high,
                                self.eta), dtype=float)
         self.P[rows] = P
-        self.cum[rows, 1:] = np.cumsum(P, axis=1)
+        self.cum[rows, 1:] = P.cumsum(axis=1)
         self.floor = min(self.floor, float(P.min()))
 
     def planned(self, nodes: np.ndarray | slice, t0: int, end: int) -> np.ndarray:
@@ -103,7 +113,7 @@ class Prices:
         return self.used[nodes, t0:end].max(axis=1)
 
     def commit(self, s: Schedule) -> None:
-        self.add(s.nodes, s.start, s.start + s.rounds)
+        self.add(s.nodes, s.start, s.start + s.rounds, rows=s.at)
 
     def at_floor(self) -> Prices:
         """The same plan (shared: commits through either show in both) with every GPU-round at
@@ -126,7 +136,7 @@ def best_schedule(j: int, z: int, remaining: float, rates: np.ndarray, weight: f
                   mix_rate: Callable[[np.ndarray], float] | None = None,
                   size: float | None = None,
                   rate_at: Callable[[int, int], float] | None = None,
-                  prune: bool = True) -> Schedule | None:
+                  prune: bool = True, room: np.ndarray | None = None) -> Schedule | None:
     """The dual subroutine: the schedule of job j with the highest payoff (None: none fits).
 
     Utility of finishing `jct` seconds after submission: weight x z x size x (age + ideal) / jct
@@ -139,7 +149,9 @@ def best_schedule(j: int, z: int, remaining: float, rates: np.ndarray, weight: f
     gang over several types (None: single-type schedules only). Task-level heterogeneity [U: the
     search is ours]: in a start round where the job's fastest types have too few GPUs, the
     m fastest types together (m = 2, 3, ...; the first m whose types each lack room but together
-    have it) give a mixed schedule, its GPUs taken cheapest window first over their nodes."""
+    have it) give a mixed schedule, its GPUs taken cheapest window first over their nodes.
+    `room[k][t]`: GPUs free of type k in start round t, if the caller keeps them (None:
+    counted here from the plan)."""
     cum, used, cap, P = prices.cum, prices.used, prices.cap, prices.P
     H = used.shape[1]
     worth = weight * z * (ideal if size is None else size) * (age + ideal)
@@ -150,53 +162,63 @@ def best_schedule(j: int, z: int, remaining: float, rates: np.ndarray, weight: f
     best: Schedule | None = None
     K = len(rates)
     speed = rates.tolist()
-    by_speed = np.array(sorted((k for k in range(K) if speed[k] > 0), key=lambda k: -speed[k]),
-                        dtype=np.int64)      # fastest first, ties: lower type
+    # fastest first (ties: lower type; a sort in reverse keeps equal keys in order)
+    by_speed = [k for k in sorted(range(K), key=speed.__getitem__, reverse=True) if speed[k] > 0]
     last = P[:, H - 1]
 
     def candidate(k: int, nodes: np.ndarray, rate: float, t0: int, same: bool,
                   mixed: bool) -> Schedule | None:
         secs = remaining / rate + (0.0 if same else restart_s)
-        d = max(int(np.ceil(secs / round_s - 1e-9)), 1)
+        d = max(math.ceil(secs / round_s - 1e-9), 1)
         end = min(t0 + d, H)
         room = cap[nodes] - prices.planned(nodes, t0, end)
-        if room.sum() < z:
+        one = np.maximum.reduce(room) >= z          # a node holds the whole gang
+        if not one and np.add.reduce(room) < z:
             return None
         if rate_at is not None and not mixed and not same:
             # the fewest nodes whose room holds the gang: more than it needs -> spread, slower
-            m = int(np.searchsorted(np.cumsum(np.sort(room)[::-1]), z)) + 1
+            m = 1 if one else int(np.searchsorted(np.cumsum(np.sort(room)[::-1]), z)) + 1
             slow = rate_at(k, m)
             if slow < rate:
                 rate = slow
                 secs = remaining / rate + restart_s
-                d = max(int(np.ceil(secs / round_s - 1e-9)), 1)
+                d = max(math.ceil(secs / round_s - 1e-9), 1)
                 end = min(t0 + d, H)
                 room = cap[nodes] - prices.planned(nodes, t0, end)
-                if room.sum() < z:
+                one = np.maximum.reduce(room) >= z
+                if not one and np.add.reduce(room) < z:
                     return None
         # GPU-rounds charged: whole rounds, the last one in part (what the job uses of it);
         # rounds past the window at the window's last price (the plan's best guess of them)
         part = secs / round_s - (d - 1)
-        win = cum[nodes, end] - cum[nodes, t0]
+        win = cum[nodes, end] - cum[nodes, t0] if t0 else cum[nodes, end]   # (cum[:, 0] = 0)
         if end == t0 + d:
             win = win - (1.0 - part) * P[nodes, end - 1]
         else:
             win = win + ((t0 + d - end) - (1.0 - part)) * last[nodes]
         # cheapest first (ties: lower node index; `nodes` ascend, so a stable sort keeps them),
-        # among the nodes with room: at most the z cheapest of them (and their ties) are needed
-        pos = np.flatnonzero(room > 0)
-        if len(pos) > z:
-            w = win[pos]
-            pos = pos[w <= np.partition(w, z - 1)[z - 1]]
-        sel = pos[np.argsort(win[pos], kind="stable")]
-        got = room[sel]
-        take = np.zeros(len(win), dtype=np.int64)
-        take[sel] = np.clip(z - (np.cumsum(got) - got), 0, got)   # less what cheaper nodes gave
-        cost = float(take @ win)
-        utility = value(age + t0 * round_s + secs)
+        # among the nodes with room
         alloc = np.zeros(len(node_type), dtype=np.int64)
-        alloc[nodes] = take
-        return Schedule(j, k, t0, d, alloc, utility, cost, mixed)
+        first = int(np.where(room > 0, win, np.inf).argmin()) if one else 0  # (lowest of ties)
+        if one and room[first] >= z:  # the cheapest node holds the whole gang (most searches)
+            cost = float(z * win[first])
+            at = np.array([first + nodes.start if isinstance(nodes, slice) else nodes[first]])
+            alloc[at] = z
+        else:
+            # at most the z cheapest nodes with room (and their ties) are needed
+            pos = np.flatnonzero(room > 0)
+            if len(pos) > z:
+                w = win[pos]
+                pos = pos[w <= np.partition(w, z - 1)[z - 1]]
+            sel = pos[np.argsort(win[pos], kind="stable")]
+            got = room[sel]
+            take = np.zeros(len(win), dtype=np.int64)
+            take[sel] = np.clip(z - (np.cumsum(got) - got), 0, got)   # less what cheaper gave
+            cost = float(take @ win)
+            alloc[nodes] = take
+            at = np.flatnonzero(alloc)
+        utility = value(age + t0 * round_s + secs)
+        return Schedule(j, k, t0, d, alloc, utility, cost, mixed, at=at)
 
     def bound(rate: float, t0: int, same: bool) -> float:
         """An upper bound on the payoff of a schedule at `rate` (or slower) from round t0: its
@@ -211,18 +233,22 @@ def best_schedule(j: int, z: int, remaining: float, rates: np.ndarray, weight: f
             best = s
 
     now = set()             # types (and -1: a mixed gang) with room now: never deferred
+    held = current.tolist()
     for t0 in range(min(starts, H)):
+        if room is None:
+            free_t0 = cap - used[:, t0]
+            free = [free_t0[prices.nodes_of(node_type, (k,))].sum() for k in range(K)]
+        else:
+            free = [room[k][t0] for k in range(K)]
         fits = []
-        free_t0 = cap - used[:, t0]
-        for k in by_speed.tolist():
-            nodes = prices.nodes_of(node_type, (k,))
-            fits.append(free_t0[nodes].sum() >= z)
+        for k in by_speed:
+            fits.append(free[k] >= z)
             if not fits[-1] or k in now:
                 continue
-            same = current[k] == z
-            if prune and best is not None and bound(rates[k], t0, same) <= best.payoff + 1e-12:
+            same = held[k] == z
+            if prune and best is not None and bound(speed[k], t0, same) <= best.payoff + 1e-12:
                 continue           # cannot beat the best: not searched (nor later, it only drops)
-            s = candidate(k, nodes, rates[k], t0, same, False)
+            s = candidate(k, prices.nodes_of(node_type, (k,)), speed[k], t0, same, False)
             if s is not None and t0 == 0:
                 now.add(k)
             better(s)
@@ -232,17 +258,17 @@ def best_schedule(j: int, z: int, remaining: float, rates: np.ndarray, weight: f
             types = by_speed[:m]
             if any(fits[:m]):
                 break                                      # one of them alone has room
-            nodes = prices.nodes_of(node_type, tuple(sorted(types.tolist())))
-            if free_t0[nodes].sum() < z:
+            if sum(free[k] for k in types) < z:
                 continue
-            probe = candidate(int(types[-1]), nodes, rates[types[-1]], t0, False, True)
+            nodes = prices.nodes_of(node_type, tuple(sorted(types)))
+            probe = candidate(types[-1], nodes, speed[types[-1]], t0, False, True)
             if probe is None:
                 continue
             rate = mix_rate(probe.nodes)
             counts = np.bincount(node_type, weights=probe.nodes, minlength=K)
             if rate <= 0 or np.count_nonzero(counts) < 2:
                 continue
-            s = candidate(int(types[-1]), nodes, rate, t0, np.array_equal(counts, current), True)
+            s = candidate(types[-1], nodes, rate, t0, np.array_equal(counts, current), True)
             if s is not None and t0 == 0:
                 now.add(-1)
             better(s)

@@ -42,7 +42,7 @@ import numpy as np
 
 from quanta.core.decision import Decision
 from quanta.core.snapshot import Snapshot
-from quanta.perf.base import DEFAULT_AGG_BW_GBPS, Part, aggregation_seconds
+from quanta.perf.base import DEFAULT_AGG_BW_GBPS, Part, aggregation_seconds, model_size
 from quanta.policies.base import require
 from quanta.policies.hadar import Hadar, Schedule
 from quanta.policies.hadar_rates import spec_of
@@ -159,13 +159,16 @@ class HadarE(Hadar):
         remaining = j.remaining
         single.sort(key=lambda s: (not forked[s.job], -remaining[s.job] / max(j.rates[s.job, s.gtype], 1e-12),
                                    int(j.rows[s.job])))
+        idle_at = np.flatnonzero(idle)                  # (kept as idle shrinks)
+        any_unknown = bool((cl.node_bw == 0).any())      # some node does not say its link
         for s in single:
             own = self._own_nodes(snap, s)
             copies = self._fork(snap, s, own, idle, held.get(s.job), per_node,
-                                float(remaining[s.job]))
+                                float(remaining[s.job]), idle_at=idle_at, any_unknown=any_unknown)
             if copies is None:
                 continue
             idle -= copies
+            idle_at = idle_at[idle[idle_at] > 0]
             total = s.counts(cl.node_type, K) + np.bincount(cl.node_type, weights=copies,
                                                            minlength=K).astype(np.int64)
             dec.gpus[s.job] = int(total.sum())
@@ -182,13 +185,17 @@ class HadarE(Hadar):
         return s.nodes
 
     def _fork(self, snap: Snapshot, s: Schedule, own: np.ndarray, idle: np.ndarray,
-              held: np.ndarray | None, per_node: bool, rem: float) -> np.ndarray | None:
+              held: np.ndarray | None, per_node: bool, rem: float,
+              idle_at: np.ndarray | None = None, any_unknown: bool | None = None
+              ) -> np.ndarray | None:
         """GPUs per node of job s.job's copies beside its own gang, or None if one gang is
         best. Greedy over the copies it could add, fastest first: a copy is taken when the job
         then finishes sooner by more than a restart. The job's rate with the copies is
         mixed_rate's (sum of the copies' rates, in the same order, times 1 - aggregation /
         period), kept as a running sum; the search stops once no slower copy can help (an upper
-        bound: the next copy's rate at the best link any copy could leave)."""
+        bound: the next copy's rate at the best link any copy could leave). `idle_at`: the
+        nodes with idle GPUs, ascending, and `any_unknown`: whether some node's link is unknown
+        (the caller's, kept for the round; None: found here)."""
         j, cl, perf = snap.jobs, snap.cluster, snap.perf
         r, k = s.job, s.gtype
         spec, z = spec_of(snap, r), int(j.req[r])
@@ -197,22 +204,25 @@ class HadarE(Hadar):
                 and allowed[cl.node_type[held > 0]].all():
             return held.copy()                                  # its copies still fit: kept
         best_t = rem / max(float(j.rates[r, k]), 1e-12)
-        options = self._copy_options(snap, r, own, idle, allowed, z, per_node)
-        own_nodes = int(np.count_nonzero(own))
+        options = self._copy_options(snap, r, own, idle, allowed, z, per_node, idle_at)
+        on = s.at if not s.kept and s.at is not None else own.nonzero()[0]   # own > 0
+        own_nodes = len(on)
         own_part = Part(cl.types[k], z, own_nodes, own_nodes <= cl.min_nodes(k, z))
         total = 0.0 + perf.rate(spec, own_part.gpu_type, own_part.count, own_part.nodes,
                                 own_part.consolidated)
         period = float(self.interval)
         bw = cl.node_bw
-        used = own > 0
-        bw_min = float(bw[used].min()) if used.any() else np.inf   # of the nodes taken so far
-        unknown = bool((bw[used] == 0).any())                       # some node does not say
-        any_unknown = bool((bw == 0).any())
+        bw_on = bw[on].tolist()
+        bw_min = float(min(bw_on)) if own_nodes else np.inf     # of the nodes taken so far
+        unknown = 0.0 in bw_on                                   # some node does not say
+        if any_unknown is None:
+            any_unknown = bool((bw == 0).any())
 
         def link(lo: float, unk: bool) -> float:            # link_gbps of the nodes taken
             return 0.0 if unk or not np.isfinite(lo) else lo
 
         limit = (self.max_copies or len(cl.nodes) + 1) - 1
+        size = None                 # bytes of the model the copies average (when one is tried)
         chosen: list[tuple[np.ndarray, np.ndarray]] = []
         n_parts = 1
         for rate, idx, cnt in options:
@@ -222,13 +232,15 @@ class HadarE(Hadar):
             best_link = link(bw_min, unknown) if np.isfinite(bw_min) else float(bw.max())
             if any_unknown and not unknown:
                 best_link = max(best_link, DEFAULT_AGG_BW_GBPS) if best_link > 0 else 0.0
-            agg_lo = aggregation_seconds(perf, spec, n_parts + 1, best_link)
+            if size is None:
+                size = model_size(perf, spec)
+            agg_lo = aggregation_seconds(perf, spec, n_parts + 1, best_link, size)
             upper = (total + rate) * max(0.0, 1.0 - agg_lo / period)
             if rem / max(upper, 1e-12) + self.restart_s >= best_t:
                 break
             lo = min(bw_min, float(bw[idx].min()))
             unk = unknown or bool((bw[idx] == 0).any())
-            agg = aggregation_seconds(perf, spec, n_parts + 1, link(lo, unk))
+            agg = aggregation_seconds(perf, spec, n_parts + 1, link(lo, unk), size)
             t = rem / max((total + rate) * max(0.0, 1.0 - agg / period), 1e-12)
             if t + self.restart_s < best_t:
                 chosen.append((idx, cnt))
@@ -242,17 +254,21 @@ class HadarE(Hadar):
         return out
 
     def _copy_options(self, snap: Snapshot, r: int, own: np.ndarray, idle: np.ndarray,
-                      allowed: np.ndarray, z: int, per_node: bool
+                      allowed: np.ndarray, z: int, per_node: bool,
+                      idle_at: np.ndarray | None = None
                       ) -> Iterable[tuple[float, np.ndarray, np.ndarray]]:
         """(rate, nodes, GPUs on each) of each copy the job could add, fastest copy first. Per
         node: every idle node of a type it may use, but those of its own gang, holds a copy of
         up to z GPUs (ties: lower node first). Per type (per=type, or a core without per-node
         copies): one copy per other type it may use, up to z of that type's idle GPUs (fullest
-        idle nodes first; ties: lower type first)."""
+        idle nodes first; ties: lower type first). `idle_at`: the nodes with idle GPUs,
+        ascending (None: found here)."""
         cl, perf, spec = snap.cluster, snap.perf, spec_of(snap, r)
         opts: list = []
+        if idle_at is None:
+            idle_at = np.flatnonzero(idle > 0)
         if per_node:
-            h = np.flatnonzero((idle > 0) & (own == 0))
+            h = idle_at[own[idle_at] == 0]
             h = h[allowed[cl.node_type[h]]]
             if not len(h):
                 return []
@@ -270,7 +286,7 @@ class HadarE(Hadar):
         for t in range(len(cl.types)):
             if t in own_types or not allowed[t]:
                 continue
-            nodes = np.flatnonzero((cl.node_type == t) & (idle > 0))
+            nodes = idle_at[cl.node_type[idle_at] == t]
             nodes = nodes[np.argsort(-idle[nodes], kind="stable")]
             take = np.minimum(idle[nodes], np.maximum(z - np.concatenate([[0], np.cumsum(
                 idle[nodes])[:-1]]), 0))
