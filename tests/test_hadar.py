@@ -265,3 +265,34 @@ def test_pruning_is_exact():
             b = make_policy(spec + (",prune=false" if ":" in spec else ":prune=false")).decide(snap)
             assert np.array_equal(a.gpus, b.gpus) and np.array_equal(a.gpu_type, b.gpu_type)
             assert a.mixed.keys() == b.mixed.keys()
+
+
+def test_search_with_the_callers_room_is_the_search_without():
+    """The free GPUs per type and start round that the round keeps as it commits (passed to
+    the search as `room`) are those the search counts from the plan itself: each search of a
+    round gives the same schedule either way, and a schedule's `at` names the nodes of its
+    `nodes` (the commit and the per-type counts read it)."""
+    from test_policy_properties import random_snapshot
+    checked = spread = 0
+
+    def both(*args, **kwargs):
+        nonlocal checked, spread
+        s = best_schedule(*args, **kwargs)
+        if kwargs.get("room") is not None:
+            t = best_schedule(*args, **{**kwargs, "room": None})
+            assert (s is None) == (t is None)
+            if s is not None:
+                assert s[:4] == t[:4] and s.utility == t.utility and s.cost == t.cost
+                assert np.array_equal(s.nodes, t.nodes)
+                checked += 1
+        if s is not None and not s.kept:
+            assert np.array_equal(s.at, np.flatnonzero(s.nodes))
+            spread += len(s.at) > 1
+        return s
+
+    for seed in range(6):
+        snap = random_snapshot(seed, 120, 60, 3, 0.1, 1, False) if seed < 4 else \
+            random_snapshot(seed, 400, 300, 3, 0.0, 0, False)
+        for spec in ({}, {"mix": False}, {"horizon": "4", "starts": 3}):
+            Hadar(schedule=both, **spec).decide(snap)
+    assert checked > 100 and spread > 5       # searched with the kept room; gangs over nodes

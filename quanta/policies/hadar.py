@@ -533,7 +533,9 @@ class Hadar(AllocationRates, Policy):
                     secs = rem / np.maximum(second, 1e-12)
                     u = worth / np.maximum(age + t0 * R + secs, 1e-9)
                     pm = np.where(allowed, pmin[None, :], np.inf).min(axis=1)
-                    b = u - z * (pm * np.minimum(secs / R, 1) + np.maximum(secs / R - 1, 0) * prices.idle)
+                    with np.errstate(invalid="ignore"):   # inf * 0 in rows left out below
+                        b = u - z * (pm * np.minimum(secs / R, 1)
+                                     + np.maximum(secs / R - 1, 0) * prices.idle)
                     bound = np.where(cand & (second > 0), np.maximum(bound, b), bound)
         keep = bound > 0
         delayed.extend(rows[~keep].tolist())
