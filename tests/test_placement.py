@@ -96,8 +96,9 @@ from quanta.perf import TableModel                  # noqa: E402
 def test_indexed_place_matches_the_scan(ops):
     """Random histories of placements, releases (one job, several at once, owners with guests)
     and node failures on two types of one node size and one of mixed sizes: at every step the
-    index answers `place` as the scan does (and `claim` places there too), its levels and free bitmasks and the busy and free
-    counts equal a recount."""
+    index answers `place` as the scan does (and `claim` places there too, or nothing where
+    that would span more nodes than it is allowed), its levels and free bitmasks and the busy
+    and free counts equal a recount."""
     c = Cluster(tuple([NodeSpec(f"a{i}", "v100", 8) for i in range(3)] +
                       [NodeSpec(f"b{i}", "k80", 4) for i in range(4)] +      # types interleaved
                       [NodeSpec(f"a{i}", "v100", 8) for i in range(3, 5)] +
@@ -113,8 +114,12 @@ def test_indexed_place_matches_the_scan(ops):
                 assert occ.claim(row, t, n) is None             # nothing changes (checked below)
             else:
                 assert got[1] == want[1] and got[0].tolist() == want[0].tolist()
+                if x % 3 == 2 and want[1] > 1:   # wanted on fewer nodes than it needs: refused
+                    assert occ.claim(row, t, n, most_nodes=want[1] - 1) is None
+                    _recounted(occ)                       # nothing changed
+                    assert row not in occ.held
                 if x % 3 == 1:           # placed and assigned in one step (the mechanism's path)
-                    gpus, nodes = occ.claim(row, t, n)
+                    gpus, nodes = occ.claim(row, t, n, most_nodes=want[1] if x % 2 else None)
                     assert nodes == want[1] and gpus.tolist() == want[0].tolist()
                     assert occ.held[row] is gpus and (occ.owner[gpus] == row).all()
                 else:

@@ -168,17 +168,19 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
                 nodes = occ.nodes_of(gpus)
             elif own is not None and occ.fits(own, cpu, mem, net):
                 gpus, nodes, kind = own, occ.nodes_of(own), Kind.RECONFIGURE
-            elif extras or r in dec.consolidate:
-                got = occ.place(t, g, cpu / g, mem / g, net / g) if extras else occ.place(t, g)
+            elif cpu or mem or net:
+                got = occ.place(t, g, cpu / g, mem / g, net / g)
                 if got is None:
                     continue   # cannot happen after the capacity check; left pending if it does
                 gpus, nodes = got
                 if r in dec.consolidate and nodes > cluster.min_nodes(t, g):
                     continue   # the policy wants it consolidated or not at all: it waits
-            else:              # GPUs only, wherever they are: placed and assigned at once
-                got = occ.claim(drow, t, g)
+            else:              # GPUs only: placed and assigned at once
+                # (the policy may want it consolidated or not at all: then it waits)
+                got = occ.claim(drow, t, g, cluster.min_nodes(t, g) if r in dec.consolidate
+                                else None)
                 if got is None:
-                    continue   # cannot happen after the capacity check; left pending if it does
+                    continue   # too few free cannot happen after the capacity check
                 gpus, nodes = got
                 claimed = True
             if not claimed:

@@ -129,19 +129,23 @@ class Occupancy(FreeGpuIndex):
             return None if got is None else (np.array(got[0]), got[1])
         return self._place_scan(type_idx, n, cpus_per_gpu, mem_per_gpu, net_per_gpu)
 
-    def claim(self, row: int, type_idx: int, n: int) -> tuple[np.ndarray, int] | None:
+    def claim(self, row: int, type_idx: int, n: int, most_nodes: int | None = None
+              ) -> tuple[np.ndarray, int] | None:
         """`place(type_idx, n)` then `assign(row, gpus)`, in one step: the GPUs and nodes it
-        gives job `row`, or None (nothing changes) if too few are free. Where the free-GPU index
+        gives job `row`, or None (nothing changes) if too few are free or, with `most_nodes`,
+        if `place` would spread them over more nodes than that. Where the free-GPU index
         places, the GPUs it picks are free by construction and the index is updated from the ids
         it read (no check of the owners, no round trip through numpy), and kept for the release."""
         levels = self._levels[type_idx]
         if levels is None or n <= 0:
             got = self.place(type_idx, n)
+            if got is not None and most_nodes is not None and got[1] > most_nodes:
+                return None
             if got is not None:
                 self.assign(row, got[0])
             return got
         got = self._place_indexed(type_idx, n, levels)
-        if got is None:
+        if got is None or most_nodes is not None and got[1] > most_nodes:
             return None
         ids, nodes, marks = got
         gpus = np.array(ids)

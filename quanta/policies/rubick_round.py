@@ -73,6 +73,7 @@ class Round:
         self._moved: list[int] = []     # rows moved, in order (see shrink_table)
         self._of_type: dict[int, np.ndarray] = {}   # type -> its rows, ascending (see fund)
         self.R = np.stack([self.G, self.C, self.M], axis=2)   # (job, option, resource)
+        self.options = np.arange(O)                           # option indexes
         self.finite = np.isfinite(self.V)
         if pol.release_3d > 0:
             self.release_large_3d(sum(s.guaranteed for s in j.specs))
@@ -97,9 +98,11 @@ class Round:
             np.maximum(out, np.maximum(delta[..., r], 0.0) / self.unit[r], out=out)
         return out
 
-    def short(self, i: int, need: np.ndarray) -> np.ndarray:
-        free = np.array([self.free_g[self.k_of[i]], self.free_c, self.free_m])
-        return need - free
+    def short(self, i: int, need: np.ndarray) -> tuple[float, float, float]:
+        """How much of `need` (GPUs of job i's type, CPUs, memory) the free resources lack
+        (<= 0: none)."""
+        g, c, m = need.tolist()
+        return g - float(self.free_g[self.k_of[i]]), c - self.free_c, m - self.free_m
 
     def move(self, i: int, o: int) -> None:
         d = (np.array([self.G[i, o], self.C[i, o], self.M[i, o]]) if o >= 0 else np.zeros(3)) - self.held(i)
@@ -111,7 +114,7 @@ class Round:
 
     def _fits(self, i: int, o: int) -> bool:
         need = np.array([self.G[i, o], self.C[i, o], self.M[i, o]]) - self.held(i)
-        return bool(np.all(self.short(i, need) <= EPS))
+        return all(x <= EPS for x in self.short(i, need))
 
     def may_change(self, i: int) -> bool:
         return not (self.frozen[i] and self.was_running[i])
@@ -176,19 +179,22 @@ class Round:
         mine = self._of_type.get(k)
         if mine is None:
             mine = self._of_type[k] = np.flatnonzero(self.k_of == k)
-        while np.any((s := self.short(i, need)) > EPS):
-            ratio, opt = self.shrink_table(tuple((s > EPS).tolist()))
+        while True:
+            s = self.short(i, need)
+            pattern = (s[0] > EPS, s[1] > EPS, s[2] > EPS)     # what is short
+            if not any(pattern):
+                break
+            ratio, opt = self.shrink_table(pattern)
+            keep = ratio[i]
+            ratio[i] = np.inf               # (never its own victim)
             if s[0] > 0:                    # GPUs short: a victim of the same type
                 r = ratio[mine]
-                r[mine == i] = np.inf
                 a = int(np.argmin(r))
                 v, loss = int(mine[a]), r[a]
             else:
-                keep = ratio[i]
-                ratio[i] = np.inf
                 v = int(np.argmin(ratio))
                 loss = ratio[v]
-                ratio[i] = keep
+            ratio[i] = keep
             if not loss < limit:
                 for vv, oo in reversed(undo):
                     self.move(vv, oo)
@@ -382,11 +388,10 @@ class Round:
         a0 = np.maximum(a, 0)
         V = self.V[rows]
         v0 = np.where(has, V[np.arange(rows.size), a0], 0.0)
-        ok = self.finite[rows].copy()
-        ok[np.flatnonzero(has), a[has]] = False
         kept = self.was_running[rows] & (a == self.cur[rows])
         need_gain = np.where(kept, self.pol.min_gain * v0, 0.0)
-        ok &= (V > (v0 + np.maximum(need_gain, 1e-9))[:, None]) & (V >= self.floor_v[rows, None])
+        ok = self.finite[rows] & (self.options != a[:, None]) & \
+            (V > (v0 + np.maximum(need_gain, 1e-9))[:, None]) & (V >= self.floor_v[rows, None])
         held = np.where(has[:, None], self.R[rows, a0], 0.0)                          # (m, 3)
         delta = self.R[rows] - held[:, None, :]                                       # (m, O, 3)
         slope = np.where(ok, (V - v0[:, None]) / self.cost(delta), -np.inf)
