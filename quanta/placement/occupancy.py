@@ -409,13 +409,18 @@ class Occupancy(FreeGpuIndex):
                     kept.pop(r, None)
             self._free_ones(self.cluster.gpu_node[gpus], types)
             return
+        # (a node's free count, bitmask and level end where its GPUs freed in any order take
+        # them: the GPUs of the jobs without marks are indexed together)
         marks: list[tuple[int, int]] = []
+        loose: list[np.ndarray] = []
         for r, g in zip(rows, parts):
             m = kept.pop(r, None)
             if m is None:
-                self._index(g.tolist(), +1)
+                loose.append(g)
             else:
                 marks += m
+        if loose:
+            self._index(np.concatenate(loose).tolist(), +1)
         self._mark(marks, +1)
 
     def _release_span(self, row: int, gpus: np.ndarray, t: int) -> np.ndarray:

@@ -52,7 +52,7 @@ class Round:
         cl = snap.cluster
         for i in run.tolist():
             g, c, m, plan = int(j.gpus[i]), float(j.cpus[i]), float(j.mem_gb[i]), j.plan[i]
-            nodes = len(np.unique(cl.gpu_node[j.placement[i]]))
+            nodes = len(set(cl.gpu_node[j.placement[i]].tolist()))
             r = rate_with(snap.perf, j.specs[i], cl.types[int(j.gtype[i])], g, nodes,
                           bool(j.consolidated[i]), plan, c, m)
             self.G[i, O - 1], self.C[i, O - 1], self.M[i, O - 1] = g, c, m
