@@ -75,6 +75,7 @@ class Round:
         self.R = np.stack([self.G, self.C, self.M], axis=2)   # (job, option, resource)
         self.options = np.arange(O)                           # option indexes
         self.finite = np.isfinite(self.V)
+        self.sla_ok = self.finite & (self.V >= self.floor_v[:, None])   # at or above the floor
         if pol.release_3d > 0:
             self.release_large_3d(sum(s.guaranteed for s in j.specs))
         # never a victim: a running job restarted max_restarts times, or any running job when
@@ -153,8 +154,7 @@ class Round:
         held = np.where(has[:, None], self.R[rows, np.maximum(a, 0)], 0.0)           # (m, 3)
         res = np.concatenate([self.R[rows], np.zeros((m, 1, 3))], axis=1)             # (m, O+1, 3)
         v = np.concatenate([np.where(self.finite[rows], self.V[rows], 0.0), np.zeros((m, 1))], axis=1)
-        cand = np.concatenate([self.finite[rows] & (np.arange(O) != a[:, None])
-                               & (self.V[rows] >= self.floor_v[rows, None]),
+        cand = np.concatenate([self.sla_ok[rows] & (self.options != a[:, None]),
                                (self.floor_at[rows] < 0)[:, None]], axis=1)
         cand &= (has & ~self.raised[rows] & ~self.pinned[rows])[:, None]
         freed = held[:, None, :] - res
@@ -390,8 +390,8 @@ class Round:
         v0 = np.where(has, V[np.arange(rows.size), a0], 0.0)
         kept = self.was_running[rows] & (a == self.cur[rows])
         need_gain = np.where(kept, self.pol.min_gain * v0, 0.0)
-        ok = self.finite[rows] & (self.options != a[:, None]) & \
-            (V > (v0 + np.maximum(need_gain, 1e-9))[:, None]) & (V >= self.floor_v[rows, None])
+        ok = self.sla_ok[rows] & (self.options != a[:, None]) & \
+            (V > (v0 + np.maximum(need_gain, 1e-9))[:, None])
         held = np.where(has[:, None], self.R[rows, a0], 0.0)                          # (m, 3)
         delta = self.R[rows] - held[:, None, :]                                       # (m, O, 3)
         slope = np.where(ok, (V - v0[:, None]) / self.cost(delta), -np.inf)
