@@ -399,8 +399,8 @@ class Hadar(AllocationRates, Policy):
         free = prices.cap[:, None] - prices.used[:, :S]
         # room[k][t]: free GPUs of type k in start round t (Python lists: a few numbers, read
         # and updated once per row)
-        room = [np.bincount(node_type, weights=free[:, t], minlength=K) for t in range(S)]
-        room = np.stack(room, axis=1).tolist()
+        room = np.stack([np.bincount(node_type, weights=free[:, t], minlength=K)
+                         for t in range(S)], axis=1).tolist()
         req = rd.req[rows]
         smallest = np.minimum.accumulate(req[::-1])[::-1].tolist()   # least req from here on
         req = req.tolist()
@@ -433,7 +433,7 @@ class Hadar(AllocationRates, Policy):
                             row[t] -= c
 
     def _search(self, snap: Snapshot, rd: _Round, r: int, prices: Prices, starts: int,
-                room: np.ndarray | None = None) -> Schedule | None:
+                room: list[list[float]] | None = None) -> Schedule | None:
         """Job r's best schedule against `prices` (`room[k][t]`: GPUs free of type k in start
         round t, where the caller keeps them)."""
         return self.schedule(r, int(rd.req[r]), float(rd.remaining[r]), rd.rates[r],

@@ -136,7 +136,8 @@ def best_schedule(j: int, z: int, remaining: float, rates: np.ndarray, weight: f
                   mix_rate: Callable[[np.ndarray], float] | None = None,
                   size: float | None = None,
                   rate_at: Callable[[int, int], float] | None = None,
-                  prune: bool = True, room: np.ndarray | None = None) -> Schedule | None:
+                  prune: bool = True, room: list[list[float]] | None = None
+                  ) -> Schedule | None:
     """The dual subroutine: the schedule of job j with the highest payoff (None: none fits).
 
     Utility of finishing `jct` seconds after submission: weight x z x size x (age + ideal) / jct

@@ -159,7 +159,7 @@ class HadarE(Hadar):
         remaining = j.remaining
         single.sort(key=lambda s: (not forked[s.job], -remaining[s.job] / max(j.rates[s.job, s.gtype], 1e-12),
                                    int(j.rows[s.job])))
-        idle_at = np.flatnonzero(idle)                  # (kept as idle shrinks)
+        idle_at = np.flatnonzero(idle > 0)              # (kept as idle shrinks)
         any_unknown = bool((cl.node_bw == 0).any())      # some node does not say its link
         for s in single:
             own = self._own_nodes(snap, s)
