@@ -85,8 +85,9 @@ class Round:
 
     # -- helpers ---------------------------------------------------------------------------------
     def held(self, i: int) -> np.ndarray:
+        """(GPUs, CPUs, GB) that job i holds or is given now (a row of R: read, never written)."""
         a = self.at[i]
-        return np.zeros(3) if a < 0 else np.array([self.G[i, a], self.C[i, a], self.M[i, a]])
+        return np.zeros(3) if a < 0 else self.R[i, a]
 
     def value(self, i: int) -> float:
         return 0.0 if self.at[i] < 0 else float(self.V[i, self.at[i]])
@@ -106,7 +107,7 @@ class Round:
         return g - float(self.free_g[self.k_of[i]]), c - self.free_c, m - self.free_m
 
     def move(self, i: int, o: int) -> None:
-        d = (np.array([self.G[i, o], self.C[i, o], self.M[i, o]]) if o >= 0 else np.zeros(3)) - self.held(i)
+        d = (self.R[i, o] if o >= 0 else np.zeros(3)) - self.held(i)
         self.free_g[self.k_of[i]] -= d[0]
         self.free_c -= d[1]
         self.free_m -= d[2]
@@ -114,7 +115,7 @@ class Round:
         self._moved.append(i)
 
     def _fits(self, i: int, o: int) -> bool:
-        need = np.array([self.G[i, o], self.C[i, o], self.M[i, o]]) - self.held(i)
+        need = self.R[i, o] - self.held(i)
         return all(x <= EPS for x in self.short(i, need))
 
     def may_change(self, i: int) -> bool:
@@ -353,7 +354,7 @@ class Round:
             f = int(self.floor_at[i])
             if f < 0 or self.value(i) >= self.floor_v[i] and self.at[i] >= 0:
                 continue
-            need = np.array([self.G[i, f], self.C[i, f], self.M[i, f]]) - self.held(i)
+            need = self.R[i, f] - self.held(i)
             if self.fund(i, need, np.inf):
                 self.move(i, f)
                 self.raised[i] = True
@@ -368,7 +369,7 @@ class Round:
             best, bo = float(slope[bi]), int(best_o[bi])
             if best <= 0:
                 break
-            need = np.array([self.G[bi, bo], self.C[bi, bo], self.M[bi, bo]]) - self.held(bi)
+            need = self.R[bi, bo] - self.held(bi)
             before = len(self._moved)
             if self.fund(bi, need, best):
                 victims = self._moved[before:]     # (each moved down: not back where it was)
