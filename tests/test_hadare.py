@@ -165,7 +165,7 @@ def test_copy_search_takes_what_a_plain_greedy_over_every_copy_takes():
     from quanta.policies.hadare import HadarE
 
     class Plain(HadarE):
-        def _fork(self, snap, s, own, idle, held, per_node, rem, **_):
+        def _fork(self, snap, s, own, idle, held, per_node, rem, idle_at, any_unknown):
             j, cl, perf = snap.jobs, snap.cluster, snap.perf
             r, k = s.job, s.gtype
             spec, z = spec_of(snap, r), int(j.req[r])
@@ -177,7 +177,7 @@ def test_copy_search_takes_what_a_plain_greedy_over_every_copy_takes():
             best_t = rem / max(float(j.rates[r, k]), 1e-12)
             chosen = []
             for _rate, idx, cnt in self._copy_options(snap, r, own, idle, j.allowed[r], z,
-                                                      per_node):
+                                                      per_node, idle_at):
                 cp = np.zeros(len(cl.nodes), dtype=np.int64)
                 cp[idx] = cnt
                 trial = chosen + [cp]

@@ -180,7 +180,8 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
                 got = occ.claim(drow, t, g, cluster.min_nodes(t, g) if r in dec.consolidate
                                 else None)
                 if got is None:
-                    continue   # too few free cannot happen after the capacity check
+                    continue   # too spread to be consolidated (too few free cannot happen
+                               # after the capacity check)
                 gpus, nodes = got
                 claimed = True
             if not claimed:

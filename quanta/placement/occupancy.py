@@ -139,10 +139,9 @@ class Occupancy(FreeGpuIndex):
         levels = self._levels[type_idx]
         if levels is None or n <= 0:
             got = self.place(type_idx, n)
-            if got is not None and most_nodes is not None and got[1] > most_nodes:
+            if got is None or most_nodes is not None and got[1] > most_nodes:
                 return None
-            if got is not None:
-                self.assign(row, got[0])
+            self.assign(row, got[0])
             return got
         got = self._place_indexed(type_idx, n, levels)
         if got is None or most_nodes is not None and got[1] > most_nodes:

@@ -396,11 +396,7 @@ class Hadar(AllocationRates, Policy):
             return
         node_type = snap.cluster.node_type
         K = len(snap.cluster.types)
-        free = prices.cap[:, None] - prices.used[:, :S]
-        # room[k][t]: free GPUs of type k in start round t (Python lists: a few numbers, read
-        # and updated once per row)
-        room = np.stack([np.bincount(node_type, weights=free[:, t], minlength=K)
-                         for t in range(S)], axis=1).tolist()
+        room = prices.free_by_type(node_type, K, S)     # kept as the round commits
         req = rd.req[rows]
         smallest = np.minimum.accumulate(req[::-1])[::-1].tolist()   # least req from here on
         req = req.tolist()

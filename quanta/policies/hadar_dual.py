@@ -36,10 +36,8 @@ class Schedule(NamedTuple):
         """GPUs per type index."""
         if self.parts is not None:
             return self.parts.copy()
-        if self.at is not None:
-            return np.bincount(node_type[self.at], weights=self.nodes[self.at],
-                               minlength=types).astype(np.int64)
-        return np.bincount(node_type, weights=self.nodes, minlength=types).astype(np.int64)
+        at = slice(None) if self.at is None else self.at
+        return np.bincount(node_type[at], weights=self.nodes[at], minlength=types).astype(np.int64)
 
     @property
     def payoff(self) -> float:
@@ -84,6 +82,13 @@ class Prices:
     @property
     def free(self) -> np.ndarray:
         return self.cap[:, None] - self.used
+
+    def free_by_type(self, node_type: np.ndarray, types: int, rounds: int) -> list[list[float]]:
+        """room[k][t]: the GPUs of type k free in round t of the first `rounds` (Python lists:
+        the round's searches read and update a few numbers at a time)."""
+        free = self.cap[:, None] - self.used[:, :rounds]
+        return np.stack([np.bincount(node_type, weights=free[:, t], minlength=types)
+                         for t in range(rounds)], axis=1).tolist()
 
     def add(self, nodes: np.ndarray, t0: int, end: int, sign: int = 1,
             rows: np.ndarray | None = None) -> None:
@@ -235,12 +240,10 @@ def best_schedule(j: int, z: int, remaining: float, rates: np.ndarray, weight: f
 
     now = set()             # types (and -1: a mixed gang) with room now: never deferred
     held = current.tolist()
+    if room is None:
+        room = prices.free_by_type(node_type, K, min(starts, H))
     for t0 in range(min(starts, H)):
-        if room is None:
-            free_t0 = cap - used[:, t0]
-            free = [free_t0[prices.nodes_of(node_type, (k,))].sum() for k in range(K)]
-        else:
-            free = [room[k][t0] for k in range(K)]
+        free = [room[k][t0] for k in range(K)]
         fits = []
         for k in by_speed:
             fits.append(free[k] >= z)

@@ -164,7 +164,7 @@ class HadarE(Hadar):
         for s in single:
             own = self._own_nodes(snap, s)
             copies = self._fork(snap, s, own, idle, held.get(s.job), per_node,
-                                float(remaining[s.job]), idle_at=idle_at, any_unknown=any_unknown)
+                                float(remaining[s.job]), idle_at, any_unknown)
             if copies is None:
                 continue
             idle -= copies
@@ -185,9 +185,8 @@ class HadarE(Hadar):
         return s.nodes
 
     def _fork(self, snap: Snapshot, s: Schedule, own: np.ndarray, idle: np.ndarray,
-              held: np.ndarray | None, per_node: bool, rem: float,
-              idle_at: np.ndarray | None = None, any_unknown: bool | None = None
-              ) -> np.ndarray | None:
+              held: np.ndarray | None, per_node: bool, rem: float, idle_at: np.ndarray,
+              any_unknown: bool) -> np.ndarray | None:
         """GPUs per node of job s.job's copies beside its own gang, or None if one gang is
         best. Greedy over the copies it could add, fastest first: a copy is taken when the job
         then finishes sooner by more than a restart. The job's rate with the copies is
@@ -195,7 +194,7 @@ class HadarE(Hadar):
         period), kept as a running sum; the search stops once no slower copy can help (an upper
         bound: the next copy's rate at the best link any copy could leave). `idle_at`: the
         nodes with idle GPUs, ascending, and `any_unknown`: whether some node's link is unknown
-        (the caller's, kept for the round; None: found here)."""
+        (the caller's, kept for the round)."""
         j, cl, perf = snap.jobs, snap.cluster, snap.perf
         r, k = s.job, s.gtype
         spec, z = spec_of(snap, r), int(j.req[r])
@@ -215,8 +214,6 @@ class HadarE(Hadar):
         bw_on = bw[on].tolist()
         bw_min = float(min(bw_on)) if own_nodes else np.inf     # of the nodes taken so far
         unknown = 0.0 in bw_on                                   # some node does not say
-        if any_unknown is None:
-            any_unknown = bool((bw == 0).any())
 
         def link(lo: float, unk: bool) -> float:            # link_gbps of the nodes taken
             return 0.0 if unk or not np.isfinite(lo) else lo
@@ -254,19 +251,16 @@ class HadarE(Hadar):
         return out
 
     def _copy_options(self, snap: Snapshot, r: int, own: np.ndarray, idle: np.ndarray,
-                      allowed: np.ndarray, z: int, per_node: bool,
-                      idle_at: np.ndarray | None = None
+                      allowed: np.ndarray, z: int, per_node: bool, idle_at: np.ndarray
                       ) -> Iterable[tuple[float, np.ndarray, np.ndarray]]:
         """(rate, nodes, GPUs on each) of each copy the job could add, fastest copy first. Per
         node: every idle node of a type it may use, but those of its own gang, holds a copy of
         up to z GPUs (ties: lower node first). Per type (per=type, or a core without per-node
         copies): one copy per other type it may use, up to z of that type's idle GPUs (fullest
         idle nodes first; ties: lower type first). `idle_at`: the nodes with idle GPUs,
-        ascending (None: found here)."""
+        ascending."""
         cl, perf, spec = snap.cluster, snap.perf, spec_of(snap, r)
         opts: list = []
-        if idle_at is None:
-            idle_at = np.flatnonzero(idle > 0)
         if per_node:
             h = idle_at[own[idle_at] == 0]
             h = h[allowed[cl.node_type[h]]]
