@@ -142,31 +142,84 @@ def test_rubick_asks_only_for_cpus_a_node_can_give_and_its_decision_places():
     assert np.all(dec.cpus[on] / dec.gpus[on] * np.minimum(dec.gpus[on], 4) <= 16 + 1e-9)
 
 
-def test_victim_tables_stay_equal_to_a_fresh_search_as_jobs_move(monkeypatch):
-    """Round.fund reads each job's cheapest shrink from tables kept per shortage pattern and
-    refreshed only for jobs that moved; after every fund they must, once refreshed, equal a search from scratch."""
-    from quanta.policies.rubick_round import Round
-    c = cluster(nodes=4, cpus=32)
-    specs = trace(24, seed=3)
-    running = {i: (s.num_gpus, "base", 4.0 * s.num_gpus) for i, s in enumerate(specs[:12])
+def _bench_snapshot(n, seed):
+    """bench/policy_solve.py's round: Gavel's job types on V100 / P100 / K80 (many ties)."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "bench" / "policy_solve.py"
+    spec = importlib.util.spec_from_file_location("policy_solve", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.snapshot_of(n, seed)
+
+
+def _curve_snapshot(n, nodes, seed):
+    specs = trace(n, seed=seed)
+    running = {i: (s.num_gpus, "base", 4.0 * s.num_gpus) for i, s in enumerate(specs[:n // 2])
                if i % 3 != 2}
-    snap = snapshot(specs, c, running=running)
+    return snapshot(specs, cluster(nodes=nodes, cpus=32), running=running)
+
+
+def _greedy_case(case):
+    return {"24 jobs": lambda: _curve_snapshot(24, 4, 3), "64 jobs": lambda: _curve_snapshot(64, 12, 5),
+            "gavel types": lambda: _bench_snapshot(128, 2)}[case]()
+
+
+@pytest.mark.parametrize("case", ["24 jobs", "gavel types"])
+def test_each_steepest_move_read_from_the_chains_is_a_search_from_scratch(monkeypatch, case):
+    """The greedy reads a job's next steepest move, after it moved, from chains of moves found
+    for every job at once (rubick_round._MoveChains): each must be the move a search from the
+    job's option gives."""
+    from quanta.policies.rubick_round import _MoveChains
+    snap = _greedy_case(case)
+    found = _MoveChains.next
+    checked = []
+
+    def checked_next(self, i, a):
+        got = found(self, i, a)
+        assert self.rnd.at[i] == a
+        s, o = self.rnd._best_moves(np.array([i]), np.array([a]))
+        assert got == (float(s[0]), int(o[0]))
+        checked.append(i)
+        return got
+
+    monkeypatch.setattr(_MoveChains, "next", checked_next)
+    make_policy("rubick").decide(snap)
+    assert len(checked) > 3
+
+
+@pytest.mark.parametrize("case", ["24 jobs", "64 jobs", "gavel types"])
+def test_victim_tables_stay_equal_to_a_fresh_search_as_jobs_move(monkeypatch, case):
+    """Round.fund reads each job's cheapest shrink from tables kept per shortage pattern,
+    refreshed only for jobs that moved (each job's shrink at an option found once, those its
+    victims shrink to found ahead), and the cheapest victim per GPU type and over all jobs kept
+    as the table changes; after every fund they must, once refreshed, equal a search from
+    scratch."""
+    from quanta.policies.rubick_round import Round
+    snap = _greedy_case(case)
     checked = []
     fund = Round.fund
 
     def checked_fund(self, i, need, limit):
         ok = fund(self, i, need, limit)
         for pattern in list(self._shrink):
-            ratio, opt = self.shrink_table(pattern)
-            fresh_r, fresh_o = self._shrink_rows(np.arange(self.n), np.array(pattern))
-            assert np.array_equal(ratio, fresh_r) and np.array_equal(opt, fresh_o)
+            table = self.shrink_table(pattern)
+            fresh_r, fresh_o = np.full(self.n, np.inf), np.full(self.n, -2)
+            can = np.flatnonzero((self.at >= 0) & ~self.raised & ~self.pinned)
+            fresh_r[can], fresh_o[can] = self._shrink_rows(can, self.at[can], np.array(pattern))
+            assert np.array_equal(table.ratio, fresh_r) and np.array_equal(table.opt, fresh_o)
+            for g in [-1] + sorted(set(self.k_of.tolist())):
+                rows = np.arange(self.n) if g < 0 else np.flatnonzero(self.k_of == g)
+                for other in (-1, int(rows[np.argmin(fresh_r[rows])])):
+                    r = np.where(rows == other, np.inf, fresh_r[rows])
+                    assert table.victim(g, other) == (int(rows[np.argmin(r)]), float(r.min()))
             checked.append(pattern)
         return ok
 
     monkeypatch.setattr(Round, "fund", checked_fund)
     dec = make_policy("rubick").decide(snap)
-    assert checked and dec.gpus.sum() <= 32
-    assert dec.cpus.sum() <= 4 * 32 + 1e-9
+    assert checked and dec.gpus.sum() <= snap.cluster.num_gpus
+    assert dec.cpus.sum() <= snap.resources[0] + 1e-9
 
 
 def test_synergy_keeps_gpus_and_plans_and_moves_cpus_to_the_sensitive_job():

@@ -71,17 +71,20 @@ class Round:
         self.raised = np.zeros(n, dtype=bool)
         self.shrunk = np.zeros(n, dtype=bool)
         self._moved: list[int] = []     # rows moved, in order (see shrink_table)
-        self._of_type: dict[int, np.ndarray] = {}   # type -> its rows, ascending (see fund)
         self.R = np.stack([self.G, self.C, self.M], axis=2)   # (job, option, resource)
         self.options = np.arange(O)                           # option indexes
         self.finite = np.isfinite(self.V)
         self.sla_ok = self.finite & (self.V >= self.floor_v[:, None])   # at or above the floor
+        # the same with "nothing" as a last option (a shrink's: allowed where there is no floor)
+        self.R_or_none = np.concatenate([self.R, np.zeros((n, 1, 3))], axis=1)
+        self.V_or_none = np.concatenate([np.where(self.finite, self.V, 0.0), np.zeros((n, 1))], axis=1)
+        self.sla_ok_or_none = np.concatenate([self.sla_ok, (self.floor_at < 0)[:, None]], axis=1)
         if pol.release_3d > 0:
             self.release_large_3d(sum(s.guaranteed for s in j.specs))
         # never a victim: a running job restarted max_restarts times, or any running job when
         # running jobs are not shrunk for others (R1, the artifact)
         self.pinned = self.was_running & (self.frozen | (not pol.shrink_running))
-        self._shrink: dict = {}
+        self._shrink: dict[tuple[bool, bool, bool], _Shrinks] = {}
 
     # -- helpers ---------------------------------------------------------------------------------
     def held(self, i: int) -> np.ndarray:
@@ -121,48 +124,33 @@ class Round:
     def may_change(self, i: int) -> bool:
         return not (self.frozen[i] and self.was_running[i])
 
-    def shrink_table(self, pattern: tuple[bool, bool, bool]) -> tuple[np.ndarray, np.ndarray]:
+    def shrink_table(self, pattern: tuple[bool, bool, bool]) -> _Shrinks:
         """Every job's cheapest way to free some of the resources flagged in `pattern` (GPUs,
-        CPUs, memory short): (loss per freed unit, option; -1 = down to nothing, -2 = none) per job.
-        Kept per pattern and recomputed only for the jobs moved since (a job's best shrink
-        depends on nothing else: its option, and its `raised` flag, set only with a move)."""
+        CPUs, memory short), kept per pattern and brought up to date with the jobs moved since."""
         t = self._shrink.get(pattern)
         if t is None:
-            t = self._shrink[pattern] = [np.full(self.n, np.inf), np.full(self.n, -2, dtype=np.int64),
-                                         len(self._moved)]
-            rows = np.arange(self.n)
+            t = self._shrink[pattern] = _Shrinks(self, pattern)
         else:
-            rows = np.array(sorted(set(self._moved[t[2]:])), dtype=np.int64)
-            t[2] = len(self._moved)
-        ratio, opt = t[0], t[1]
-        if rows.size:
-            # never a victim (holds nothing, was raised this round, or pinned): no shrink
-            none = (self.at[rows] < 0) | self.raised[rows] | self.pinned[rows]
-            ratio[rows[none]], opt[rows[none]] = np.inf, -2
-            rows = rows[~none]
-            if rows.size:
-                ratio[rows], opt[rows] = self._shrink_rows(rows, np.array(pattern))
-        return ratio, opt
+            t.refresh()
+        return t
 
-    def _shrink_rows(self, rows: np.ndarray, short: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Vectorised over `rows` x options: candidates are the other options at or above the
-        job's SLA floor (and nothing at all when it has no floor) that free some short resource and
-        take none; the best has the lowest loss per freed unit (rounded to 1e-9), then the
-        smaller step, then the lower option index with "nothing" last."""
+    def _shrink_rows(self, rows: np.ndarray, a: np.ndarray, short: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """The cheapest shrink of each of `rows` from its option `a` (>= 0), vectorised over
+        `rows` x options: candidates are the other options at or above the job's SLA floor (and
+        nothing at all when it has no floor) that free some short resource and take none; the
+        best has the lowest loss per freed unit (rounded to 1e-9), then the smaller step, then the
+        lower option index with "nothing" last. (loss per freed unit, option; -1 = down to
+        nothing), or (inf, -2) where no option frees a short resource."""
         m, O = rows.size, self.V.shape[1]
-        a = self.at[rows]
-        has = a >= 0
-        held = np.where(has[:, None], self.R[rows, np.maximum(a, 0)], 0.0)           # (m, 3)
-        res = np.concatenate([self.R[rows], np.zeros((m, 1, 3))], axis=1)             # (m, O+1, 3)
-        v = np.concatenate([np.where(self.finite[rows], self.V[rows], 0.0), np.zeros((m, 1))], axis=1)
-        cand = np.concatenate([self.sla_ok[rows] & (self.options != a[:, None]),
-                               (self.floor_at[rows] < 0)[:, None]], axis=1)
-        cand &= (has & ~self.raised[rows] & ~self.pinned[rows])[:, None]
+        held = self.R[rows, a]                                                         # (m, 3)
+        res = self.R_or_none[rows]                                                     # (m, O+1, 3)
+        cand = self.sla_ok_or_none[rows]
+        cand[np.arange(m), a] = False
         freed = held[:, None, :] - res
         cand &= ((freed > EPS) & short).any(axis=2) & ~(res > held[:, None, :] + EPS).any(axis=2)
         size = self.cost(freed)
-        v0 = np.where(has, self.V[rows, np.maximum(a, 0)], 0.0)
-        ratio = (v0[:, None] - v) / size
+        ratio = (self.V[rows, a][:, None] - self.V_or_none[rows]) / size
         key = np.where(cand, np.round(ratio, 9), np.inf)
         tie = cand & (key == key.min(axis=1, keepdims=True))
         step = np.where(tie, size, np.inf)
@@ -174,35 +162,23 @@ class Round:
 
     def fund(self, i: int, need: np.ndarray, limit: float) -> bool:
         """Take resources from victims (loss per unit < limit) until `need` fits; undo if not.
-        Victim: the lowest loss per freed unit over all jobs (ties: the lower row)."""
+        Victim: the lowest loss per freed unit over all jobs, or over the jobs of i's GPU type
+        where GPUs are short (ties: the lower row)."""
         undo: list[tuple[int, int]] = []
-        k = int(self.k_of[i])
-        mine = self._of_type.get(k)
-        if mine is None:
-            mine = self._of_type[k] = np.flatnonzero(self.k_of == k)
         while True:
             s = self.short(i, need)
             pattern = (s[0] > EPS, s[1] > EPS, s[2] > EPS)     # what is short
             if not any(pattern):
                 break
-            ratio, opt = self.shrink_table(pattern)
-            keep = ratio[i]
-            ratio[i] = np.inf               # (never its own victim)
-            if s[0] > 0:                    # GPUs short: a victim of the same type
-                r = ratio[mine]
-                a = int(np.argmin(r))
-                v, loss = int(mine[a]), r[a]
-            else:
-                v = int(np.argmin(ratio))
-                loss = ratio[v]
-            ratio[i] = keep
+            table = self.shrink_table(pattern)
+            v, loss = table.victim(int(self.k_of[i]) if s[0] > 0 else -1, i)
             if not loss < limit:
                 for vv, oo in reversed(undo):
                     self.move(vv, oo)
                     self.shrunk[vv] = False
                 return False
             undo.append((v, int(self.at[v])))
-            self.move(v, int(opt[v]))
+            self.move(v, int(table.opt[v]))
             self.shrunk[v] = True
         return True
 
@@ -358,12 +334,14 @@ class Round:
             if self.fund(i, need, np.inf):
                 self.move(i, f)
                 self.raised[i] = True
-        # 2. steepest marginal gain (a job's best move depends on its own state only: cached)
-        slope = np.zeros(self.n)
-        best_o = np.full(self.n, -1, dtype=np.int64)
+        # 2. steepest marginal gain (a job's best move depends on its own option only: its
+        # successive moves are found for every job at once, before the greedy takes any)
         grows = ~self.one_node if self.pol.fill_node else np.ones(self.n, dtype=bool)  # (a)
         rows = np.flatnonzero(~(self.frozen & self.was_running) & ~self.shrunk & grows)
-        slope[rows], best_o[rows] = self._best_moves(rows)
+        chains = _MoveChains(self, rows)
+        slope = np.zeros(self.n)
+        best_o = np.full(self.n, -1, dtype=np.int64)
+        slope[rows], best_o[rows] = chains.slope[rows, self.at[rows] + 1], chains.to[rows, self.at[rows] + 1]
         for _ in range(8 * self.n + 16):
             bi = int(np.argmax(slope))
             best, bo = float(slope[bi]), int(best_o[bi])
@@ -375,16 +353,16 @@ class Round:
                 victims = self._moved[before:]     # (each moved down: not back where it was)
                 self.move(bi, bo)
                 self.raised[bi] = True
-                (slope[bi],), (best_o[bi],) = self._best_moves(np.array([bi]))
+                slope[bi], best_o[bi] = chains.next(bi, bo)
                 slope[victims] = 0.0
             else:
                 slope[bi] = 0.0
         return self._decision(order)
 
-    def _best_moves(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Each row's steepest move: (value gained per unit of dominant cost, option); (0, -1)
-        where no option gains (a running job kept as it is must gain `min_gain`)."""
-        a = self.at[rows]
+    def _best_moves(self, rows: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each row's steepest move from option `a` (-1: none held): (value gained per unit of
+        dominant cost, option); (0, -1) where no option gains (a running job kept as it is must
+        gain `min_gain`)."""
         has = a >= 0
         a0 = np.maximum(a, 0)
         V = self.V[rows]
@@ -438,3 +416,137 @@ class Round:
         if self.pol.scale_cap != "none":
             dec.state = {"notes": {"scale_cap": sorted({o.note for o in self.opts if o.note})}}
         return dec
+
+
+class _MoveChains:
+    """Each job's steepest move from the option it holds, then from that move's option, and so
+    on (every move gains value: a chain ends within the options): (slope, option) tables indexed by
+    (job, option held + 1); option -1 where no move gains, -2 where not found yet. A job's best move
+    depends on its own option only, so the moves are found a chain step at a time for every job at
+    once (`Round._best_moves`), as deep as the greedy goes."""
+
+    def __init__(self, rnd: Round, rows: np.ndarray):
+        self.rnd = rnd
+        O = rnd.V.shape[1]
+        self.slope = np.zeros((rnd.n, O + 1))
+        self.to = np.full((rnd.n, O + 1), -2, dtype=np.int64)
+        self.rows, self.a = rows, rnd.at[rows]       # the next step's jobs and their options
+        self._step()
+
+    def _step(self) -> None:
+        rows, a = self.rows, self.a
+        s, o = self.rnd._best_moves(rows, a)
+        self.slope[rows, a + 1], self.to[rows, a + 1] = s, o
+        go = o >= 0
+        self.rows, self.a = rows[go], o[go]
+
+    def next(self, i: int, a: int) -> tuple[float, int]:
+        """Job i's steepest move from option a, where a is a move found before."""
+        while self.to[i, a + 1] == -2:
+            assert self.rows.size, "not a move found before"
+            self._step()
+        return float(self.slope[i, a + 1]), int(self.to[i, a + 1])
+
+
+class _Shrinks:
+    """For one shortage pattern (GPUs, CPUs, memory short): each job's cheapest shrink at the
+    option it holds, (loss per freed unit, option; -1 = down to nothing, -2 = none: a job holding
+    nothing, raised this round or pinned is never a victim), and the cheapest victim per group
+    of jobs (a GPU type's, or all: -1). A job's cheapest shrink depends on its option only (and
+    on its raised flag, set only with a move), so the table is brought up to date for the jobs
+    moved since (`refresh`), each job's shrink at each option found once."""
+
+    def __init__(self, rnd: Round, pattern: tuple[bool, bool, bool]):
+        self.rnd, self.short = rnd, np.array(pattern)
+        n, O = rnd.V.shape
+        self.seen = len(rnd._moved)                        # moves taken into account
+        self.found_r = np.zeros((n, O + 1))                # by (job, option + 1) ...
+        self.found_o = np.full((n, O + 1), -3, dtype=np.int64)   # ... -3: not found yet,
+        # -4: to be found at the next step
+        self.ratio = np.full(n, np.inf)
+        self.opt = np.full(n, -2, dtype=np.int64)
+        self.groups: dict[int, np.ndarray | None] = {}    # group -> its rows (None: all)
+        self.cheapest: dict[int, tuple[int, float] | None] = {}   # group -> (row, loss); None: stale
+        rows = np.arange(n)
+        a = rnd.at
+        can = (a >= 0) & ~rnd.raised & ~rnd.pinned
+        self.next = rows[can], a[can]        # the next shrinks to find together (see _step)
+        rows, a = self.next
+        self._step()
+        self.ratio[rows], self.opt[rows] = self.found_r[rows, a + 1], self.found_o[rows, a + 1]
+
+    def _step(self) -> None:
+        """Find the shrinks of `next` (jobs, options), and mark the options they shrink to as
+        the next to find: a victim is likely shrunk again (-4: marked)."""
+        rows, a = self.next
+        self.found_r[rows, a + 1], o = self.rnd._shrink_rows(rows, a, self.short)
+        self.found_o[rows, a + 1] = o
+        go = o >= 0
+        rows, o = rows[go], o[go]
+        keep = self.found_o[rows, o + 1] == -3
+        self.next = rows[keep], o[keep]
+        self.found_o[self.next[0], self.next[1] + 1] = -4
+
+    def refresh(self) -> None:
+        """Bring the table up to date with the jobs moved since (a few: one at a time)."""
+        rnd = self.rnd
+        if self.seen == len(rnd._moved):
+            return
+        rows = dict.fromkeys(rnd._moved[self.seen:])
+        self.seen = len(rnd._moved)
+        at, raised, pinned, found_o = rnd.at, rnd.raised, rnd.pinned, self.found_o
+        new = []
+        for r in rows:
+            a = int(at[r])
+            if a < 0 or raised[r] or pinned[r]:
+                self._put(r, np.inf, -2)
+            elif found_o[r, a + 1] == -3:
+                new.append(r)
+            else:
+                if found_o[r, a + 1] == -4:
+                    self._step()
+                self._put(r, float(self.found_r[r, a + 1]), int(found_o[r, a + 1]))
+        if new:
+            idx = np.array(new, dtype=np.int64)
+            a = at[idx]
+            x, o = rnd._shrink_rows(idx, a, self.short)
+            self.found_r[idx, a + 1], found_o[idx, a + 1] = x, o
+            for r, x1, o1 in zip(new, x.tolist(), o.tolist()):
+                self._put(r, x1, o1)
+
+    def _put(self, r: int, x: float, o: int) -> None:
+        """Job r's cheapest shrink is now (x, o): the cheapest victim of its groups follows."""
+        self.ratio[r], self.opt[r] = x, o
+        for g in (int(self.rnd.k_of[r]), -1):
+            c = self.cheapest.get(g)
+            if c is None:
+                continue
+            if x < c[1] or x == c[1] and r < c[0]:
+                self.cheapest[g] = (r, x)
+            elif r == c[0] and x > c[1]:
+                self.cheapest[g] = None          # the cheapest got dearer: search again
+
+    def _argmin(self, g: int) -> tuple[int, float]:
+        rows = self.groups.get(g)
+        if g not in self.groups:
+            rows = self.groups[g] = None if g < 0 else np.flatnonzero(self.rnd.k_of == g)
+        if rows is None:
+            v = int(np.argmin(self.ratio))
+        else:
+            v = int(rows[np.argmin(self.ratio[rows])])
+        return v, float(self.ratio[v])
+
+    def victim(self, g: int, i: int) -> tuple[int, float]:
+        """The cheapest victim of group g (a GPU type; -1: every job) other than job i:
+        (row, loss per freed unit; inf: none)."""
+        c = self.cheapest.get(g)
+        if c is None:
+            c = self.cheapest[g] = self._argmin(g)
+        if c[0] != i:
+            return c
+        keep = self.ratio[i]
+        self.ratio[i] = np.inf                  # (never its own victim)
+        try:
+            return self._argmin(g)
+        finally:
+            self.ratio[i] = keep
