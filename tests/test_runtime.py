@@ -71,22 +71,25 @@ def test_measured_throughput_reaches_the_performance_model(tmp_path):
 
 @pytest.mark.slow
 def test_round_based_policy_decides_on_its_rounds(tmp_path):
-    """gavel-las with 5 s rounds time-shares one slot between two jobs, deciding once a round."""
-    store, rt = make(tmp_path, "gavel-las:interval=5")
+    """gavel-las with 10 s rounds time-shares one slot between two jobs, deciding once a round.
+    (A round must be longer than a worker's start: importing torch takes 3-5 s on a slow idle
+    2-core machine, more under load, and a job preempted before it trains never trains.)"""
+    interval = 10
+    store, rt = make(tmp_path, f"gavel-las:interval={interval}")
     a, b = add(store, "a", 100_000, 0.01), add(store, "b", 100_000, 0.01)
     start = rt.now()
 
     def kinds():
         return {j: [e["kind"] for e in store.events(j)] for j in (a, b)}
 
-    def took_turns():       # ~24 s on an idle machine; a loaded one starts workers slower
+    def took_turns():       # ~30 s on an idle machine; a loaded one starts workers slower
         k = kinds()
         return rt.now() - start >= 24 and all("training" in v for v in k.values()) and \
             sum(v.count("preempted") for v in k.values()) >= 2
     try:
-        run_for(rt, 120, took_turns)
+        run_for(rt, 240, took_turns)
         elapsed = rt.now() - start
-        rounds = int(np.floor(rt.now() / 5)) - int(np.floor(start / 5)) + 1
+        rounds = int(np.floor(rt.now() / interval)) - int(np.floor(start / interval)) + 1
         assert 3 <= rt.stats.decisions <= rounds, (rt.stats.decisions, elapsed)
         kinds = kinds()
         assert all("training" in k for k in kinds.values())    # both got the slot
