@@ -335,13 +335,14 @@ class Round:
                 self.move(i, f)
                 self.raised[i] = True
         # 2. steepest marginal gain (a job's best move depends on its own option only: its
-        # successive moves are found for every job at once, before the greedy takes any)
+        # successive moves are found a step at a time for every job at once, _MoveChains)
         grows = ~self.one_node if self.pol.fill_node else np.ones(self.n, dtype=bool)  # (a)
         rows = np.flatnonzero(~(self.frozen & self.was_running) & ~self.shrunk & grows)
         chains = _MoveChains(self, rows)
         slope = np.zeros(self.n)
         best_o = np.full(self.n, -1, dtype=np.int64)
-        slope[rows], best_o[rows] = chains.slope[rows, self.at[rows] + 1], chains.to[rows, self.at[rows] + 1]
+        col = self.at[rows] + 1
+        slope[rows], best_o[rows] = chains.slope[rows, col], chains.to[rows, col]
         for _ in range(8 * self.n + 16):
             bi = int(np.argmax(slope))
             best, bo = float(slope[bi]), int(best_o[bi])
@@ -454,7 +455,8 @@ class _Shrinks:
     nothing, raised this round or pinned is never a victim), and the cheapest victim per group
     of jobs (a GPU type's, or all: -1). A job's cheapest shrink depends on its option only (and
     on its raised flag, set only with a move), so the table is brought up to date for the jobs
-    moved since (`refresh`), each job's shrink at each option found once."""
+    moved since (`refresh`), each job's shrink at each option found once, and the options
+    victims would shrink to found ahead, for all of them together (`_step`)."""
 
     def __init__(self, rnd: Round, pattern: tuple[bool, bool, bool]):
         self.rnd, self.short = rnd, np.array(pattern)
