@@ -335,14 +335,14 @@ class Round:
                 self.move(i, f)
                 self.raised[i] = True
         # 2. steepest marginal gain (a job's best move depends on its own option only: its
-        # successive moves are found a step at a time for every job at once, _MoveChains)
+        # successive moves are found a step at a time for every job at once, _Chains)
         grows = ~self.one_node if self.pol.fill_node else np.ones(self.n, dtype=bool)  # (a)
         rows = np.flatnonzero(~(self.frozen & self.was_running) & ~self.shrunk & grows)
-        chains = _MoveChains(self, rows)
+        chains = _Chains(self._best_moves, self.n, self.V.shape[1], rows, self.at[rows])
         slope = np.zeros(self.n)
         best_o = np.full(self.n, -1, dtype=np.int64)
         col = self.at[rows] + 1
-        slope[rows], best_o[rows] = chains.slope[rows, col], chains.to[rows, col]
+        slope[rows], best_o[rows] = chains.value[rows, col], chains.to[rows, col]
         for _ in range(8 * self.n + 16):
             bi = int(np.argmax(slope))
             best, bo = float(slope[bi]), int(best_o[bi])
@@ -354,7 +354,7 @@ class Round:
                 victims = self._moved[before:]     # (each moved down: not back where it was)
                 self.move(bi, bo)
                 self.raised[bi] = True
-                slope[bi], best_o[bi] = chains.next(bi, bo)
+                slope[bi], best_o[bi] = chains.get(bi, bo)    # (a move found: on its chain)
                 slope[victims] = 0.0
             else:
                 slope[bi] = 0.0
@@ -419,34 +419,43 @@ class Round:
         return dec
 
 
-class _MoveChains:
-    """Each job's steepest move from the option it holds, then from that move's option, and so
-    on (every move gains value: a chain ends within the options): (slope, option) tables indexed by
-    (job, option held + 1); option -1 where no move gains, -2 where not found yet. A job's best move
-    depends on its own option only, so the moves are found a chain step at a time for every job at
-    once (`Round._best_moves`), as deep as the greedy goes."""
+class _Chains:
+    """A search's answer for each job at each option it may hold, (value, option it goes to:
+    >= 0, or a negative code of the search's), kept by (job, option + 1), found a chain step at a
+    time: the options the jobs of one step go to are marked and found together, for every job at
+    once, when one of them is asked for (the greedy moves a job, or shrinks a victim, to just
+    such an option; each step gains value, or frees a short resource, so a chain ends). An
+    option on no chain is found when asked for (`find`)."""
 
-    def __init__(self, rnd: Round, rows: np.ndarray):
-        self.rnd = rnd
-        O = rnd.V.shape[1]
-        self.slope = np.zeros((rnd.n, O + 1))
-        self.to = np.full((rnd.n, O + 1), -2, dtype=np.int64)
-        self.rows, self.a = rows, rnd.at[rows]       # the next step's jobs and their options
+    UNKNOWN, MARKED = -3, -4
+
+    def __init__(self, search, n: int, O: int, rows: np.ndarray, a: np.ndarray):
+        self.search = search                 # (rows, options) -> (values, options gone to)
+        self.value = np.zeros((n, O + 1))
+        self.to = np.full((n, O + 1), self.UNKNOWN, dtype=np.int64)
+        self.next = rows, a                  # the next step's jobs and their options
         self._step()
 
-    def _step(self) -> None:
-        rows, a = self.rows, self.a
-        s, o = self.rnd._best_moves(rows, a)
-        self.slope[rows, a + 1], self.to[rows, a + 1] = s, o
-        go = o >= 0
-        self.rows, self.a = rows[go], o[go]
+    def find(self, rows: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        x, o = self.search(rows, a)
+        self.value[rows, a + 1], self.to[rows, a + 1] = x, o
+        return x, o
 
-    def next(self, i: int, a: int) -> tuple[float, int]:
-        """Job i's steepest move from option a, where a is a move found before."""
-        while self.to[i, a + 1] == -2:
-            assert self.rows.size, "not a move found before"
+    def _step(self) -> None:
+        rows, a = self.next
+        _, o = self.find(rows, a)
+        go = o >= 0
+        rows, o = rows[go], o[go]
+        keep = self.to[rows, o + 1] == self.UNKNOWN
+        self.next = rows[keep], o[keep]
+        self.to[self.next[0], self.next[1] + 1] = self.MARKED
+
+    def get(self, i: int, a: int) -> tuple[float, int] | None:
+        """Job i's answer at option a (None: on no chain, not found yet)."""
+        if self.to[i, a + 1] == self.MARKED:
             self._step()
-        return float(self.slope[i, a + 1]), int(self.to[i, a + 1])
+        t = int(self.to[i, a + 1])
+        return None if t == self.UNKNOWN else (float(self.value[i, a + 1]), t)
 
 
 class _Shrinks:
@@ -455,39 +464,22 @@ class _Shrinks:
     nothing, raised this round or pinned is never a victim), and the cheapest victim per group
     of jobs (a GPU type's, or all: -1). A job's cheapest shrink depends on its option only (and
     on its raised flag, set only with a move), so the table is brought up to date for the jobs
-    moved since (`refresh`), each job's shrink at each option found once, and the options
-    victims would shrink to found ahead, for all of them together (`_step`)."""
+    moved since (`refresh`), each job's shrink at each option found once, those at the options
+    victims would shrink to found ahead (`_Chains`)."""
 
     def __init__(self, rnd: Round, pattern: tuple[bool, bool, bool]):
-        self.rnd, self.short = rnd, np.array(pattern)
+        self.rnd = rnd
         n, O = rnd.V.shape
         self.seen = len(rnd._moved)                        # moves taken into account
-        self.found_r = np.zeros((n, O + 1))                # by (job, option + 1) ...
-        self.found_o = np.full((n, O + 1), -3, dtype=np.int64)   # ... -3: not found yet,
-        # -4: to be found at the next step
         self.ratio = np.full(n, np.inf)
         self.opt = np.full(n, -2, dtype=np.int64)
         self.groups: dict[int, np.ndarray | None] = {}    # group -> its rows (None: all)
         self.cheapest: dict[int, tuple[int, float] | None] = {}   # group -> (row, loss); None: stale
-        rows = np.arange(n)
-        a = rnd.at
-        can = (a >= 0) & ~rnd.raised & ~rnd.pinned
-        self.next = rows[can], a[can]        # the next shrinks to find together (see _step)
-        rows, a = self.next
-        self._step()
-        self.ratio[rows], self.opt[rows] = self.found_r[rows, a + 1], self.found_o[rows, a + 1]
-
-    def _step(self) -> None:
-        """Find the shrinks of `next` (jobs, options), and mark the options they shrink to as
-        the next to find: a victim is likely shrunk again (-4: marked)."""
-        rows, a = self.next
-        self.found_r[rows, a + 1], o = self.rnd._shrink_rows(rows, a, self.short)
-        self.found_o[rows, a + 1] = o
-        go = o >= 0
-        rows, o = rows[go], o[go]
-        keep = self.found_o[rows, o + 1] == -3
-        self.next = rows[keep], o[keep]
-        self.found_o[self.next[0], self.next[1] + 1] = -4
+        short = np.array(pattern)
+        rows = np.flatnonzero((rnd.at >= 0) & ~rnd.raised & ~rnd.pinned)
+        a = rnd.at[rows]
+        self.found = _Chains(lambda r, o: rnd._shrink_rows(r, o, short), n, O, rows, a)
+        self.ratio[rows], self.opt[rows] = self.found.value[rows, a + 1], self.found.to[rows, a + 1]
 
     def refresh(self) -> None:
         """Bring the table up to date with the jobs moved since (a few: one at a time)."""
@@ -496,23 +488,20 @@ class _Shrinks:
             return
         rows = dict.fromkeys(rnd._moved[self.seen:])
         self.seen = len(rnd._moved)
-        at, raised, pinned, found_o = rnd.at, rnd.raised, rnd.pinned, self.found_o
+        at, raised, pinned = rnd.at, rnd.raised, rnd.pinned
         new = []
         for r in rows:
             a = int(at[r])
             if a < 0 or raised[r] or pinned[r]:
                 self._put(r, np.inf, -2)
-            elif found_o[r, a + 1] == -3:
+                continue
+            got = self.found.get(r, a)
+            if got is None:
                 new.append(r)
             else:
-                if found_o[r, a + 1] == -4:
-                    self._step()
-                self._put(r, float(self.found_r[r, a + 1]), int(found_o[r, a + 1]))
+                self._put(r, *got)
         if new:
-            idx = np.array(new, dtype=np.int64)
-            a = at[idx]
-            x, o = rnd._shrink_rows(idx, a, self.short)
-            self.found_r[idx, a + 1], found_o[idx, a + 1] = x, o
+            x, o = self.found.find(np.array(new, dtype=np.int64), at[new])
             for r, x1, o1 in zip(new, x.tolist(), o.tolist()):
                 self._put(r, x1, o1)
 
