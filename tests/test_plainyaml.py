@@ -17,6 +17,7 @@ def pyyaml(data) -> str:
 
 
 TRICKY = ["5318563-dirty", "5318563", "a1b2-dirty", "", "0.1.0+6e258afdc235", "53e8563", "1e5",
+          "0b7d209", "0B1", "0X7d2", "0xzz", "0b1e5", "0x1e5", "0x_1", "0b", "0x1.5",
           "089", "0x1f", "0o17", "0b101", "12:30", "1.5", "1.5e+3", "v100:36x1,p100:36x1", "a,b",
           "a@b", "x=1", "1_000", "2001-12-14", "2001-12-14t21:59:43.10-05:00", "9abc-dirty",
           "1-2", "yes", "No", "ON", "null", "Null", "nULL", "~", "y", "n", "true", "False",
@@ -60,7 +61,7 @@ def test_each_tricky_string_alone():
             text = dump(data)
             assert text is None or text == pyyaml(data), (s, data)
     # the strings a run's config holds most are written without PyYAML
-    for s in ["5318563-dirty", "0.1.0+6e258afdc235", "53e8563", "5318563", "",
+    for s in ["5318563-dirty", "0.1.0+6e258afdc235", "53e8563", "5318563", "", "0b7d209", "0x7d2",
               "v100:36x1,p100:36x1", "/tmp/a.trace", "quanta simulate --trace x --policy las"]:
         assert dump({"k": s}) is not None, s
 

@@ -26,6 +26,7 @@ _CLOCK = set("0123456789:")
 _SEXAGESIMAL = re.compile(r"[1-9][0-9]*(:[0-5]?[0-9])+")
 # what YAML 1.1's numbers and dates are written with
 _NUMBERISH = set("0123456789_.:+-eEtTzZ ")
+_BASE_INT = re.compile(r"0b[01_]+|0x[0-9a-fA-F_]+")   # (PyYAML: lower-case b / x only)
 
 
 class _Unsure(Exception):
@@ -111,8 +112,8 @@ def _string(s: str, spaced: bool) -> str:
         raise _Unsure
     if set(s) <= _CLOCK:                          # a whole number in base 60 ("2:10"), or not
         return f"'{s}'" if _SEXAGESIMAL.fullmatch(s) else s
-    if s[:2].lower() in ("0b", "0o", "0x"):
-        raise _Unsure
+    if _BASE_INT.fullmatch(s):                    # YAML 1.1's binary and hex integers
+        return f"'{s}'"
     # no number or date holds a letter but e, t or z, or two points
     if s.isalnum() or not set(s) <= _NUMBERISH or s.count(".") >= 2:
         return s
