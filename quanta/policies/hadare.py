@@ -162,6 +162,8 @@ class HadarE(Hadar):
         idle_at = np.flatnonzero(idle > 0)              # (kept as idle shrinks)
         any_unknown = bool((cl.node_bw == 0).any())      # some node does not say its link
         for s in single:
+            if not idle_at.size:
+                break                                   # no idle GPU left: no copy for anyone
             own = self._own_nodes(snap, s)
             copies = self._fork(snap, s, own, idle, held.get(s.job), per_node,
                                 float(remaining[s.job]), idle_at, any_unknown)
