@@ -25,7 +25,7 @@ TRICKY = ["5318563-dirty", "5318563", "a1b2-dirty", "", "0.1.0+6e258afdc235", "5
           "a: b", "a:", "a #b", "a  b", " a", "a ", "quanta simulate --trace x --policy las",
           "émile", "tab\there", "line\nbreak", "it's", 'say "hi"', "1.0", "1.", "3.14.15", "_x",
           "/abs/path.trace", "gavel-las:agnostic=true", "a=b,c=d", "2:10", "4000:5000",
-          "0:10", "1:60", "12:", "1::2"]
+          "0:10", "1:60", "12:", "1::2", "0123489", "0800", "0_8"]
 
 WORDS = st.sampled_from(TRICKY) | st.text(alphabet="0123456789abcdefxEtTzZ_.:/,=+@- ",
                                            max_size=14)
@@ -62,8 +62,19 @@ def test_each_tricky_string_alone():
             assert text is None or text == pyyaml(data), (s, data)
     # the strings a run's config holds most are written without PyYAML
     for s in ["5318563-dirty", "0.1.0+6e258afdc235", "53e8563", "5318563", "", "0b7d209", "0x7d2",
-              "v100:36x1,p100:36x1", "/tmp/a.trace", "quanta simulate --trace x --policy las"]:
+              "v100:36x1,p100:36x1", "/tmp/a.trace", "quanta simulate --trace x --policy las",
+              "0123489", "0123489-dirty"]:
         assert dump({"k": s}) is not None, s
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="0123456789abcdef", min_size=7, max_size=7), st.booleans())
+def test_every_short_commit_hash_is_written_without_pyyaml(h, dirty):
+    # the config's git field (`git describe --always --dirty`): any hash, so that a clone's
+    # commit never sends a real run's config to PyYAML (0b7d209 once did)
+    data = {"git": h + ("-dirty" if dirty else "")}
+    text = dump(data)
+    assert text is not None and text == pyyaml(data), h
 
 
 def test_real_configs_are_written_without_pyyaml(tmp_path):

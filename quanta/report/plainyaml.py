@@ -109,7 +109,7 @@ def _string(s: str, spaced: bool) -> str:
     if s.isdigit():
         if s == "0" or s[0] != "0" or set(s) <= _OCTAL:
             return f"'{s}'"                      # a whole number: quoted
-        raise _Unsure
+        return s        # a 0, then an 8 or 9: no YAML 1.1 integer (PyYAML writes it bare)
     if set(s) <= _CLOCK:                          # a whole number in base 60 ("2:10"), or not
         return f"'{s}'" if _SEXAGESIMAL.fullmatch(s) else s
     if _BASE_INT.fullmatch(s):                    # YAML 1.1's binary and hex integers
