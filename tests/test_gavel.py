@@ -526,6 +526,65 @@ def test_level_search_programme_gives_max_mins_level():
                                                         rel=1e-7)
 
 
+def test_refine_with_the_level_known_is_its_second_stage_alone(monkeypatch):
+    # max_min's refinement fixes the level just below the first stage's optimum, then takes the
+    # most throughput: given that level (`known`), it solves the second stage alone, the same
+    # programme afresh, so the same allocation, one solve instead of two; given a level no
+    # allocation reaches, it falls back to both stages. Finish-time fairness' search passes the
+    # level its own programme found at the rho it settles on.
+    from quanta import highs as lp
+    solves = []
+    _solve = lp.LP.solve
+
+    def counted(self, *a, **k):
+        solves.append(1)
+        return _solve(self, *a, **k)
+
+    monkeypatch.setattr(lp.LP, "solve", counted)
+    rng = np.random.default_rng(9)
+    for n in (12, 40):
+        T = rng.uniform(0.5, 3, (n, 3)) * (rng.random((n, 3)) > 0.25)
+        z = rng.integers(1, 3, n)
+        N = np.array([6, 5, 7])
+        coef = rng.uniform(0.2, 2.0, n)
+        A._MEMO.clear()
+        solves.clear()
+        X, lev = A.max_min(T, z, N, coef)
+        assert len(solves) == 2
+        A._MEMO.clear()
+        solves.clear()
+        Xk, levk = A.max_min(T, z, N, coef, known=lev)
+        assert len(solves) == 1 and levk == lev
+        np.testing.assert_array_equal(Xk, X)
+        A._MEMO.clear()
+        solves.clear()
+        Xh, _ = A.max_min(T, z, N, coef, known=lev * 1.5)    # beyond the optimum: infeasible
+        assert len(solves) == 3
+        np.testing.assert_array_equal(Xh, X)
+    # min_max_ratio: the refinement gets the level LP's optimum at the rho returned
+    seen = {}
+    _rows = A._max_min_rows
+
+    def rows(*a, **k):
+        seen["known"] = k.get("known")
+        return _rows(*a, **k)
+
+    levels = []
+    _level = A._LevelLP.level
+
+    def level(self, c):
+        levels.append((c, _level(self, c)))
+        return levels[-1][1]
+
+    monkeypatch.setattr(A, "_max_min_rows", rows)
+    monkeypatch.setattr(A._LevelLP, "level", level)
+    num, den, base = rng.uniform(1e3, 1e4, n), rng.uniform(1e3, 1e4, n), rng.uniform(0, 500, n)
+    A._MEMO.clear()
+    X, rho = A.min_max_ratio(T, z, N, num, den, base)
+    c, _scale = A.sane_coefficients((rho * den - base) / num, T)
+    assert seen["known"] == [v for cc, v in levels if np.array_equal(cc, c)][-1]
+
+
 def test_central_solution_over_classes_follows_the_per_job_path():
     # interchangeable jobs are one row with a multiplicity: the same central point as per job
     from quanta.policies.gavel import central as C

@@ -22,6 +22,7 @@ from quanta import highs as _lp
 # vertex agnostic max-min of Quanta's world moved by up to 12% average JCT on a multi-GPU trace):
 # solved afresh, as before, so that the allocations stay the same.
 SECOND_STAGE_WARM = False
+LEVEL_SLACK = 1e-6  # second_stage fixes the max-min level this much (relative) below its optimum
 MEMO_SIZE = 256     # programmes remembered (allocations are deterministic functions of them)
 _MEMO: "OrderedDict[tuple, object]" = OrderedDict()
 
@@ -122,10 +123,13 @@ def classes(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def max_min(T: np.ndarray, z: np.ndarray, N: np.ndarray, coef: np.ndarray,
-            floor: np.ndarray | None = None, refine: bool = True) -> tuple[np.ndarray, float]:
+            floor: np.ndarray | None = None, refine: bool = True,
+            known: float | None = None) -> tuple[np.ndarray, float]:
     """maximise min_j coef_j * tau_j(X) over the jobs with no `floor`; jobs with a floor (per
     job, NaN = none: water-filling's frozen jobs) keep coef_j * tau_j >= floor_j instead.
-    Returns X and the optimal level. Solved over classes of interchangeable jobs."""
+    Returns X and the optimal level. Solved over classes of interchangeable jobs. `known`: the
+    optimal level, already found (by _LevelLP, for `sane_coefficients(coef)`, no floors), for
+    `refine` to go straight to its second stage."""
     n = T.shape[0]
     if n == 0 or not (T > 0).any() or not (np.asarray(N) > 0).any():
         return np.zeros_like(T, dtype=float), 0.0
@@ -134,8 +138,8 @@ def max_min(T: np.ndarray, z: np.ndarray, N: np.ndarray, coef: np.ndarray,
     first, inv, mult = classes(T, z, coef, fl)
     Tc, zc, cc, fc = T[first], np.asarray(z[first], dtype=np.int64), coef[first], fl[first] / scale
     Nf = np.asarray(N, dtype=float)
-    Xc, lev = memo("max_min", (Tc, zc, Nf, cc, fc, mult, refine),
-                   lambda: _max_min_rows(Tc, zc, Nf, cc, fc, mult, refine=refine))
+    Xc, lev = memo("max_min", (Tc, zc, Nf, cc, fc, mult, refine, known),
+                   lambda: _max_min_rows(Tc, zc, Nf, cc, fc, mult, refine=refine, known=known))
     return Xc[inv], lev * scale
 
 
@@ -157,10 +161,12 @@ def sane_coefficients(coef: np.ndarray, T: np.ndarray) -> tuple[np.ndarray, floa
 
 def _max_min_rows(T: np.ndarray, z: np.ndarray, N: np.ndarray, coef: np.ndarray,
                   floor: np.ndarray, mult: np.ndarray, duals: np.ndarray | None = None,
-                  refine: bool = True) -> tuple[np.ndarray, float]:
+                  refine: bool = True, known: float | None = None) -> tuple[np.ndarray, float]:
     """The max-min LP over rows; if `duals` is given (length n), it receives each free row's
     marginal on its fairness constraint (non-zero: the row holds the level down). `refine`:
-    pick the max-throughput optimum (second_stage); without duals only.
+    pick the max-throughput optimum (second_stage); without duals only. `known` (with refine):
+    the optimal level, found elsewhere: the second stage is solved without the first (the
+    first's only output it uses is the level), and the first only if the second fails.
 
     Rows: sum_k x_jk <= 1 per row j, the K capacities, then t - coef_j tau_j <= 0 per free row,
     then -coef_j tau_j <= -floor_j per frozen row; columns: the pairs, then t."""
@@ -190,11 +196,21 @@ def _max_min_rows(T: np.ndarray, z: np.ndarray, N: np.ndarray, coef: np.ndarray,
     lo = np.zeros(P + 1)
     hi = np.append(np.ones(P), np.inf)
     s = _lp.solver()
+    refine = refine and duals is None and nf > 0
+    cost = -(tau * np.asarray(mult, dtype=float)[p.j]) if refine else None
+    if refine and known is not None and not SECOND_STAGE_WARM:
+        # second_stage's programme, solved as second_stage solves it (afresh, the level fixed
+        # where it fixes it)
+        lo2, hi2 = lo.copy(), hi.copy()
+        lo2[-1] = hi2[-1] = known * (1 - LEVEL_SLACK)
+        res = s.solve(np.append(cost, 0.0), A, b, lo2, hi2)
+        if res.status == 0:
+            return p.to_matrix(res.x), float(known)
     res = s.solve(c, A, b, lo, hi)
     if res.status != 0:
         raise RuntimeError(f"max-min LP failed: {res.message}")
-    if refine and duals is None and nf:
-        x = second_stage(s, res.x, -(tau * np.asarray(mult, dtype=float)[p.j]))
+    if refine:
+        x = second_stage(s, res.x, cost)
         return p.to_matrix(x), float(res.x[-1])
     if duals is not None:
         duals[:] = 0.0
@@ -209,7 +225,7 @@ def second_stage(s: "_lp.LP", x0: np.ndarray, cost: np.ndarray) -> np.ndarray:
     variable (the level t) fixed just below its optimum and `cost` (minus sum m_j coef_j tau_j
     over the other variables) minimised (afresh, or from the first stage's basis:
     SECOND_STAGE_WARM)."""
-    level = x0[-1] * (1 - 1e-6)
+    level = x0[-1] * (1 - LEVEL_SLACK)
     res = s.resolve(np.append(cost, 0.0), (len(x0) - 1, level, level), warm=SECOND_STAGE_WARM)
     return res.x if res.status == 0 else x0
 
@@ -334,12 +350,14 @@ def min_max_ratio(T: np.ndarray, z: np.ndarray, N: np.ndarray, num: np.ndarray, 
         return np.zeros_like(T, dtype=float), 0.0
 
     search = _LevelLP(T, z, N)
+    raw: dict[float, float] = {}     # the level LP's optimum at each rho tried (its own units)
 
     def level(rho: float, refine: bool = False) -> tuple[np.ndarray | None, float]:
         if refine:        # the allocation itself: the max-min programme as max_min solves it
-            return max_min(T, z, N, (rho * den - base) / num, refine=True)
+            return max_min(T, z, N, (rho * den - base) / num, refine=True, known=raw.get(rho))
         coef, scale = sane_coefficients((rho * den - base) / num, T)
-        return None, search.level(coef) * scale
+        raw[rho] = search.level(coef)
+        return None, raw[rho] * scale
 
     lo = float(np.max(base / den)) * (1 + 1e-9) + 1e-12   # below this some job can never make it
     hi = max(2.0 * lo, 1.0) if guess is None or guess <= lo else guess * 1.05
