@@ -353,7 +353,8 @@ def min_max_ratio(T: np.ndarray, z: np.ndarray, N: np.ndarray, num: np.ndarray, 
     raw: dict[float, float] = {}     # the level LP's optimum at each rho tried (its own units)
 
     def level(rho: float, refine: bool = False) -> tuple[np.ndarray | None, float]:
-        if refine:        # the allocation itself: the max-min programme as max_min solves it
+        if refine:        # the allocation itself: the max-min programme as max_min solves it,
+            # its level the one the search's programme found at rho (its second stage alone)
             return max_min(T, z, N, (rho * den - base) / num, refine=True, known=raw.get(rho))
         coef, scale = sane_coefficients((rho * den - base) / num, T)
         raw[rho] = search.level(coef)
