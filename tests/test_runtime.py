@@ -49,7 +49,7 @@ def stop_all(rt, store):
 
 def test_measured_throughput_reaches_the_performance_model(tmp_path):
     store, rt = make(tmp_path, "fifo")
-    job = add(store, "m", 100_000, 0.02)          # ~40 steps/s: measurably not the model's guess
+    job = add(store, "m", 100_000, 0.02)   # <= 50 steps/s (40 idle here): the model guesses 0.02
     row = None
 
     def measured():
@@ -60,7 +60,9 @@ def test_measured_throughput_reaches_the_performance_model(tmp_path):
         run_for(rt, 60, measured)
         spec = rt.table.specs[row]
         got = rt.perf.measured(spec, "cpu", 1, 1)
-        assert 10 < got < 60, got
+        guess = CatalogModel().rate(spec, "cpu", 1)          # the model's own estimate
+        # (the worker's steps slow down under load: 8.9 steps/s once beside CI's other tests)
+        assert 1 < got < 60 and got > 50 * guess, (got, guess)
         assert rt.perf.provenance(spec, "cpu") == Provenance.MEASURED
         assert rt.perf.rate(spec, "cpu", 1) == got           # the model now answers from it
         assert abs(rt.table.rate[row] - got) / got < 0.5     # the policy's view: measured rate
