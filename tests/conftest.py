@@ -35,6 +35,20 @@ def pytest_collection_modifyitems(config, items):
         items[:] = [item for item in items if not item.get_closest_marker("slow")]
 
 
+def record_calls(monkeypatch, owner, name: str, note=lambda *a, **k: 1) -> list:
+    """Wrap `owner.name` (a function of a module, or a method of a class) so that it still runs
+    and each call appends `note(*args, **kwargs)` to the list returned."""
+    real = getattr(owner, name)
+    calls: list = []
+
+    def recorded(*a, **k):
+        calls.append(note(*a, **k))
+        return real(*a, **k)
+
+    monkeypatch.setattr(owner, name, recorded)
+    return calls
+
+
 @pytest.fixture
 def perf() -> TableModel:
     return TableModel()

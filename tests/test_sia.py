@@ -8,7 +8,7 @@ from quanta.model import Cluster, JobSpec, NodeSpec
 from quanta.policies import make_policy
 from quanta.policies.sia import config_counts
 
-from conftest import ToyPerf
+from conftest import ToyPerf, record_calls
 from test_policies_baselines import snapshot
 
 
@@ -130,14 +130,7 @@ def test_a_programme_kept_between_rounds_answers_only_what_a_fresh_solve_would(m
     import numpy as np
 
     from quanta.policies import config_ilp as ci
-    fresh = []
-    _solve = ci._from_relaxation
-
-    def counted(*a, **k):
-        fresh.append(1)
-        return _solve(*a, **k)
-
-    monkeypatch.setattr(ci, "_from_relaxation", counted)
+    fresh = record_calls(monkeypatch, ci, "_from_relaxation")
     rng = np.random.default_rng(7)
     n, K = 10, 2
     cj = np.repeat(np.arange(n), 4)
@@ -171,14 +164,8 @@ def test_a_changed_programme_starts_from_the_last_basis_and_answers_as_a_fresh_s
 
     from quanta import highs
     from quanta.policies import config_ilp as ci
-    solves = []
-    _solve = highs.LP.solve
-
-    def counted(self, *a, **k):
-        solves.append(k.get("basis") is not None)
-        return _solve(self, *a, **k)
-
-    monkeypatch.setattr(highs.LP, "solve", counted)
+    solves = record_calls(monkeypatch, highs.LP, "solve",
+                          lambda *a, **k: k.get("basis") is not None)
     rng = np.random.default_rng(11)
     K = 3
     cap = np.array([6, 5, 7])
@@ -346,14 +333,7 @@ def test_a_kept_programme_is_searched_first_with_its_last_prices(monkeypatch):
 
     from quanta import highs
     from quanta.policies import config_ilp as ci
-    resolves = []
-    _resolve = highs.LP.resolve
-
-    def counted(self, *a, **k):
-        resolves.append(1)
-        return _resolve(self, *a, **k)
-
-    monkeypatch.setattr(highs.LP, "resolve", counted)
+    resolves = record_calls(monkeypatch, highs.LP, "resolve")
     rng = np.random.default_rng(5)
     n, K = 14, 3
     cj, ct, cn = _one_or_two_gpus_each(n, K)
