@@ -59,3 +59,40 @@ def test_a_given_basis_reaches_the_fresh_optimum(seed):
         got = highs.LP().solve(cost * 1.0, A, rows, np.zeros(m), np.ones(m), basis=basis)
         assert got.status == 0
         assert float(cost @ got.x) == pytest.approx(float(cost @ fresh.x), abs=1e-9)
+
+
+def _highs_basis(lp):
+    b = lp.h.getBasis()      # HiGHS' own statuses (a list of status objects)
+    return ([int(s) for s in b.col_status], [int(s) for s in b.row_status])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_basis_is_highs_own(seed):
+    # LP.basis reads the basic variables and the solution after a simplex solve: the statuses
+    # HiGHS itself reports, on programmes with columns at both bounds, rows bounded on one side
+    # and on both (ranged, equal), after resolve changed a column's bounds (fixed at 1, at 0)
+    # or the costs; after interior point (whose basic variables crash scipy's bindings) and
+    # after a failed solve, HiGHS' list
+    rng = np.random.default_rng(seed)
+    cost, A, rows = _programme(rng, 12)
+    m, r = len(cost), len(rows)
+    lower = np.where(rng.random(r) < 0.3, rows - rng.integers(0, 2, r), -np.inf)
+    lp = highs.LP()
+    got = lp.solve(cost, A, rows, np.zeros(m), np.ones(m), row_lower=lower, ipm=seed % 2 == 1)
+    assert got.status == 0
+    seen = set()
+    for step in range(4):
+        cols_b, rows_b = lp.basis()
+        assert (cols_b.tolist(), rows_b.tolist()) == _highs_basis(lp)
+        seen |= set(cols_b.tolist()) | set(rows_b.tolist())
+        if step == 0:
+            got = lp.resolve(bounds=(int(np.argmax(got.x)), 1.0, 1.0))
+        elif step == 1:
+            got = lp.resolve(cost=cost * rng.uniform(0.5, 1.5, m))
+        else:
+            got = lp.resolve(bounds=(int(rng.integers(m)), 0.0, 0.0))
+        assert got.status == 0
+    assert {0, 1, 2} <= seen
+    failed = lp.solve(cost, A, rows, np.zeros(m), np.ones(m), row_lower=rows + 1)
+    assert failed.status == 2
+    assert tuple(b.tolist() for b in lp.basis()) == _highs_basis(lp)
