@@ -4,6 +4,7 @@ GPU count, rate), their rates kept between rounds, and the re-allocation penalty
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -26,6 +27,8 @@ class RateMemo:
         self.jobs: dict[int, tuple[object, dict]] = {}
         # the last round's candidates, with the rows and blocks they were made of
         self.last: tuple[list[int], list[np.ndarray], Candidates] | None = None
+        # what the last round's candidates were made from, where the policy says (`unchanged`)
+        self.inputs: tuple | None = None
         # (job type, batch size, plan, GPU type, count) -> whether such a job runs there at all
         # (the model's rate > 0: it fits), the same for every job of that kind in every phase
         # (unaware Pollux asks it of every type it values as its main one)
@@ -39,6 +42,17 @@ class RateMemo:
         if m is None or not snap.state or m.perf is not snap.perf or m.cluster is not snap.cluster:
             m = policy.__dict__["_rate_memo"] = RateMemo(snap)
         return m
+
+    def unchanged(self, inputs: tuple, specs: list) -> Candidates | None:
+        """The last round's candidates where they were made from equal `inputs` (values that
+        decide every job's candidates besides its spec) and the very same `specs`, else None;
+        either way `inputs` and `specs` are kept for the next round's question. (Most of Sia's
+        rounds: nothing came, left, scaled up or started restoring since the last one.)"""
+        last, self.inputs = self.inputs, (inputs, list(specs))
+        if last is None or self.last is None or last[0] != inputs or \
+                len(last[1]) != len(specs) or not all(map(operator.is_, last[1], specs)):
+            return None
+        return self.last[2]
 
     def get(self, row: int, spec, key: tuple) -> np.ndarray | None:
         hit = self.jobs.get(row)

@@ -216,9 +216,19 @@ class Sia(Policy):
                     ) -> Candidates:
         j = snap.jobs
         cl = snap.cluster
+        memo = RateMemo.of(self, snap)
+        if memo is not None and learned is None:
+            # nothing a job's candidates come of changed since the last round (the jobs, their
+            # specs, allowed types, requests and pins, the GPUs each has run with, the
+            # capacity): that round's candidates (not where they come of what jobs measured)
+            kept = memo.unchanged(
+                (j.rows.tobytes(), pinned.tobytes(), j.gtype[pinned].tobytes(),
+                 j.gpus[pinned].tobytes(), j.allowed.tobytes(), j.req.tobytes(),
+                 snap.capacity.tobytes(), dict(seen)), j.specs)
+            if kept is not None:
+                return kept
         counts = [config_counts(int(cl.type_node_max[k]), int(snap.capacity[k]))
                   for k in range(len(cl.types))]
-        memo = RateMemo.of(self, snap)
         rows: list[int] = []                 # per job with candidates: its index, its block
         blocks: list[np.ndarray] = []        # (GPU type, count, rate) per candidate
         allowed_of = j.allowed.tolist()      # (plain lists: this loop runs every round)
