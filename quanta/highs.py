@@ -121,7 +121,7 @@ class LP:
         self.ipm: bool | None = None
         self.ncol = 0
         self.owner = None         # who passed the programme it holds (LP.solve's `owner`)
-        self.bounds: tuple | None = None    # its columns' and rows' bounds (`solve`)
+        self.bounds: tuple | None = None    # the bounds passed with it (`solve`; `resolve`'s)
         self._status_list: list | None = None
 
     def _options(self, ipm: bool) -> None:
@@ -156,8 +156,8 @@ class LP:
             self._options(ipm)
         start, index, value = A
         # the model as flat arrays (HiGHS copies them once; a HighsLp's fields would each be
-        # converted first: ~50 us more per programme), all columns continuous
-        # the bounds as HiGHS holds them (copies: `resolve` may change one; `basis` reads them)
+        # converted first: ~50 us more per programme), all columns continuous; the bounds kept
+        # as HiGHS holds them (copies: `resolve` changes a column's; `basis` reads them)
         bounds = (np.array(col_lower, dtype=float), np.array(col_upper, dtype=float),
                   np.full(m, -c.kHighsInf) if row_lower is None
                   else np.array(row_lower, dtype=float), np.array(row_upper, dtype=float))
@@ -166,8 +166,8 @@ class LP:
             np.asarray(cost, dtype=float), *bounds, np.asarray(start, dtype=np.int32),
             np.asarray(index, dtype=np.int32), np.asarray(value, dtype=float),
             np.zeros(n, dtype=np.int32))
+        self.model = (cost, A, ipm)
         self.bounds = bounds
-        self.model = (cost, A, row_upper, col_lower, col_upper, row_lower, ipm)
         self.owner = owner
         if passed == c.HighsStatus.kError:
             return Result(2, "model error", None, None)
@@ -196,7 +196,8 @@ class LP:
         bound it sits on; a fixed one, lower = upper, at the side its dual points to): the
         statuses HiGHS reports, ~10x faster than `getBasis`' list of status objects. After
         interior point (where HiGHS' basic variables are not to be asked for: scipy 1.17's
-        bindings crash) or a failed solve, `getBasis`' own."""
+        bindings crash), or where HiGHS holds no basis (`getBasicVariables` fails: a model
+        error, a failure found by presolve), `getBasis`' own."""
         c = self.c
         if not self.ipm and self.bounds is not None:
             status, basic = self.h.getBasicVariables()
@@ -218,8 +219,8 @@ class LP:
         """The last programme again with new costs and/or one column's bounds (col, lo, hi),
         started from the last basis by dual simplex (`warm`, default WARM), else solved afresh."""
         if not (WARM if warm is None else warm):
-            cost0, A, ru, cl, cu, rl, ipm = self.model
-            cl, cu = np.array(cl, dtype=float), np.array(cu, dtype=float)
+            cost0, A, ipm = self.model
+            cl, cu, rl, ru = (b.copy() for b in self.bounds)
             if bounds is not None:
                 cl[bounds[0]], cu[bounds[0]] = bounds[1], bounds[2]
             return self.solve(cost0 if cost is None else cost, A, ru, cl, cu, rl, ipm, self.owner)

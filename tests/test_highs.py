@@ -71,8 +71,8 @@ def test_basis_is_highs_own(seed):
     # LP.basis reads the basic variables and the solution after a simplex solve: the statuses
     # HiGHS itself reports, on programmes with columns at both bounds, rows bounded on one side
     # and on both (ranged, equal), after resolve changed a column's bounds (fixed at 1, at 0)
-    # or the costs; after interior point (whose basic variables crash scipy's bindings) and
-    # after a failed solve, HiGHS' list
+    # or the costs; after interior point (whose basic variables crash scipy's bindings); after
+    # an infeasible solve
     rng = np.random.default_rng(seed)
     cost, A, rows = _programme(rng, 12)
     m, r = len(cost), len(rows)
@@ -93,6 +93,10 @@ def test_basis_is_highs_own(seed):
             got = lp.resolve(bounds=(int(rng.integers(m)), 0.0, 0.0))
         assert got.status == 0
     assert {0, 1, 2} <= seen
-    failed = lp.solve(cost, A, rows, np.zeros(m), np.ones(m), row_lower=rows + 1)
-    assert failed.status == 2
-    assert tuple(b.tolist() for b in lp.basis()) == _highs_basis(lp)
+    # infeasible (every column at 0, every row asks for 1 or more), found by the simplex from a
+    # given basis (no presolve) and by presolve
+    for start in (lp.basis(), None):
+        failed = lp.solve(cost, A, rows, np.zeros(m), np.zeros(m), row_lower=np.ones(r),
+                          basis=start)
+        assert failed.status == 2
+        assert tuple(b.tolist() for b in lp.basis()) == _highs_basis(lp)

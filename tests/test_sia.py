@@ -394,3 +394,49 @@ def test_a_round_like_the_last_keeps_its_candidates(monkeypatch, spec):
     _same_table(a.table, b.table)
     assert a.event_log == b.event_log and a.transitions == b.transitions
     assert len(kept) > 200 and 50 < sum(kept) < len(kept)       # many rounds kept, not all
+
+
+def test_kept_candidates_are_made_again_where_an_input_changed(monkeypatch):
+    """`Sia._candidates` takes the last call's candidates only where told that the GPUs jobs
+    have run with did not change (`seen_grew=False`) and every other input is the same: the
+    same specs, the allowed types, the requests (of rigid jobs), the capacity, the pins."""
+    from dataclasses import replace
+    c = Cluster(tuple(NodeSpec(f"v{i}", "v100", 4) for i in range(2)) +
+                tuple(NodeSpec(f"k{i}", "k80", 4) for i in range(2)))
+    perf = LinearPerf({("x", "v100"): 2.0, ("x", "k80"): 1.0})
+    perf.pure_rates = True
+    pol = make_policy("sia:adaptive=false")            # rigid: each job its request alone
+    specs = [JobSpec("a", 0.0, 2, "x", total_steps=1e6), JobSpec("b", 0.0, 1, "x", total_steps=1e6)]
+    none = np.zeros(2, dtype=bool)
+    base = snap_of(specs, c, perf, state={"seen": {}})
+    import quanta.policies.sia as sia_module
+    made = record_calls(monkeypatch, sia_module, "kept_candidates")   # the per-job loop's end
+
+    def cands(snap, grew=False, pinned=none):
+        return pol._candidates(snap, {}, pinned, None, None, grew)
+
+    first = cands(base)
+    assert sorted(zip(first.job.tolist(), first.gtype.tolist(), first.count.tolist())) == \
+        [(0, 0, 2), (0, 1, 2), (1, 0, 1), (1, 1, 1)]
+    assert len(made) == 1
+    assert cands(base) is first and len(made) == 1                # nothing changed: kept
+    assert cands(base, grew=True) is first and len(made) == 2     # seen grew: made again
+    only_v100 = snap_of(specs, c, perf, state={"seen": {}})
+    only_v100.jobs.__dict__["allowed"] = np.array([[True, False], [True, True]])
+    more = snap_of(specs, c, perf, state={"seen": {}})
+    more.jobs.__dict__["req"] = np.array([4, 1])
+    smaller = replace(base, capacity=np.array([8, 1]))
+    # each one input away from `base`, asked right after it
+    got = cands(only_v100)
+    assert got is not first and 1 not in got.gtype[got.job == 0].tolist()
+    cands(base)
+    got = cands(more)
+    assert got.count[got.job == 0].tolist() == [4, 4]
+    cands(base)
+    got = cands(smaller)
+    assert got.count[got.job == 0].tolist() == [2]                # no 2-GPU choice on 1 k80
+    pinned = snap_of(specs, c, perf, running={1: (0, 1)}, state={"seen": {}})
+    held = cands(pinned)
+    got = cands(pinned, pinned=np.array([False, True]))
+    assert got is not held and got.count[got.job == 1].tolist() == [1] and \
+        got.gtype[got.job == 1].tolist() == [0]

@@ -136,15 +136,19 @@ class Sia(Policy):
         # as Sia's limit comes from the placements the job has been profiled on
         # (job.py max_profiled_replicas: profile points are added only while it trains)
         ran = j.running & (j.resume_at < snap.now)
+        grew = False                  # whether `seen` changed this round
         for i in np.flatnonzero(ran).tolist():
             key = (int(j.rows[i]), -1 if self.share_max else int(j.gtype[i]))
-            seen[key] = max(seen.get(key, 0), int(j.gpus[i]))
+            most = max(seen.get(key, 0), int(j.gpus[i]))
+            if seen.get(key) != most:
+                seen[key] = most
+                grew = True
         pinned = (j.running & (j.resume_at > snap.now) if self.pin_restoring
                   else np.zeros(n, dtype=bool))
         if self.learn:
             record_trained(snap, st, ran)
         rigid = [self._rigid(spec) for spec in j.specs]
-        c = self._candidates(snap, seen, pinned, st if self.learn else None, rigid)
+        c = self._candidates(snap, seen, pinned, st if self.learn else None, rigid, grew)
         # normalise per job, restart penalty, power
         low = np.full(n, np.inf)
         np.minimum.at(low, c.job, c.rate)
@@ -212,8 +216,10 @@ class Sia(Policy):
         return (good * mult).tolist()
 
     def _candidates(self, snap: Snapshot, seen: dict, pinned: np.ndarray,
-                    learned: dict | None = None, rigid_of: list[bool] | None = None
-                    ) -> Candidates:
+                    learned: dict | None = None, rigid_of: list[bool] | None = None,
+                    seen_grew: bool = True) -> Candidates:
+        """Every job's candidates (`seen_grew`: whether `seen`, the GPUs each job has run
+        with, may differ from what the last call was given; True where not known)."""
         j = snap.jobs
         cl = snap.cluster
         memo = RateMemo.of(self, snap)
@@ -224,8 +230,8 @@ class Sia(Policy):
             kept = memo.unchanged(
                 (j.rows.tobytes(), pinned.tobytes(), j.gtype[pinned].tobytes(),
                  j.gpus[pinned].tobytes(), j.allowed.tobytes(), j.req.tobytes(),
-                 snap.capacity.tobytes(), dict(seen)), j.specs)
-            if kept is not None:
+                 snap.capacity.tobytes()), j.specs)
+            if kept is not None and not seen_grew:
                 return kept
         counts = [config_counts(int(cl.type_node_max[k]), int(snap.capacity[k]))
                   for k in range(len(cl.types))]
