@@ -43,12 +43,12 @@ class RateMemo:
             m = policy.__dict__["_rate_memo"] = RateMemo(snap)
         return m
 
-    def unchanged(self, inputs: tuple, specs: list) -> Candidates | None:
+    def unchanged(self, inputs: tuple, specs: tuple) -> Candidates | None:
         """The last round's candidates where they were made from equal `inputs` (values that
         decide every job's candidates besides its spec) and the very same `specs`, else None;
         either way `inputs` and `specs` are kept for the next round's question. (Most of Sia's
         rounds: nothing came, left, scaled up or started restoring since the last one.)"""
-        last, self.inputs = self.inputs, (inputs, list(specs))
+        last, self.inputs = self.inputs, (inputs, tuple(specs))     # (a tuple: kept as is)
         if last is None or self.last is None or last[0] != inputs or \
                 len(last[1]) != len(specs) or not all(map(operator.is_, last[1], specs)):
             return None
