@@ -79,3 +79,17 @@ def test_sweep_without_torch_or_web_stack_and_one_line_for_the_rest(blocked, tmp
         assert r.returncode == 2, r.stderr
         lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
         assert len(lines) == 1 and f"pip install 'quanta[{extra}]'" in lines[0], r.stderr
+
+
+def test_packages_are_quanta_alone(tmp_path):
+    """The package list pyproject.toml asks setuptools for holds quanta and its subpackages and
+    nothing a run leaves beside them (`quanta simulate` writes quanta-out/ in the working folder,
+    the service quanta-state/)."""
+    tomllib = pytest.importorskip("tomllib")
+    setuptools = pytest.importorskip("setuptools")
+    find = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    for d in ("quanta/policies", "quanta-out/queues", "quanta-state", "quanta_extra"):
+        (tmp_path / d).mkdir(parents=True)
+        (tmp_path / d / "m.py").write_text("")
+    found = set(setuptools.find_namespace_packages(str(tmp_path), include=find["include"]))
+    assert found == {"quanta", "quanta.policies"}
