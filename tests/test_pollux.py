@@ -3,6 +3,8 @@ efficiency for fairness, every job is admitted first, and the 2x growth rule hol
 setting of the Pollux that Sia's simulator runs (--world sia-sim) on a case of its own, and the
 genetic algorithm's parts."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from conftest import ToyPerf
@@ -239,7 +241,8 @@ def test_the_previous_front_seeds_each_job_by_job_or_by_position_as_the_referenc
 
 def test_kept_candidates_follow_the_jobs_spec_and_cap():
     """With a model that declares its rates pure, Pollux keeps each job's candidates between
-    rounds (`RateMemo`, as Sia does) only while the job's spec object and GPU cap are the same;
+    rounds (`RateMemo`, as Sia does) only while the job's spec object and GPU cap are the same,
+    and a whole round's while nothing they come of changed;
     a model without the declaration is asked every round. Unaware, every type is rated as the
     cluster's main one."""
     from test_sia import LinearPerf
@@ -252,8 +255,12 @@ def test_kept_candidates_follow_the_jobs_spec_and_cap():
     pol = make_policy("pollux")
     specs = jobs("x")
 
-    def cands(specs, model, cap):
+    def cands(specs, model, cap, allowed=None, capacity=None):
         snap = snap_of(specs, c, model, state={"seen": {}})
+        if allowed is not None:
+            snap.jobs.__dict__["allowed"] = np.array([allowed])
+        if capacity is not None:
+            snap = replace(snap, capacity=np.array(capacity))
         return pol._candidates(snap, {}, 0, np.array([cap]))
 
     first = cands(specs, perf, 2)
@@ -265,6 +272,15 @@ def test_kept_candidates_follow_the_jobs_spec_and_cap():
     assert cands(specs, perf, 8).count.tolist() == list(range(1, 9)) + [1, 2, 3, 4]
     assert cands(specs, perf, 8).rate[0] == pytest.approx(3.0)          # a new cap: rated now
     assert cands(jobs("y"), perf, 2).rate[0] == pytest.approx(5.0)      # same row, new spec
+    # a round like the last (same specs, allowed types, cap, capacity) takes the last round's
+    # candidates as they are (`RateMemo.unchanged`); each of those one step away, made again
+    assert cands(specs, perf, 2) is cands(specs, perf, 2)
+    assert cands(specs, perf, 2, allowed=[True, False]).gtype.tolist() == [0, 0]
+    cands(specs, perf, 2)
+    assert cands(specs, perf, 2, capacity=[16, 1]).count.tolist() == [1, 2, 1]
+    cands(specs, perf, 2)
+    assert cands(specs, perf, 1).count.tolist() == [1, 1]
+    assert cands(jobs("x"), perf, 1) is not cands(jobs("x"), perf, 1)   # other spec objects
     online = OnlineModel(perf)
     assert cands(specs, online, 2).rate[0] == pytest.approx(3.0)
     online.observe(specs[0], "v100", 1, 1, 2.0)                         # measured: 2 steps/s

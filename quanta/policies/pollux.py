@@ -194,6 +194,14 @@ class Pollux(Policy):
         j = snap.jobs
         cl = snap.cluster
         memo = None if self.learn else RateMemo.of(self, snap)
+        if memo is not None:
+            # nothing a job's candidates come of changed since the last round (the jobs, their
+            # specs, allowed types and caps, the capacity; `main` is the cluster's, fixed per
+            # memo): that round's candidates
+            kept = memo.unchanged((j.rows.tobytes(), j.allowed.tobytes(), cap.tobytes(),
+                                   snap.capacity.tobytes()), j.specs)
+            if kept is not None:
+                return kept
         rows: list[int] = []
         blocks: list[np.ndarray] = []
         for i, spec in enumerate(j.specs):
