@@ -163,7 +163,7 @@ def _numbers(values: Optional[List[str]], kind: type, flag: str) -> Optional[tup
     """Repeated flags, each a comma list (seeds: A-B ranges too), as one tuple; None if none."""
     if not values:
         return None
-    from quanta.sweepfile import int_range
+    from quanta.sweepfile import RangeTooLong, int_range
     out: list = []
     for v in values:
         for part in (p.strip() for p in v.split(",")):
@@ -171,6 +171,8 @@ def _numbers(values: Optional[List[str]], kind: type, flag: str) -> Optional[tup
                 raise QuantaError(f"'{v}' has an empty item", field=flag)
             try:
                 out += int_range(part) if kind is int and not part.startswith("-") else [kind(part)]
+            except RangeTooLong as e:
+                raise QuantaError(str(e), field=flag) from None
             except ValueError:
                 raise QuantaError(f"bad value '{part}': want " + ("integers, comma lists or ranges "
                                   "A-B" if kind is int else "numbers or comma lists"),
@@ -301,7 +303,7 @@ def reproduce(
                                        "reference run's own --seed, else 0)"),
     ref_seed: Optional[int] = typer.Option(None, help="only the reference runs of this --seed "
                                            "(some are recorded with several)"),
-    replay_seeds: int = typer.Option(0, min=0, help="also replay each workload with seeds "
+    replay_seeds: int = typer.Option(0, min=0, max=1000, help="also replay each workload with seeds "
                                      "0..N-1 and compare the two samples of runs (mean, spread, "
                                      "95% interval of the difference)"),
     workers: Optional[int] = typer.Option(None, "--workers", "-j", min=1, metavar="N",

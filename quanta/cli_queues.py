@@ -127,7 +127,7 @@ def register(app: typer.Typer, console: Callable) -> None:
         trace: Optional[str] = typer.Option(None, help="simulate this trace under the queues"),
         format: str = typer.Option("auto", "--format", help="trace format"),
         policy: str = typer.Option("fifo", "--policy", "-p", help="policy inside the queues"),
-        seed: int = typer.Option(0, help="seed"),
+        seed: int = typer.Option(0, min=0, help="seed"),
         max_jobs: Optional[int] = typer.Option(None, "--max-jobs", min=1, help="first N jobs"),
         at_h: Optional[float] = typer.Option(None, "--at-h", min=0.0, help="show the queues at "
                                              "this hour of the simulation (default: results "

@@ -68,9 +68,12 @@ def build_policy(p: str | Policy, world, seed: int) -> Policy:
 
 def _check_distinct(policies: Sequence[Policy]) -> None:
     """Two policies of one run may not share a label, nor an output folder (a label's folder
-    name: quanta.report.output.policy_dir_name)."""
+    name: quanta.report.output.policy_dir_name), nor be one policy written two ways (the same
+    class and parameters: las:backfill=False and las:backfill=0)."""
+    from quanta.policies.registry import parameters
     from quanta.report.output import policy_dir_name
     seen: dict[str, str] = {}                   # folder -> label
+    built: dict[tuple, str] = {}                # (class, parameters) -> label
     for pol in policies:
         label, folder = pol.label(), policy_dir_name(pol.label())
         other = seen.get(folder)
@@ -80,6 +83,18 @@ def _check_distinct(policies: Sequence[Policy]) -> None:
             raise QuantaError(f"policy {what}: give each policy once (a parameter tells runs "
                               f"apart, e.g. las:backfill=false)", field="--policy")
         seen[folder] = label
+        cls = type(pol)
+        params = parameters(cls)
+        if params:                  # (a class that is no dataclass: its parameters not known)
+            other = built.setdefault((cls.__module__, cls.__qualname__,
+                                      repr([(f.name, getattr(pol, f.name)) for f in params])),
+                                     label)
+            if other != label:
+                raise QuantaError(f"policy '{other}' and '{label}' are the same policy (the "
+                                  f"same parameters): give each once", field="--policy")
+
+
+MAX_SYNTHETIC_JOBS = 10_000_000    # (issue 13's growth run of 1,000,000 jobs peaked at 1.8 GB)
 
 
 def load_any_trace(spec: str, fmt: str, seed: int) -> Trace:
@@ -94,9 +109,10 @@ def load_any_trace(spec: str, fmt: str, seed: int) -> Trace:
         except (IndexError, ValueError):
             raise QuantaError(f"bad synthetic trace '{spec}': want synthetic:JOBS_PER_HOUR[:NUM_JOBS]",
                               field="--trace") from None
-        if not 0 < rate < float("inf") or num <= 0:       # (NaN fails too)
+        if not 0 < rate < float("inf") or not 0 < num <= MAX_SYNTHETIC_JOBS:  # (NaN fails too)
             raise QuantaError(f"bad synthetic trace '{spec}': rate must be a positive number "
-                              f"and the job count a positive integer", field="--trace")
+                              f"and the job count a positive integer up to "
+                              f"{MAX_SYNTHETIC_JOBS:,}", field="--trace")
         return gavel_poisson(num, rate, seed=seed)
     from quanta.workloads.formats import load_trace
     return load_trace(spec, fmt)
@@ -261,16 +277,13 @@ def check_request(req: SimulationRequest) -> None:
 def run_config(req: SimulationRequest, trace: Trace, wl, cluster: Cluster, world,
                policies: Sequence[Policy], git: str | None) -> dict:
     """Every input of a run, for its config.yaml (`git`: the checkout's `git describe`)."""
-    import dataclasses
-
     import quanta
     from quanta.cellstore import code_version, file_digest
+    from quanta.policies.registry import parameters
     from quanta.report.outdir import command_line
     pols = []
     for given, pol in zip(req.policies, policies):
-        params = {}
-        if dataclasses.is_dataclass(pol):
-            params = {f.name: getattr(pol, f.name) for f in dataclasses.fields(pol) if f.init}
+        params = {f.name: getattr(pol, f.name) for f in parameters(type(pol))}
         cls = type(pol)
         pols.append({"policy": given if isinstance(given, str) else pol.label(),
                      "label": pol.label(), "class": f"{cls.__module__}.{cls.__qualname__}",

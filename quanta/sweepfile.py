@@ -214,14 +214,24 @@ def _scalar(value: Any, typ: type, err) -> Any:
         raise err(f"want {'an integer' if typ is int else 'a number'}, got {value!r}") from None
 
 
+MAX_RANGE = 100_000      # the most values an A-B range may give (one of 0-1000000000: memory)
+
+
+class RangeTooLong(ValueError):
+    """An A-B range of more than MAX_RANGE values."""
+
+
 def int_range(part: str) -> list[int]:
-    """`N` or `A-B` (inclusive) as a list of integers; ValueError otherwise."""
+    """`N` or `A-B` (inclusive) as a list of integers; ValueError otherwise (RangeTooLong past
+    MAX_RANGE values)."""
     a, dash, b = part.strip().partition("-")
     if not dash:
         return [int(a)]
     lo, hi = int(a), int(b)
     if hi < lo:
         raise ValueError(part)
+    if hi - lo >= MAX_RANGE:
+        raise RangeTooLong(f"{part.strip()} is more than the {MAX_RANGE:,} values a range may give")
     return list(range(lo, hi + 1))
 
 
@@ -230,6 +240,8 @@ def _seed_range(text: str, err) -> list[int]:
     for part in text.split(","):
         try:
             out += int_range(part)
+        except RangeTooLong as e:
+            raise err(f"bad seeds '{text}': {e}") from None
         except ValueError:
             raise err(f"bad seeds '{text}': want a list, N, A-B or a,b,c") from None
     return out

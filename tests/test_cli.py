@@ -172,6 +172,8 @@ def test_service_addresses_and_state_folders_no_one_can_use_are_one_line(tmp_pat
     (["simulate", "--polcy", "las"], "No such option: --polcy"),
     (["reproduce"], "Missing argument"),
     (["reproduce", "pollux", "--replay-seeds", "-1"], "Invalid value for '--replay-seeds'"),
+    (["queues", "quanta/examples/queues/teams.yaml", "--trace", "synthetic:1:40", "--seed", "-1"],
+     "Invalid value for '--seed'"),     # a numpy traceback before
 ] + [([cmd, "--no-such-flag"], "No such option: --no-such-flag") for cmd in COMMANDS])
 def test_usage_errors_are_one_line_with_exit_2(args, needle):
     r = quanta(*args)

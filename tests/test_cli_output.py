@@ -129,6 +129,16 @@ def test_nonsensical_values_are_one_line_exit_2(args, flag, tmp_path):
     (["rubick:max_restarts=-1"], "rubick: max_restarts must be 0 or more"),
     (["tiresias-las:pack_limit=-1"], "tiresias: pack_limit must be a share in [0, 1]"),
     (["gavel-las:decimals=99"], "gavel: decimals must be -1 (off) to 15"),
+    # tracebacks before: an option no run can use, a field that is no parameter
+    (["gavel-hierarchical:entity=usr"], "gavel entity 'usr' unknown (known: queue, user)"),
+    (["hadar:interval=0"], "hadar: interval must be a positive number of seconds"),
+    (["hadare:interval=0"], "interval must be a positive number of seconds"),
+    (["hadar:price=abc"], "unknown parameter 'price'"),          # a function: Python's to give
+    (["rubick:_memo=x"], "unknown parameter '_memo'"),           # a cache
+    # given twice, as one policy (the last one won) or as two (the same run twice)
+    (["las:backfill=false,backfill=true"], "parameter 'backfill' is given twice"),
+    (["las:backfill=False", "las:backfill=0"], "'las:backfill=False' and 'las:backfill=0' are the "
+                                               "same policy"),
 ])
 def test_policy_values_no_run_can_use_are_one_line_exit_2(policies, says, tmp_path):
     args = [a for p in policies for a in ("--policy", p)]
@@ -157,6 +167,48 @@ def test_trace_values_no_run_can_use_are_one_line_exit_2(trace, says, tmp_path):
                                  "-q", "--out", str(tmp_path / "o")))
     assert says in line and ("t.csv:2" in line or "field '--" in line)
     assert not (tmp_path / "o").exists()
+
+
+GAVEL_ROWS = ("ResNet-18 (batch size 256)\tpython3 main.py\timage_classification/cifar10\t"
+              "--num_steps\t1\t{steps}\t1\t1\t-1.000000\t{arrival}\n")
+
+
+@pytest.mark.parametrize("args, says", [
+    # times past 1e15 s (inf, or 300 digits) ran and were reported as such, or never arrived
+    (["--trace", "synthetic:1e-320:40"], "job syn-000001 would arrive at inf s"),
+    (["--trace", "synthetic:3:40", "--load-scale", "1e-308"],
+     "field '--load-scale': job syn-000001 would arrive at inf s"),
+    (["--trace", "G:steps=1e300", "--format", "gavel"],
+     "g.trace:1: field 'total_steps': job gavel-000000: total_steps 1e+300 is above the maximum"),
+    (["--trace", "G:arrival=1e300", "--format", "gavel"],
+     "g.trace:2: field 'submit_time': job gavel-000001 would arrive at 1e+300 s"),
+    # sizes no machine holds: memory ran out (a traceback, or the kernel's kill) or a long hang
+    (["--trace", "synthetic:3:20000000"], "job count a positive integer up to 10,000,000"),
+    (["--cluster", "v100:1000000x1000"], "1,000,000,000 GPUs is more than the 10,000,000"),
+    (["--cluster", "v100:600000x1,k80:600000x1"], "1,200,000 nodes is more than the 1,000,000"),
+])
+def test_sizes_no_run_can_hold_are_one_line_exit_2(args, says, tmp_path):
+    if args[1].startswith("G:"):
+        key, value = args[1][2:].split("=")
+        rows = [dict(steps=100, arrival=0), dict(steps=100, arrival=10)]
+        rows[0 if key == "steps" else 1][key] = value
+        (tmp_path / "g.trace").write_text("".join(GAVEL_ROWS.format(**r) for r in rows))
+        args = [args[0], str(tmp_path / "g.trace"), *args[2:]]
+    flags = {"--trace": "synthetic:3:20", "--cluster": "v100:1x8", **dict(zip(args[::2], args[1::2]))}
+    line = one_line_error(quanta("simulate", *(a for kv in flags.items() for a in kv), "-q",
+                                 "--out", str(tmp_path / "o")))
+    assert says in line, line
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_range_of_seeds_no_machine_can_hold_is_one_line_exit_2(tmp_path):
+    """`--seeds 0-1000000000` built a list of a billion seeds (MemoryError); --replay-seeds the
+    same (a run that did not end)."""
+    line = one_line_error(quanta("sweep", "--rate", "3", "--jobs", "20", "-p", "las", "--seeds",
+                                 "0-1000000000", "--out", str(tmp_path / "s"), "-q"))
+    assert "0-1000000000 is more than the 100,000 values a range may give" in line
+    line = one_line_error(quanta("reproduce", "tiresias", "--replay-seeds", "99999999999"))
+    assert "--replay-seeds" in line
 
 
 def test_sweep_rejects_a_negative_until_h(tmp_path):

@@ -240,6 +240,13 @@ def test_registry_parameters_and_errors():
         make_policy("fifo:x=1")
     with pytest.raises(QuantaError, match="wants true/false"):
         make_policy("fifo:backfill=maybe")
+    # a policy's parameters (config.yaml's, the command line's) are what a user sets: not a
+    # private field (rubick's cache of plans); a function only from Python (hadar's price)
+    from quanta.policies.registry import parameters
+    assert "_memo" not in {f.name for f in parameters(POLICIES["rubick"].cls)}
+    assert "price" in {f.name for f in parameters(POLICIES["hadar"].cls)}
+    with pytest.raises(QuantaError, match="unknown parameter 'price'"):
+        make_policy("hadar:price=abc")
 
 
 def test_preemptive_walk_moves_a_squeezed_job_back_to_the_fast_type(perf):

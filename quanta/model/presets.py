@@ -16,22 +16,28 @@ from quanta.model.gpu import gpu_type
 from quanta.paths import TRACES_DIR
 
 
-# the most nodes and GPUs per node a cluster may have (a typo of 99999999x99999999 made one
-# Python object per node until memory ran out)
+# the most nodes, GPUs per node and GPUs a cluster may have (a typo of 99999999x99999999 made
+# one Python object per node until memory ran out; 1,000,000 nodes of 1,000 GPUs, arrays per GPU
+# past 24 GB; 10,000,000 GPUs take ~0.8 GB)
 MAX_NODES = 1_000_000
 MAX_GPUS_PER_NODE = 4096
+MAX_GPUS = 10_000_000
 
 
 def _group(prefix: str, gpu: str, nodes: int, gpus: int, **kw) -> list[NodeSpec]:
     return [NodeSpec(f"{prefix}{i:03d}", gpu, gpus, **kw) for i in range(nodes)]
 
 
-def _sizes_ok(nodes: int, gpus: int) -> str | None:
-    """Why a group of `nodes` nodes of `gpus` GPUs cannot be (None: it can)."""
-    if nodes > MAX_NODES:
-        return f"{nodes} nodes is more than the {MAX_NODES:,} a cluster may have"
+def _sizes_ok(nodes: int, gpus: int, before: list[NodeSpec]) -> str | None:
+    """Why a group of `nodes` nodes of `gpus` GPUs cannot follow the nodes `before` it in a
+    cluster (None: it can)."""
+    if nodes + len(before) > MAX_NODES:
+        return f"{nodes + len(before):,} nodes is more than the {MAX_NODES:,} a cluster may have"
     if gpus > MAX_GPUS_PER_NODE:
         return f"{gpus} GPUs per node is more than {MAX_GPUS_PER_NODE}"
+    total = nodes * gpus + sum(n.gpus for n in before)
+    if total > MAX_GPUS:
+        return f"{total:,} GPUs is more than the {MAX_GPUS:,} a cluster may have"
     return None
 
 
@@ -96,7 +102,7 @@ def parse_inline(spec: str) -> Cluster:
         if count <= 0 or per <= 0:
             raise QuantaError(f"bad cluster spec '{spec}': node and GPU counts must be positive",
                               field="--cluster")
-        why = _sizes_ok(count, per)
+        why = _sizes_ok(count, per, nodes)
         if why:
             raise QuantaError(f"bad cluster spec '{spec}': {why}", field="--cluster")
         nodes += _group(f"{gpu}-{len(nodes)}-", gpu, count, per)
@@ -134,7 +140,7 @@ def load_cluster_file(path: Path) -> Cluster:
             gpu = gpu_type(g.gpu_type).name
         except QuantaError as e:
             raise QuantaError(e.bare, source=str(path), field=f"nodes.{gi}.gpu_type") from None
-        why = _sizes_ok(g.count, g.gpus)
+        why = _sizes_ok(g.count, g.gpus, nodes)
         if why:
             raise QuantaError(why, source=str(path), field=f"nodes.{gi}")
         prefix = (g.name or f"{gpu}-g{gi}-")

@@ -125,6 +125,8 @@ class Hadar(AllocationRates, Policy):
             raise ValueError(f"hadar: replan must be 'changed' or 'all', got {self.replan!r}")
         if self.bounds not in ("weights", "round"):
             raise ValueError(f"hadar: bounds must be 'weights' or 'round', got {self.bounds!r}")
+        require(0 < self.interval < INF, "hadar", "interval", self.interval,
+                "a positive number of seconds (the length of its rounds)")
         require(self.starts >= 1, "hadar", "starts", self.starts, "1 or more")
         require(0 < self.eta < INF, "hadar", "eta", self.eta, "a positive number")
         require(0 <= self.restart_s < INF, "hadar", "restart_s", self.restart_s,

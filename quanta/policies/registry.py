@@ -104,6 +104,25 @@ def _origin(cls: type) -> str:
     return "" if cls.__module__.startswith("quanta.policies.") else cls.__module__
 
 
+_SCALARS = {"bool": bool, "int": int, "float": float, "str": str}
+
+
+def parameters(cls: type) -> list[dataclasses.Field]:
+    """A policy class's parameters: its dataclass fields set at construction, less its private
+    ones (`_memo`: a cache); [] for a class that is no dataclass."""
+    if not dataclasses.is_dataclass(cls):
+        return []
+    return [f for f in dataclasses.fields(cls) if f.init and not f.name.startswith("_")]
+
+
+def _on_command_line(f: dataclasses.Field) -> bool:
+    """Whether `name:key=value` can give a parameter: a number, a flag, a word, or numbers
+    a/b/c (not a function, which only Python can give: hadar's `price`)."""
+    typ = f.type
+    return (isinstance(typ, type) and typ in _SCALARS.values()) or \
+        str(typ).startswith("tuple") or str(typ).split("|")[0].strip() in _SCALARS
+
+
 def _convert(value: str, typ: Any, field_name: str, spec: str) -> Any:
     if str(typ).startswith("tuple"):   # a list of numbers: a/b/c
         if not value.strip():
@@ -116,8 +135,7 @@ def _convert(value: str, typ: Any, field_name: str, spec: str) -> Any:
             raise QuantaError(f"policy '{spec}': parameter '{field_name}' wants numbers separated "
                               f"by '/', got '{value}'", field="--policy")
         return numbers
-    t = typ if isinstance(typ, type) else {"bool": bool, "int": int, "float": float,
-                                          "str": str}.get(str(typ).split("|")[0].strip(), str)
+    t = typ if isinstance(typ, type) else _SCALARS.get(str(typ).split("|")[0].strip(), str)
     if t is bool:
         low = value.lower()
         if low in ("1", "true", "yes", "on"):
@@ -168,9 +186,14 @@ def make_policy(spec: str) -> Policy:
     name, params = split_spec(spec)
     info = policy_info(name)
     kwargs = dict(info.defaults)
-    fields = {f.name: f for f in dataclasses.fields(info.cls)} if dataclasses.is_dataclass(info.cls) else {}
+    fields = {f.name: f for f in parameters(info.cls) if _on_command_line(f)}
+    given: set[str] = set()
     for item in filter(None, (p.strip() for p in params.split(","))):
         key, eq, value = item.partition("=")
+        if key in given:
+            raise QuantaError(f"policy '{spec}': parameter '{key}' is given twice",
+                              field="--policy")
+        given.add(key)
         if not eq and key in fields:
             raise QuantaError(f"policy '{spec}': parameter '{key}' wants a value ({key}=VALUE)",
                               field="--policy")

@@ -19,6 +19,7 @@ import numpy as np
 from quanta.errors import QuantaError
 from quanta.model.job import JobSpec, Trace
 from quanta.perf.base import PerfModel
+from quanta.workloads.readers._base import MAX_NUMBER
 from quanta.workloads.catalog import drawable_types
 from quanta.workloads.synthetic import gavel_duration
 
@@ -32,6 +33,25 @@ class Workload:
 def _same(a: float, b: float) -> bool:
     """a and b are the same float (0.0 and -0.0 are not)."""
     return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+
+
+def _beyond(trace: Trace, j: JobSpec, submit: float, load_scale: float) -> QuantaError:
+    """The error for a job whose arrival (after `load_scale`), duration or steps pass
+    MAX_NUMBER, as every reader's own values may not (a rate of 1e-320 jobs an hour, a
+    --load-scale of 1e-308, a Gavel trace's 1e300 steps ran, with times of inf or 300 digits)."""
+    for name, value in (("duration_s", j.duration_s), ("total_steps", j.total_steps)):
+        if not value <= MAX_NUMBER:
+            return QuantaError(f"job {j.job_id}: {name} {value:g} is above the maximum "
+                               f"{MAX_NUMBER:g}", source=trace.source or None,
+                               line=j.source_line or None, field=name if trace.source else "--trace")
+    scaled = load_scale != 1.0
+    return QuantaError(f"job {j.job_id} would arrive at {submit:g} s"
+                       + (f" (its arrival time divided by --load-scale {load_scale:g})" if scaled else "")
+                       + f", past the {MAX_NUMBER:g} s a run may last",
+                       source=None if scaled else trace.source or None,
+                       line=None if scaled else j.source_line or None,
+                       field="--load-scale" if scaled else "submit_time" if trace.source
+                       else "--trace")
 
 
 def build_workload(trace: Trace, perf: PerfModel, *, seed: int = 0, max_jobs: int | None = None,
@@ -57,6 +77,8 @@ def build_workload(trace: Trace, perf: PerfModel, *, seed: int = 0, max_jobs: in
     out = []
     for j in jobs:
         submit = (j.submit_time - t0) / load_scale
+        if not (submit <= MAX_NUMBER and j.duration_s <= MAX_NUMBER and j.total_steps <= MAX_NUMBER):
+            raise _beyond(trace, j, submit, load_scale)      # (inf and NaN too)
         # (a job nothing changes is kept as it is: JobSpecs are frozen)
         changes: dict = {} if _same(submit, j.submit_time) else {"submit_time": submit}
         if not j.job_type:

@@ -96,6 +96,7 @@ SOLUTIONS = ("vertex", "central", "ecos")
 CREDITS = ("held", "progress")
 RATE_UNITS = ("progress", "iterations")
 PROGRAMMES = ("classes", "pairs")
+ENTITIES = ("queue", "user")       # what the hierarchical objective groups jobs by (JobSpec fields)
 
 # The parameters that make these policies behave as Gavel's simulator does (stanford-futuredata/
 # gavel @ c4fa400, scheduler/scheduler.py); "shuffle" is for the heterogeneity-agnostic policies
@@ -149,7 +150,7 @@ class Gavel(PairEntries, Policy):
     objective: str = "max_min"
     agnostic: bool = False
     interval: float = 360.0          # round length (Gavel: 6 minutes)
-    entity: str = "queue"            # hierarchical: group jobs by "queue" or "user"
+    entity: str = "queue"            # hierarchical: group jobs by "queue" or "user" (ENTITIES)
     packed: bool = False             # max_min with space sharing (pairs of equal-size jobs)
     normalised: bool = False         # throughput/cost: each job's T relative to its best type
                                      # (Gavel: raw steps/s, max_sum_throughput.py:60-63)
@@ -186,9 +187,11 @@ class Gavel(PairEntries, Policy):
                                    ("credit", self.credit, CREDITS),
                                    ("rate_units", self.rate_units, RATE_UNITS),
                                    ("programme", self.programme, PROGRAMMES),
-                                   ("workers", self.workers, ("", "gavel"))):
+                                   ("workers", self.workers, ("", "gavel")),
+                                   ("entity", self.entity, ENTITIES)):
             if value not in known:
-                raise QuantaError(f"gavel {name} '{value}' unknown (known: {', '.join(known)})")
+                raise QuantaError(f"gavel {name} '{value}' unknown (known: "
+                                  f"{', '.join(k or repr(k) for k in known)})", field="--policy")
         require(0 <= self.recompute_every < INF, "gavel", "recompute_every", self.recompute_every,
                 "a number of seconds, 0 or more")
         require(-1 <= self.decimals <= 15, "gavel", "decimals", self.decimals, "-1 (off) to 15")
