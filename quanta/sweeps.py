@@ -303,6 +303,31 @@ def result_row(cell: Cell, spec: SweepSpec, data: dict) -> dict:
     return row
 
 
+_OF_KIND = {"int": lambda v: v is None or type(v) is int,
+            "float": lambda v: v is None or type(v) in (int, float),
+            "str": lambda v: v is None or type(v) is str,
+            "bool": lambda v: type(v) is bool}
+_TOP = ("events", "decisions", "transitions", "stalled")     # (the rest: the summary's)
+
+
+def stored_cell_whole(data: dict) -> bool:
+    """Whether a stored cell holds every value the sweep's tables take, each of its column's
+    kind: a cell file edited or garbled by hand runs again, as an unreadable one does (a
+    KeyError or ValueError stopped the sweep before)."""
+    from quanta.report.metrics import JOB_COLUMNS
+    from quanta.report.tables import JOB_TABLE_COLUMNS, METRIC_COLUMNS
+    summary, jobs = data.get("summary"), data.get("jobs")
+    if not isinstance(summary, dict) or not isinstance(jobs, list):
+        return False
+    for c, kind in METRIC_COLUMNS.items():
+        held = data if c in _TOP else summary
+        if held.get(c) is None or not _OF_KIND[kind](held[c]):      # (missing: NaN, not None)
+            return False
+    kinds = [_OF_KIND[JOB_TABLE_COLUMNS[c]] for c in ["arrival", "in_window"] + JOB_COLUMNS]
+    return all(isinstance(j, list) and len(j) == len(kinds) and all(f(v) for f, v in zip(kinds, j))
+               for j in jobs)
+
+
 def job_table_rows(cell: Cell, row: dict, data: dict) -> list[dict]:
     from quanta.report.metrics import JOB_COLUMNS
     head = {c: row[c] for c in ("trace", "rate", "cluster", "policy", "seed", "load_scale", "cell")}
@@ -352,7 +377,7 @@ def run_sweep(spec: SweepSpec, out: Path, *, workers: int | None = None, ray: st
     done: dict[int, dict] = {}
     for c in cells:
         got = store.get(c.key)
-        if got is not None:
+        if got is not None and stored_cell_whole(got):
             done[c.index] = got
     todo = [c for c in cells if c.index not in done]
     reused = len(done)

@@ -142,6 +142,31 @@ def check_kill_resume(tmp_path):
     assert (out / "results.csv").read_bytes() == (tmp_path / "fresh" / "results.csv").read_bytes()
 
 
+def test_a_garbled_cell_file_runs_again(tmp_path):
+    retry_if_code_changed(check_garbled_cells, tmp_path)
+
+
+def check_garbled_cells(tmp_path):
+    """A cell file that is JSON but lacks a value the tables take, or holds one of another
+    kind (edited by hand, written by something else), runs again as an unreadable one does (a
+    KeyError or ValueError stopped the resumed sweep before); the tables as at first."""
+    out = tmp_path / "o"
+    args = ["sweep", "--rate", "3", "--jobs", "20", "--cluster", "v100:2x4", "--policy", "las",
+            "--policy", "fifo", "--seeds", "0-1", "--workers", "1", "--out", str(out)]
+    assert quanta(*args, "-q").returncode == 0
+    first = (out / "results.csv").read_bytes()
+    cells = sorted((out / "cells").glob("*.json"))
+    for f, garble in zip(cells, [lambda d: d.pop("summary"), lambda d: d["jobs"][3].__setitem__(0, "x"),
+                                 lambda d: d.__setitem__("events", None)]):
+        d = json.loads(f.read_text())
+        garble(d)
+        f.write_text(json.dumps(d))
+    r = quanta(*args)
+    assert r.returncode == 0, r.stderr
+    assert "4 cells (3 run, 1 reused)" in r.stdout
+    assert (out / "results.csv").read_bytes() == first
+
+
 def test_window_metrics_are_over_the_window_jobs(tmp_path):
     r = quanta("simulate", "--trace", "synthetic:4:80", "--cluster", "v100:2x4", "--policy", "las",
                "--window", "20:50", "--quiet", "--no-plots", "--out", str(tmp_path / "o"))
