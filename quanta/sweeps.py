@@ -368,6 +368,11 @@ def run_sweep(spec: SweepSpec, out: Path, *, workers: int | None = None, ray: st
     cells = expand(spec)
     if out.exists() and not out.is_dir():
         raise QuantaError(f"output folder {out} is a file", field="--out")
+    from quanta.report.outdir import earlier_run, some_names
+    simulated = earlier_run(out)[0]
+    if simulated:       # (its tables would sit among a run's: neither could be told apart)
+        raise QuantaError(f"output folder {out}/ holds a `quanta simulate` run's files "
+                          f"({some_names(simulated, out)}): use another --out", field="--out")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:

@@ -217,6 +217,26 @@ def test_sweep_rejects_a_negative_until_h(tmp_path):
     assert "until_h" in line
 
 
+def test_a_runs_files_and_a_sweeps_never_share_a_folder(tmp_path):
+    """`simulate --out` a sweep's folder wrote beside its tables (and --force then called them
+    files Quanta did not write); `sweep --out` a run's folder the same: refused either way,
+    one line, nothing written; a sweep still resumes in its own."""
+    sweep = ["sweep", "--rate", "3", "--jobs", "10", "--cluster", "v100:1x8", "-p", "fifo",
+             "--seeds", "0", "-j", "1", "-q", "--out"]
+    run = ["simulate", *TINY, "--no-plots", "--out"]
+    assert quanta(*sweep, str(tmp_path / "s")).returncode == 0
+    before = sorted(p.name for p in (tmp_path / "s").rglob("*"))
+    for force in ([], ["--force"]):
+        line = one_line_error(quanta(*run, str(tmp_path / "s"), *force))
+        assert "holds a sweep's results (sweep.json, cells)" in line
+    assert sorted(p.name for p in (tmp_path / "s").rglob("*")) == before
+    assert quanta(*sweep, str(tmp_path / "s")).returncode == 0         # resumed in its own
+    assert quanta(*run, str(tmp_path / "r")).returncode == 0
+    line = one_line_error(quanta(*sweep, str(tmp_path / "r")))
+    assert "holds a `quanta simulate` run's files (config.yaml" in line
+    assert not (tmp_path / "r" / "cells").exists() and not (tmp_path / "r" / "sweep.json").exists()
+
+
 def test_output_folder_describes_itself_and_is_never_mixed(tmp_path):
     out = tmp_path / "o"
     args = ["simulate", *TINY, "--policy", "las:backfill=false", "--policy", "fifo", "--seed", "3",

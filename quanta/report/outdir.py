@@ -34,6 +34,8 @@ FIG_FORMATS = ("png", "pdf", "svg")
 FIGURES = ("jct_cdf", "utilisation", "queue", "jct_by_type", "ftf_cdf")
 # what marks a sub-folder as an output folder of its own (a nested run or a sweep): left alone
 OWN_FOLDER_MARKS = (CONFIG, "summary.csv", "sweep.json")
+# what marks a folder as a sweep's (`quanta sweep`; cells/ before its first sweep.json)
+SWEEP_MARKS = ("sweep.json", "cells")
 # a run's hidden folders inside the output folder: `.quanta-run-<pid>-<random>`
 STAGE_PREFIX = ".quanta-run-"
 
@@ -87,7 +89,8 @@ def earlier_run(out: Path) -> tuple[list[Path], list[Path]]:
     return ours, theirs
 
 
-def _names(paths: list[Path], out: Path, most: int = 4) -> str:
+def some_names(paths: list[Path], out: Path, most: int = 4) -> str:
+    """The first `most` of `paths`, relative to `out`, and how many more."""
     rel = [p.relative_to(out).as_posix() for p in paths]
     return ", ".join(rel[:most]) + (f" and {len(rel) - most} more" if len(rel) > most else "")
 
@@ -95,16 +98,21 @@ def _names(paths: list[Path], out: Path, most: int = 4) -> str:
 def _replaced(out: Path, force: bool) -> list[Path]:
     """The earlier run's files a new run in `out` replaces; a QuantaError (one line) if there are
     some and not `force`, or, under `force`, if the folder holds files Quanta did not write."""
+    marks = [m for m in SWEEP_MARKS if (out / m).exists()]
+    if marks:                   # (--force or not: they are no run's files to replace)
+        raise QuantaError(f"output folder {out}/ holds a sweep's results ({', '.join(marks)}): "
+                          f"use another --out", field="--out")
     ours, theirs = earlier_run(out)
     if not ours:
         return []
     if not force:
         raise QuantaError(f"output folder {out}/ holds an earlier run's files "
-                          f"({_names(ours, out)}): use --force to replace them, or another --out",
+                          f"({some_names(ours, out)}): use --force to replace them, or another "
+                          f"--out",
                           field="--out")
     if theirs:
         raise QuantaError(f"output folder {out}/ holds files Quanta did not write "
-                          f"({_names(theirs, out)}): --force deletes only an earlier run's "
+                          f"({some_names(theirs, out)}): --force deletes only an earlier run's "
                           f"files; move those away or use another --out", field="--out")
     return ours
 
@@ -184,7 +192,7 @@ class Staging:
             [t for t in targets if t not in replaced and (t.exists() or t.is_symlink())]
         if changed:
             raise QuantaError(f"output folder {self.out}/ changed while this run ran "
-                              f"({_names(changed, self.out)}): nothing of this run was written; "
+                              f"({some_names(changed, self.out)}): nothing of this run was written; "
                               f"run it again", field="--out")
         aside = Path(tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{os.getpid()}-", dir=self.out)) \
             if self.replace else None
