@@ -448,6 +448,13 @@ def write(tmp_path, text):
     ("queues:\n  - name: a\n    qouta: {}\n", 3, "queues[a].qouta", "Extra inputs"),
     ("queues:\n  - name: a\n    quota: {v100: 2}\n  - name: b\n    parent: a\n    users: [x]\n"
      "  - name: c\n    parent: b\n", 6, "queues[b].users", "cohort"),
+    # aliases: on a cohort its jobs went to the default queue; twice or a queue's name, one won
+    ("queues:\n  - name: a\n    aliases: [vc1]\n  - name: b\n    parent: a\n", 3,
+     "queues[a].aliases", "give the aliases to one of its leaf queues"),
+    ("queues:\n  - name: a\n    aliases: [vc1]\n  - name: b\n    aliases: [vc2, vc1]\n", 5,
+     "queues[b].aliases.1", "alias 'vc1' is also an alias of queue 'a'"),
+    ("queues:\n  - name: a\n  - name: b\n    aliases: [a]\n", 4, "queues[b].aliases.0",
+     "alias 'a' is the name of queue 'a'"),
     ("queues: [\n", 2, None, "not valid YAML"),
 ])
 def test_bad_files_name_file_line_and_field(tmp_path, text, line, field, words):

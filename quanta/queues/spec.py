@@ -405,6 +405,19 @@ def build_tree(cfg: QueuesFile, src: Source, default_name: str) -> QueueTree:
         if has_kids[i] and q.users and q.users != ["*"]:
             raise src.error(f"queue '{q.name}' is a cohort (other queues name it as parent): "
                             f"users submit to its leaf queues", ["queues", i, "users"])
+        if has_kids[i] and q.aliases:         # (jobs go to leaves: they were dropped unsaid)
+            raise src.error(f"queue '{q.name}' is a cohort (other queues name it as parent): "
+                            f"give the aliases to one of its leaf queues", ["queues", i, "aliases"])
+    alias_of: dict[str, int] = {}             # an alias means one queue, and no other's name
+    for i, q in enumerate(cfg.queues):
+        for k, a in enumerate(q.aliases):
+            if a in index and a != q.name:
+                raise src.error(f"alias '{a}' is the name of queue '{a}'",
+                                ["queues", i, "aliases", k])
+            other = alias_of.setdefault(a, i)
+            if other != i:
+                raise src.error(f"alias '{a}' is also an alias of queue '{names[other]}'",
+                                ["queues", i, "aliases", k])
     F = len(flavors)
     nominal = np.zeros((n, F))
     borrow = np.full((n, F), np.inf)
