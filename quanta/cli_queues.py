@@ -151,6 +151,12 @@ def register(app: typer.Typer, console: Callable) -> None:
         if at_h is not None and (trace is None or file is None):
             raise QuantaError("an hour of a simulated trace: give a queues FILE and --trace too",
                               field="--at-h")
+        if trace is None:
+            for flag, given in (("--format", format != "auto"), ("--policy", policy != "fifo"),
+                                ("--seed", seed != 0), ("--max-jobs", max_jobs is not None)):
+                if given:
+                    raise QuantaError(f"{flag} is for a simulated trace: give --trace too",
+                                      field=flag)
         if file is None:
             from quanta.service.client import Client
             report = Client(url, token).call("GET", "/v1/queues")

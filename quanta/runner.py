@@ -66,15 +66,16 @@ def build_policy(p: str | Policy, world, seed: int) -> Policy:
     return pol
 
 
-def _check_distinct(policies: Sequence[Policy]) -> None:
+def _check_distinct(policies: Sequence[Policy], named: Sequence[bool]) -> None:
     """Two policies of one run may not share a label, nor an output folder (a label's folder
-    name: quanta.report.output.policy_dir_name), nor be one policy written two ways (the same
-    class and parameters: las:backfill=False and las:backfill=0)."""
+    name: quanta.report.output.policy_dir_name), nor, both given by name (`named`), be one
+    policy written two ways (the same class and parameters: las:backfill=False and
+    las:backfill=0; a Python object beside its registered name is the API user's choice)."""
     from quanta.policies.registry import parameters
     from quanta.report.output import policy_dir_name
     seen: dict[str, str] = {}                   # folder -> label
     built: dict[tuple, str] = {}                # (class, parameters) -> label
-    for pol in policies:
+    for pol, by_name in zip(policies, named):
         label, folder = pol.label(), policy_dir_name(pol.label())
         other = seen.get(folder)
         if other is not None:
@@ -85,7 +86,7 @@ def _check_distinct(policies: Sequence[Policy]) -> None:
         seen[folder] = label
         cls = type(pol)
         params = parameters(cls)
-        if params:                  # (a class that is no dataclass: its parameters not known)
+        if by_name and params:      # (a class that is no dataclass: its parameters not known)
             other = built.setdefault((cls.__module__, cls.__qualname__,
                                       repr([(f.name, getattr(pol, f.name)) for f in params])),
                                      label)
@@ -150,7 +151,7 @@ def run_simulations(req: SimulationRequest, console=None, keep_results: bool = F
     cluster = resolve_cluster(req.cluster)
     window = parse_window(req.window)
     policies = [build_policy(p, world, req.seed) for p in req.policies]
-    _check_distinct(policies)
+    _check_distinct(policies, [isinstance(p, str) for p in req.policies])
     built = list(policies)                      # before a queue layer wraps them
     trace = load_any_trace(req.trace, req.format, req.seed)
     if not trace.jobs:

@@ -78,6 +78,11 @@ def validated(model: type[M], data: object, source: str = "") -> M:
     except ValidationError as err:
         e = err.errors()[0]
         field = ".".join(str(p) for p in e["loc"]) or None
-        # (pydantic names its model classes: "a valid dictionary or instance of _NodeGroup")
-        msg = re.sub(r" or instance of \w+", "", e["msg"])
-        raise QuantaError(msg, source=source or None, field=field) from None
+        raise QuantaError(error_message(e), source=source or None, field=field) from None
+
+
+def error_message(e: dict) -> str:
+    """A pydantic error's message as a user reads it: no model class names ("a valid
+    dictionary or instance of _NodeGroup"), no "Value error, " before a validator's own words."""
+    msg = re.sub(r" or instance of \w+", "", e["msg"])
+    return msg.removeprefix("Value error, ")

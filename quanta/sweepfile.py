@@ -181,13 +181,14 @@ def _cluster(spec: str) -> None:
 
 def _check(fn, err) -> None:
     """Run a check; its one-line error is re-raised at the sweep file's line (an error that
-    names another file, e.g. a cluster file's own line, is kept as it is)."""
+    names another file, e.g. a cluster file's own line, is kept as it is, unless that file is
+    not there: then the sweep file's line names it)."""
     try:
         fn()
     except QuantaError as e:
-        if e.source:
+        if e.source and Path(e.source).exists():
             raise
-        raise err(e.bare) from None
+        raise err(f"{e.source}: {e.bare}" if e.source else e.bare) from None
 
 
 def _scalar(value: Any, typ: type, err) -> Any:

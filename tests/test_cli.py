@@ -59,7 +59,8 @@ def test_simulate_inline_cluster_and_policy_params_is_deterministic(tmp_path):
     (["--cluster", "STRNODE.yaml"], "field 'nodes.0': Input should be a valid dictionary"),
     (["--cluster", "BOOLCOUNT.yaml"], "field 'nodes.0.count': Input should be a valid integer"),
     (["--cluster", "v100:99999999x99999999"], "nodes is more than the 1,000,000"),   # was a hang
-    (["--trace", "BINARY.csv"], "cannot tell the trace format from the first line"),
+    (["--trace", "BINARY.csv"], "cannot tell the trace format from the first line: it is not "
+                                "text"),            # (and not a hundred escaped bytes of it)
 ])
 def test_bad_input_is_one_line_exit_2(args, needle, tmp_path):
     files = {"EMPTY.yaml": "", "LIST.yaml": "- a\n", "STRNODE.yaml": "nodes:\n  - v100\n",
@@ -134,6 +135,9 @@ COMMANDS = ["simulate", "reproduce", "worlds", "policies", "clusters", "traces",
     (["simulate", "--trace", "synthetic:3:10", "--repair-h", "5"], "give --node-mtbf-h H too"),
     (["queues", "quanta/examples/queues/teams.yaml", "--jobs"], "give --at-h H too"),
     (["queues", "quanta/examples/queues/teams.yaml", "--at-h", "3"], "give a queues FILE and --trace"),
+    (["queues", "quanta/examples/queues/teams.yaml", "--format", "philly"],
+     "--format is for a simulated trace: give --trace too"),
+    (["queues", "quanta/examples/queues/teams.yaml", "-p", "las"], "--policy is for a simulated"),
 ])
 def test_an_option_that_would_be_ignored_is_refused(args, needle, tmp_path):
     r = quanta(*args, "-q" if args[0] == "simulate" else "--json", *(

@@ -131,6 +131,7 @@ def test_nonsensical_values_are_one_line_exit_2(args, flag, tmp_path):
     (["gavel-las:decimals=99"], "gavel: decimals must be -1 (off) to 15"),
     # tracebacks before: an option no run can use, a field that is no parameter
     (["gavel-hierarchical:entity=usr"], "gavel entity 'usr' unknown (known: queue, user)"),
+    (["gavel-las:tie_types=foo/v100"], "gavel tie_types: unknown GPU type 'foo'"),   # (passed over)
     (["hadar:interval=0"], "hadar: interval must be a positive number of seconds"),
     (["hadare:interval=0"], "interval must be a positive number of seconds"),
     (["hadar:price=abc"], "unknown parameter 'price'"),          # a function: Python's to give

@@ -455,6 +455,8 @@ def write(tmp_path, text):
      "queues[b].aliases.1", "alias 'vc1' is also an alias of queue 'a'"),
     ("queues:\n  - name: a\n  - name: b\n    aliases: [a]\n", 4, "queues[b].aliases.0",
      "alias 'a' is the name of queue 'a'"),
+    ("queues:\n  - name: a\n    quota:\n      v100: eight\n", 4, "queues[a].quota.v100",
+     "want a number of GPUs or {nominal: N"),           # (was pydantic's 'instance of QuotaEntry')
     ("queues: [\n", 2, None, "not valid YAML"),
 ])
 def test_bad_files_name_file_line_and_field(tmp_path, text, line, field, words):

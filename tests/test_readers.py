@@ -390,6 +390,9 @@ BAD_FILES = [
     ("normalized", "n.csv", NORMALIZED_HEAD + "a,0,1,10\nb,5,two,10\n", 3, "num_gpus"),
     ("normalized", "n.csv", NORMALIZED_HEAD + "a,0,1,10\nb,5,1\n", 3, "duration_s"),
     ("normalized", "n.csv", NORMALIZED_HEAD + "a,0,1,10\n\nb,5,1,-4\n", 4, "duration_s"),
+    # a quote not closed: its row runs to the end of the file, named by the line it opens on
+    ("normalized", "n.csv", NORMALIZED_HEAD + "a,0,1,10\n\"b,5,1,10\nc,6,1,10\nd,7,1,10\n", 3,
+     "submit_time_s"),
     ("normalized", "n.csv", "job_id,submit_time_s,duration_s\na,0,10\n", 1, "num_gpus"),
     ("normalized", "n.csv", "job_id,submit_time_s,num_gpus,duration_s,num_gpus\na,0,1,10,2\n", 1,
      "num_gpus"),                                            # a column twice: it used the first
@@ -413,6 +416,9 @@ BAD_FILES = [
     ("itp", "i.csv", "job_id,submission_time,duration,num_gpu\nx,10,60,1\ny,20,60,1.5\n", 3, "num_gpu"),
     ("rubick", "r.csv", "name,submission_time,duration,application,num_gpus,num_cpus,bandwidth,"
                         "exec_plan,steps,is_sla\nj,0,100,vit,1,4,0,warp-drive,0,0\n", 2, "exec_plan"),
+    ("rubick", "r.csv", "name,submission_time,duration,application,num_gpus,num_cpus,bandwidth,"
+                        "exec_plan,steps,is_sla\nj,0,100,vit,1,4,0,,0,1\nk,0,100,vit,1,4,0,,0,2\n", 3,
+     "is_sla"),                                   # (2 ran as best-effort, unsaid)
     ("pai", "pai.csv", "j1,worker,1,Terminated,100.0,50.0,600.0,29.0,100.0,V100\n", 1, "end_time"),
     ("pai", "pai.csv", "j1,worker,1,Terminated,100.0,500.0,600.0,29.0,lots,V100\n", 1, "plan_gpu"),
 ]
@@ -428,6 +434,15 @@ def test_bad_rows_name_file_line_and_field(tmp_path, fmt, filename, content, lin
         assert f"{p}:{line}" in msg, msg
         assert f"'{field}'" in msg, msg
         assert (e.value.source, e.value.line, e.value.field) == (str(p), line, field)
+
+
+def test_a_byte_that_is_no_text_names_its_line(tmp_path):
+    """The decoder reads ahead of the rows: the line is found again in the file's bytes."""
+    p = tmp_path / "n.csv"
+    p.write_bytes((NORMALIZED_HEAD + "a,0,1,10\n" * 3).encode() + b"b,5,1,1\xff0\nc,6,1,10\n")
+    with pytest.raises(QuantaError, match="not a text file") as e:
+        load_trace(p, "normalized")
+    assert (e.value.source, e.value.line) == (str(p), 5)
 
 
 def test_rows_without_a_job_id_are_named_and_noted(tmp_path):

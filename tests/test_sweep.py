@@ -210,6 +210,12 @@ BAD_YAML = [
     ("rate: [2, .nan]\n", "sweep.yaml:1", "rate", "rate nan is not a positive number"),
     ("rates: [2]\nrestart_delay: -5\n", "sweep.yaml:2", "restart_delay", "is not 0 or more"),
     ("", "sweep.yaml", None, "the sweep file is empty"),
+    # a file the sweep file names that is not there: named at the sweep file's line
+    ("rates: [2]\nqueues: nope.yaml\n", "sweep.yaml:2", "queues", "nope.yaml: cannot read it"),
+    ("rates: [2]\nclusters: [nope.yaml]\n", "sweep.yaml:2", "clusters.0",
+     "nope.yaml: cluster file not found"),
+    ("rates: [2]\nseeds: 0-1000000000\n", "sweep.yaml:2", "seeds",
+     "0-1000000000 is more than the 100,000 values a range may give"),
 ]
 
 

@@ -103,6 +103,12 @@ def test_world_policy_parameters_come_before_the_users():
     assert make_policy(w.policy_spec("gavel-throughput")).interval == 360.0
     assert make_policy(w.policy_spec("gavel-throughput:interval=60")).interval == 60.0
     assert w.policy_spec("fifo") == "fifo"
+    # the user's own replace the world's (each given once); one the user gives twice is refused
+    spec = w.policy_spec("gavel-throughput:workers=,interval=60")
+    assert spec.count("workers=") == 1 and spec.count("interval=") == 1
+    assert make_policy(spec).workers == ""
+    with pytest.raises(QuantaError, match="parameter 'interval' is given twice"):
+        make_policy(w.policy_spec("gavel-throughput:interval=60,interval=30"))
 
 
 def test_world_from_the_python_api_and_labels_kept():

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Literal, Sequence
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from quanta.errors import QuantaError
 
@@ -25,9 +25,17 @@ class QuotaEntry(BaseModel):
     lending_limit: int | None = Field(None, ge=0, description="most of its unused nominal GPUs "
                                       "its cohort may lend to others (none: all of them)")
 
+    @model_validator(mode="before")
     @classmethod
-    def coerce(cls, v: Any) -> Any:
-        return {"nominal": v} if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+    def _number_or_mapping(cls, v: Any) -> Any:
+        """A number of GPUs is the nominal quota (a word or a flag: what it wants, not pydantic's
+        'instance of QuotaEntry')."""
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return {"nominal": v}
+        if not isinstance(v, dict):
+            raise ValueError("want a number of GPUs or {nominal: N, borrowing_limit: N, "
+                             "lending_limit: N}")
+        return v
 
 
 class QueueModel(BaseModel):
@@ -44,13 +52,6 @@ class QueueModel(BaseModel):
     starvation_s: float | None = Field(None, gt=0, description="a job waiting this long is "
                                        "started first in its queue (default: the file's)")
     description: str = ""
-
-    @field_validator("quota", mode="before")
-    @classmethod
-    def _quota(cls, v: Any) -> Any:
-        if isinstance(v, dict):
-            return {k: QuotaEntry.coerce(x) for k, x in v.items()}
-        return v
 
     @field_validator("users", "aliases", mode="before")
     @classmethod

@@ -39,6 +39,7 @@ from quanta.errors import QuantaError
 from quanta.model.gpu import GPU_TYPES, gpu_type
 from quanta.model.job import CLASS_NAME, JobSpec
 from quanta.queues.schema import QueuesFile, Source, read_source
+from quanta.specfile import error_message
 
 # -- the compiled tree ------------------------------------------------------------------------------
 @dataclass
@@ -347,7 +348,7 @@ def load_queues(path: str | Path) -> QueueTree:
         e = err.errors()[0]
         loc = list(e["loc"])
         bad_key = e["type"] == "extra_forbidden"
-        raise src.error(e["msg"], loc, key=bad_key) from None
+        raise src.error(error_message(e), loc, key=bad_key) from None
     return build_tree(cfg, src, path.stem)
 
 
@@ -358,7 +359,7 @@ def parse_queues(data: Any, source: str = "<queues>") -> QueueTree:
         cfg = QueuesFile.model_validate(data)
     except ValidationError as err:
         e = err.errors()[0]
-        raise src.error(e["msg"], list(e["loc"])) from None
+        raise src.error(error_message(e), list(e["loc"])) from None
     return build_tree(cfg, src, cfg.name or "queues")
 
 

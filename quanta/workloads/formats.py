@@ -69,7 +69,10 @@ def detect_format(path: str | Path) -> str:
     if near:
         return near  # its reader will name the missing column(s)
     cols = ", ".join(c.strip() for c in sample.first[:12])
-    cols = cols if len(cols) <= 120 else cols[:117] + "..."      # (a binary file's first "line")
+    if not all(ch.isprintable() or ch == "\t" for ch in cols):
+        raise QuantaError("cannot tell the trace format from the first line: it is not text (a "
+                          "binary file?)", source=str(p))
+    cols = cols if len(cols) <= 120 else cols[:117] + "..."
     raise QuantaError(f"cannot tell the trace format from the first line ({cols}); "
                       f"pass a format explicitly, one of: {known_formats()}", source=str(p))
 

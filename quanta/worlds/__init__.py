@@ -77,11 +77,18 @@ class World:
         return perf if self.run_perf is None else self.run_perf(perf, policy_name)
 
     def policy_spec(self, spec: str, seed: int = 0) -> str:
-        """`spec` with the world's parameters for that policy put before the user's own."""
+        """`spec` with the world's parameters for that policy put before the user's own, less
+        those the user gives (theirs win; one given twice by the user stays so, for
+        make_policy to refuse)."""
         name, _, params = spec.strip().partition(":")
         table = self.policy_params(seed) if callable(self.policy_params) else self.policy_params
         mine = table.get(name, "")
-        return f"{name}:{mine},{params}".rstrip(",") if mine else spec
+        if not mine:
+            return spec
+        theirs = [p.strip() for p in params.split(",") if p.strip()]
+        given = {p.partition("=")[0] for p in theirs}
+        kept = [p for p in mine.split(",") if p.partition("=")[0] not in given]
+        return f"{name}:{','.join(kept + theirs)}"
 
     def jobs_for(self, policy_name: str, specs: Sequence[JobSpec]) -> list[JobSpec]:
         return list(specs) if self.prepare is None else self.prepare(policy_name, specs)

@@ -192,6 +192,12 @@ class Gavel(PairEntries, Policy):
             if value not in known:
                 raise QuantaError(f"gavel {name} '{value}' unknown (known: "
                                   f"{', '.join(k or repr(k) for k in known)})", field="--policy")
+        if self.tie_types:           # GPU type names (an unknown one was passed over unsaid)
+            from quanta.model.gpu import gpu_type
+            try:
+                self.tie_types = "/".join(gpu_type(t).name for t in self.tie_types.split("/"))
+            except QuantaError as e:
+                raise QuantaError(f"gavel tie_types: {e.bare}", field="--policy") from None
         require(0 <= self.recompute_every < INF, "gavel", "recompute_every", self.recompute_every,
                 "a number of seconds, 0 or more")
         require(-1 <= self.decimals <= 15, "gavel", "decimals", self.decimals, "-1 (off) to 15")

@@ -68,22 +68,38 @@ def check_file(path: str | Path) -> Path:
 
 def csv_rows(path: Path, delimiter: str = ",", *, quoting: int = csv.QUOTE_MINIMAL
              ) -> Iterator[tuple[int, list[str]]]:
-    """(line number, fields) of every non-blank row; QuantaError when there is no row at all."""
+    """(line number, fields) of every non-blank row (the line it starts on: a quoted field may
+    run over lines, to the end of the file where a quote is not closed); QuantaError when there
+    is no row at all."""
     seen = False
     try:
         with open(path, newline="", encoding="utf-8-sig") as f:
             reader = csv.reader(f, delimiter=delimiter, quoting=quoting)
+            ended = 0                   # the line the last row ended on
             for row in reader:
+                first, ended = ended + 1, reader.line_num
                 if not row or (len(row) == 1 and not row[0].strip()):
                     continue
                 seen = True
-                yield reader.line_num, row
+                yield first, row
     except UnicodeDecodeError as e:
-        raise QuantaError(f"not a text file ({e.reason})", source=str(path)) from None
+        raise QuantaError(f"not a text file ({e.reason})", source=str(path),
+                          line=_undecodable_line(path)) from None
     except csv.Error as e:
         raise QuantaError(f"malformed CSV: {e}", source=str(path)) from None
     if not seen:
         raise QuantaError("the file is empty", source=str(path))
+
+
+def _undecodable_line(path: Path) -> int | None:
+    """The first line of the file that is not UTF-8 (the decoder reads ahead of the rows)."""
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError:
+                return n
+    return None
 
 
 def start(path: str | Path, fmt: str, required: Sequence[str]
