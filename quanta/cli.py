@@ -170,7 +170,8 @@ def _numbers(values: Optional[List[str]], kind: type, flag: str) -> Optional[tup
             if not part:
                 raise QuantaError(f"'{v}' has an empty item", field=flag)
             try:
-                out += int_range(part) if kind is int and not part.startswith("-") else [kind(part)]
+                out += int_range(part, len(out)) if kind is int and not part.startswith("-") \
+                    else [kind(part)]
             except RangeTooLong as e:
                 raise QuantaError(str(e), field=flag) from None
             except ValueError:

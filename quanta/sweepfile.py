@@ -215,24 +215,25 @@ def _scalar(value: Any, typ: type, err) -> Any:
         raise err(f"want {'an integer' if typ is int else 'a number'}, got {value!r}") from None
 
 
-MAX_RANGE = 100_000      # the most values an A-B range may give (one of 0-1000000000: memory)
+MAX_RANGE = 100_000      # the most values a list of A-B ranges may give (0-1000000000: memory)
 
 
 class RangeTooLong(ValueError):
-    """An A-B range of more than MAX_RANGE values."""
+    """Ranges of more than MAX_RANGE values in all."""
 
 
-def int_range(part: str) -> list[int]:
-    """`N` or `A-B` (inclusive) as a list of integers; ValueError otherwise (RangeTooLong past
-    MAX_RANGE values)."""
+def int_range(part: str, before: int = 0) -> list[int]:
+    """`N` or `A-B` (inclusive) as a list of integers; ValueError otherwise (RangeTooLong where
+    it and the `before` values of the same list pass MAX_RANGE values)."""
     a, dash, b = part.strip().partition("-")
     if not dash:
         return [int(a)]
     lo, hi = int(a), int(b)
     if hi < lo:
         raise ValueError(part)
-    if hi - lo >= MAX_RANGE:
-        raise RangeTooLong(f"{part.strip()} is more than the {MAX_RANGE:,} values a range may give")
+    if hi - lo + 1 + before > MAX_RANGE:
+        raise RangeTooLong(f"{part.strip()} makes more than the {MAX_RANGE:,} values a list of "
+                           f"ranges may give")
     return list(range(lo, hi + 1))
 
 
@@ -240,7 +241,7 @@ def _seed_range(text: str, err) -> list[int]:
     out: list[int] = []
     for part in text.split(","):
         try:
-            out += int_range(part)
+            out += int_range(part, len(out))
         except RangeTooLong as e:
             raise err(f"bad seeds '{text}': {e}") from None
         except ValueError:

@@ -276,6 +276,9 @@ def _plain(v):
 # ---------------------------------------------------------------------------------------------
 # the rows of the tables
 
+_TOP = ("events", "decisions", "transitions", "stalled")     # a cell's metrics beside its summary
+
+
 def result_row(cell: Cell, spec: SweepSpec, data: dict) -> dict:
     from quanta.policies.registry import split_spec
     import quanta
@@ -298,7 +301,7 @@ def result_row(cell: Cell, spec: SweepSpec, data: dict) -> dict:
     for k, v in s.items():
         if k != "policy":
             row[k] = v
-    for k in ("events", "decisions", "transitions", "stalled"):
+    for k in _TOP:
         row[k] = data[k]
     return row
 
@@ -307,7 +310,6 @@ _OF_KIND = {"int": lambda v: v is None or type(v) is int,
             "float": lambda v: v is None or type(v) in (int, float),
             "str": lambda v: v is None or type(v) is str,
             "bool": lambda v: type(v) is bool}
-_TOP = ("events", "decisions", "transitions", "stalled")     # (the rest: the summary's)
 
 
 def stored_cell_whole(data: dict) -> bool:
@@ -324,8 +326,16 @@ def stored_cell_whole(data: dict) -> bool:
         if held.get(c) is None or not _OF_KIND[kind](held[c]):      # (missing: NaN, not None)
             return False
     kinds = [_OF_KIND[JOB_TABLE_COLUMNS[c]] for c in ["arrival", "in_window"] + JOB_COLUMNS]
-    return all(isinstance(j, list) and len(j) == len(kinds) and all(f(v) for f, v in zip(kinds, j))
-               for j in jobs)
+    fine: set[tuple] = set()         # the rows' types checked (rows of one cell share a few)
+    for j in jobs:
+        if not isinstance(j, list) or len(j) != len(kinds):
+            return False
+        types = tuple(map(type, j))
+        if types not in fine:
+            if not all(f(v) for f, v in zip(kinds, j)):
+                return False
+            fine.add(types)
+    return True
 
 
 def job_table_rows(cell: Cell, row: dict, data: dict) -> list[dict]:
@@ -368,11 +378,10 @@ def run_sweep(spec: SweepSpec, out: Path, *, workers: int | None = None, ray: st
     cells = expand(spec)
     if out.exists() and not out.is_dir():
         raise QuantaError(f"output folder {out} is a file", field="--out")
-    from quanta.report.outdir import earlier_run, some_names
-    simulated = earlier_run(out)[0]
-    if simulated:       # (its tables would sit among a run's: neither could be told apart)
-        raise QuantaError(f"output folder {out}/ holds a `quanta simulate` run's files "
-                          f"({some_names(simulated, out)}): use another --out", field="--out")
+    from quanta.report.outdir import CONFIG, listed_files
+    if listed_files(out):   # (its tables would sit among a run's: neither could be told apart)
+        raise QuantaError(f"output folder {out}/ holds a `quanta simulate` run's files (its "
+                          f"{CONFIG} lists them): use another --out", field="--out")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:

@@ -134,7 +134,7 @@ def test_nonsensical_values_are_one_line_exit_2(args, flag, tmp_path):
     (["gavel-las:tie_types=foo/v100"], "gavel tie_types: unknown GPU type 'foo'"),   # (passed over)
     (["hadar:interval=0"], "hadar: interval must be a positive number of seconds"),
     (["hadare:interval=0"], "interval must be a positive number of seconds"),
-    (["hadar:price=abc"], "unknown parameter 'price'"),          # a function: Python's to give
+    (["hadar:price=abc"], "parameter 'price' is a function: give it from Python"),
     (["rubick:_memo=x"], "unknown parameter '_memo'"),           # a cache
     # given twice, as one policy (the last one won) or as two (the same run twice)
     (["las:backfill=false,backfill=true"], "parameter 'backfill' is given twice"),
@@ -207,7 +207,11 @@ def test_a_range_of_seeds_no_machine_can_hold_is_one_line_exit_2(tmp_path):
     same (a run that did not end)."""
     line = one_line_error(quanta("sweep", "--rate", "3", "--jobs", "20", "-p", "las", "--seeds",
                                  "0-1000000000", "--out", str(tmp_path / "s"), "-q"))
-    assert "0-1000000000 is more than the 100,000 values a range may give" in line
+    assert "0-1000000000 makes more than the 100,000 values a list of ranges may give" in line
+    line = one_line_error(quanta("sweep", "--rate", "3", "--jobs", "20", "-p", "las", "--seeds",
+                                 "0-60000", "--seeds", "60001-120000", "--out", str(tmp_path / "s"),
+                                 "-q"))
+    assert "60001-120000 makes more than the 100,000 values" in line            # (in all)
     line = one_line_error(quanta("reproduce", "tiresias", "--replay-seeds", "99999999999"))
     assert "--replay-seeds" in line
 
@@ -234,8 +238,11 @@ def test_a_runs_files_and_a_sweeps_never_share_a_folder(tmp_path):
     assert quanta(*sweep, str(tmp_path / "s")).returncode == 0         # resumed in its own
     assert quanta(*run, str(tmp_path / "r")).returncode == 0
     line = one_line_error(quanta(*sweep, str(tmp_path / "r")))
-    assert "holds a `quanta simulate` run's files (config.yaml" in line
+    assert "holds a `quanta simulate` run's files (its config.yaml lists them)" in line
     assert not (tmp_path / "r" / "cells").exists() and not (tmp_path / "r" / "sweep.json").exists()
+    (tmp_path / "mine").mkdir()                # a user's own config.yaml: no run's (it lists none)
+    (tmp_path / "mine" / "config.yaml").write_text("lr: 0.1\n")
+    assert quanta(*sweep, str(tmp_path / "mine")).returncode == 0
 
 
 def test_output_folder_describes_itself_and_is_never_mixed(tmp_path):

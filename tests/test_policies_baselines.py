@@ -245,7 +245,7 @@ def test_registry_parameters_and_errors():
     from quanta.policies.registry import parameters
     assert "_memo" not in {f.name for f in parameters(POLICIES["rubick"].cls)}
     assert "price" in {f.name for f in parameters(POLICIES["hadar"].cls)}
-    with pytest.raises(QuantaError, match="unknown parameter 'price'"):
+    with pytest.raises(QuantaError, match="parameter 'price' is a function: give it from Python"):
         make_policy("hadar:price=abc")
 
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from conftest import ToyPerf
+from conftest import ToyPerf, record_calls
 from test_policies_baselines import snapshot
 from test_sia import snap_of
 
@@ -239,7 +239,7 @@ def test_the_previous_front_seeds_each_job_by_job_or_by_position_as_the_referenc
     assert "carry=position" in get_world("sia-sim").policy_params(0)["pollux"]
 
 
-def test_kept_candidates_follow_the_jobs_spec_and_cap():
+def test_kept_candidates_follow_the_jobs_spec_and_cap(monkeypatch):
     """With a model that declares its rates pure, Pollux keeps each job's candidates between
     rounds (`RateMemo`, as Sia does) only while the job's spec object and GPU cap are the same,
     and a whole round's while nothing they come of changed;
@@ -273,8 +273,11 @@ def test_kept_candidates_follow_the_jobs_spec_and_cap():
     assert cands(specs, perf, 8).rate[0] == pytest.approx(3.0)          # a new cap: rated now
     assert cands(jobs("y"), perf, 2).rate[0] == pytest.approx(5.0)      # same row, new spec
     # a round like the last (same specs, allowed types, cap, capacity) takes the last round's
-    # candidates as they are (`RateMemo.unchanged`); each of those one step away, made again
-    assert cands(specs, perf, 2) is cands(specs, perf, 2)
+    # candidates as they are (`RateMemo.unchanged`: no loop over the jobs, whose end is
+    # kept_candidates); each of those one step away, made again
+    import quanta.policies.pollux as pollux_module
+    made = record_calls(monkeypatch, pollux_module, "kept_candidates")
+    assert cands(specs, perf, 2) is cands(specs, perf, 2) and len(made) == 1
     assert cands(specs, perf, 2, allowed=[True, False]).gtype.tolist() == [0, 0]
     cands(specs, perf, 2)
     assert cands(specs, perf, 2, capacity=[16, 1]).count.tolist() == [1, 2, 1]

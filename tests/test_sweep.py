@@ -215,7 +215,9 @@ BAD_YAML = [
     ("rates: [2]\nclusters: [nope.yaml]\n", "sweep.yaml:2", "clusters.0",
      "nope.yaml: cluster file not found"),
     ("rates: [2]\nseeds: 0-1000000000\n", "sweep.yaml:2", "seeds",
-     "0-1000000000 is more than the 100,000 values a range may give"),
+     "0-1000000000 makes more than the 100,000 values a list of ranges may give"),
+    ("rates: [2]\nseeds: 0-99999,100000-100001\n", "sweep.yaml:2", "seeds",   # (in all)
+     "100000-100001 makes more than the 100,000 values"),
 ]
 
 

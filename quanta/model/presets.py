@@ -28,16 +28,15 @@ def _group(prefix: str, gpu: str, nodes: int, gpus: int, **kw) -> list[NodeSpec]
     return [NodeSpec(f"{prefix}{i:03d}", gpu, gpus, **kw) for i in range(nodes)]
 
 
-def _sizes_ok(nodes: int, gpus: int, before: list[NodeSpec]) -> str | None:
-    """Why a group of `nodes` nodes of `gpus` GPUs cannot follow the nodes `before` it in a
+def _sizes_ok(nodes: int, gpus: int, before: tuple[int, int]) -> str | None:
+    """Why a group of `nodes` nodes of `gpus` GPUs cannot follow `before` (nodes, GPUs) in a
     cluster (None: it can)."""
-    if nodes + len(before) > MAX_NODES:
-        return f"{nodes + len(before):,} nodes is more than the {MAX_NODES:,} a cluster may have"
+    if nodes + before[0] > MAX_NODES:
+        return f"{nodes + before[0]:,} nodes is more than the {MAX_NODES:,} a cluster may have"
     if gpus > MAX_GPUS_PER_NODE:
         return f"{gpus} GPUs per node is more than {MAX_GPUS_PER_NODE}"
-    total = nodes * gpus + sum(n.gpus for n in before)
-    if total > MAX_GPUS:
-        return f"{total:,} GPUs is more than the {MAX_GPUS:,} a cluster may have"
+    if nodes * gpus + before[1] > MAX_GPUS:
+        return f"{nodes * gpus + before[1]:,} GPUs is more than the {MAX_GPUS:,} a cluster may have"
     return None
 
 
@@ -89,6 +88,7 @@ _INLINE = re.compile(r"^\s*([A-Za-z0-9_.-]+)\s*:\s*(\d+)\s*[xX]\s*(\d+)\s*$")
 
 def parse_inline(spec: str) -> Cluster:
     nodes: list[NodeSpec] = []
+    total = 0                           # GPUs so far
     for part in spec.split(","):
         m = _INLINE.match(part)
         if not m:
@@ -102,9 +102,10 @@ def parse_inline(spec: str) -> Cluster:
         if count <= 0 or per <= 0:
             raise QuantaError(f"bad cluster spec '{spec}': node and GPU counts must be positive",
                               field="--cluster")
-        why = _sizes_ok(count, per, nodes)
+        why = _sizes_ok(count, per, (len(nodes), total))
         if why:
             raise QuantaError(f"bad cluster spec '{spec}': {why}", field="--cluster")
+        total += count * per
         nodes += _group(f"{gpu}-{len(nodes)}-", gpu, count, per)
     return Cluster(tuple(nodes), name=spec)
 
@@ -135,14 +136,16 @@ def _cluster_file_model() -> type:
 def load_cluster_file(path: Path) -> Cluster:
     spec = validated(_cluster_file_model(), read_yaml(path), str(path))
     nodes: list[NodeSpec] = []
+    total = 0                           # GPUs so far
     for gi, g in enumerate(spec.nodes):
         try:
             gpu = gpu_type(g.gpu_type).name
         except QuantaError as e:
             raise QuantaError(e.bare, source=str(path), field=f"nodes.{gi}.gpu_type") from None
-        why = _sizes_ok(g.count, g.gpus, nodes)
+        why = _sizes_ok(g.count, g.gpus, (len(nodes), total))
         if why:
             raise QuantaError(why, source=str(path), field=f"nodes.{gi}")
+        total += g.count * g.gpus
         prefix = (g.name or f"{gpu}-g{gi}-")
         nodes += _group(prefix, gpu, g.count, g.gpus, cpus=g.cpus, mem_gb=g.mem_gb,
                         intra_bw_gbps=g.intra_bw_gbps, inter_bw_gbps=g.inter_bw_gbps)

@@ -115,12 +115,9 @@ def parameters(cls: type) -> list[dataclasses.Field]:
     return [f for f in dataclasses.fields(cls) if f.init and not f.name.startswith("_")]
 
 
-def _on_command_line(f: dataclasses.Field) -> bool:
-    """Whether `name:key=value` can give a parameter: a number, a flag, a word, or numbers
-    a/b/c (not a function, which only Python can give: hadar's `price`)."""
-    typ = f.type
-    return (isinstance(typ, type) and typ in _SCALARS.values()) or \
-        str(typ).startswith("tuple") or str(typ).split("|")[0].strip() in _SCALARS
+def _from_python_only(f: dataclasses.Field) -> bool:
+    """A parameter `name:key=value` cannot give: a function (hadar's `price`)."""
+    return "Callable" in str(f.type)
 
 
 def _convert(value: str, typ: Any, field_name: str, spec: str) -> Any:
@@ -186,7 +183,7 @@ def make_policy(spec: str) -> Policy:
     name, params = split_spec(spec)
     info = policy_info(name)
     kwargs = dict(info.defaults)
-    fields = {f.name: f for f in parameters(info.cls) if _on_command_line(f)}
+    fields = {f.name: f for f in parameters(info.cls)}
     given: set[str] = set()
     for item in filter(None, (p.strip() for p in params.split(","))):
         key, eq, value = item.partition("=")
@@ -201,6 +198,9 @@ def make_policy(spec: str) -> Policy:
             allowed = ", ".join(sorted(fields)) or "none"
             raise QuantaError(f"policy '{spec}': unknown parameter '{key}' (parameters: "
                               f"{allowed})", field="--policy")
+        if _from_python_only(fields[key]):
+            raise QuantaError(f"policy '{spec}': parameter '{key}' is a function: give it from "
+                              f"Python (quanta.simulate(policies=[...]))", field="--policy")
         kwargs[key] = _convert(value, fields[key].type, key, spec)
     try:
         policy = info.cls(**kwargs)

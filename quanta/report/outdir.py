@@ -32,10 +32,10 @@ TOP_FILES = {"summary.csv", "report.md", "queues.csv", CONFIG}
 POLICY_FILES = {"jobs.csv", "timeline.csv", "events.csv"}
 FIG_FORMATS = ("png", "pdf", "svg")
 FIGURES = ("jct_cdf", "utilisation", "queue", "jct_by_type", "ftf_cdf")
-# what marks a sub-folder as an output folder of its own (a nested run or a sweep): left alone
-OWN_FOLDER_MARKS = (CONFIG, "summary.csv", "sweep.json")
 # what marks a folder as a sweep's (`quanta sweep`; cells/ before its first sweep.json)
 SWEEP_MARKS = ("sweep.json", "cells")
+# what marks a sub-folder as an output folder of its own (a nested run or a sweep): left alone
+OWN_FOLDER_MARKS = (CONFIG, "summary.csv") + SWEEP_MARKS
 # a run's hidden folders inside the output folder: `.quanta-run-<pid>-<random>`
 STAGE_PREFIX = ".quanta-run-"
 
@@ -45,7 +45,7 @@ def _is_figure(name: str) -> bool:
     return bool(dot) and ext in FIG_FORMATS and stem in FIGURES
 
 
-def _listed(out: Path) -> set[str]:
+def listed_files(out: Path) -> set[str]:
     """Files the earlier run's config.yaml says it wrote (relative, '/'-separated)."""
     cfg = out / CONFIG
     if not cfg.is_file():
@@ -65,7 +65,7 @@ def earlier_run(out: Path) -> tuple[list[Path], list[Path]]:
     theirs: list[Path] = []
     if not out.is_dir():
         return ours, theirs
-    listed = _listed(out)
+    listed = listed_files(out)
     for entry in sorted(out.iterdir()):
         name = entry.name
         if name.startswith(STAGE_PREFIX):

@@ -19,8 +19,8 @@ import numpy as np
 from quanta.errors import QuantaError
 from quanta.model.job import JobSpec, Trace
 from quanta.perf.base import PerfModel
-from quanta.workloads.readers._base import MAX_NUMBER
 from quanta.workloads.catalog import drawable_types
+from quanta.workloads.readers._base import MAX_NUMBER
 from quanta.workloads.synthetic import gavel_duration
 
 

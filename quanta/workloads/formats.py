@@ -69,7 +69,8 @@ def detect_format(path: str | Path) -> str:
     if near:
         return near  # its reader will name the missing column(s)
     cols = ", ".join(c.strip() for c in sample.first[:12])
-    if not all(ch.isprintable() or ch == "\t" for ch in cols):
+    if any((ch < " " and ch != "\t") or ch in "\x7f\ufffd" for ch in cols):   # control bytes,
+        # or what was no UTF-8 (sample_file replaces it): a space of another kind is still text
         raise QuantaError("cannot tell the trace format from the first line: it is not text (a "
                           "binary file?)", source=str(p))
     cols = cols if len(cols) <= 120 else cols[:117] + "..."

@@ -26,8 +26,7 @@ def sniff(s: Sample) -> bool:
 
 def _row(p: Parser, row: list[str], i: int) -> dict[str, Any]:
     sla = p.opt(row, "is_sla")
-    guaranteed = bool(sla) and p.whole(sla, "is_sla") == 1
-    if sla and not guaranteed and p.whole(sla, "is_sla") != 0:     # (2 was best-effort unsaid)
+    if sla and p.whole(sla, "is_sla") not in (0, 1):        # (2 ran as best-effort, unsaid)
         raise p.error(f"'{sla}' is not 0 or 1", field="is_sla")
     plan = p.opt(row, "exec_plan")
     if plan:
@@ -44,7 +43,7 @@ def _row(p: Parser, row: list[str], i: int) -> dict[str, Any]:
         "job_type": p.get(row, "application"),
         "cpus": p.number(p.opt(row, "num_cpus") or "0", "num_cpus"),
         "plan": plan,
-        "guaranteed": guaranteed,
+        "guaranteed": bool(sla) and p.whole(sla, "is_sla") == 1,
         "reference_gpu": "a800",
     }
 
