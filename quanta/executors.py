@@ -66,6 +66,22 @@ def run_local(fn: Callable, payloads: Sequence, workers: int, on_result: OnResul
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+def unreachable(address: str, timeout_s: float = 5.0) -> str | None:
+    """Why nothing answers at a Ray address HOST:PORT (or ray://HOST:PORT), None where something
+    does or the address is another kind ('auto', a session folder): Ray itself retries an
+    address no one answers at for minutes."""
+    import socket
+    hostport = address.removeprefix("ray://")
+    host, colon, port = hostport.rpartition(":")
+    if not colon or not host or not port.isdigit():
+        return None
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as err:
+        return err.strerror or str(err) or type(err).__name__
+    return None
+
+
 def run_ray(fn: Callable, payloads: Sequence, address: str, on_result: OnResult) -> None:
     """Every payload as a Ray task of one CPU on the cluster at `address` ('auto': the running
     one; a Ray already connected in this process is used as it is)."""
@@ -75,6 +91,10 @@ def run_ray(fn: Callable, payloads: Sequence, address: str, on_result: OnResult)
         raise QuantaError("--ray needs Ray: pip install 'quanta[ray]'", field="--ray") from None
     started = False
     if not ray.is_initialized():
+        why = unreachable(address)
+        if why:
+            raise QuantaError(f"cannot connect to a Ray cluster at '{address}': {why}",
+                              field="--ray")
         try:
             ray.init(address=address, log_to_driver=False, configure_logging=False)
         except (ConnectionError, ValueError, RuntimeError) as err:

@@ -336,3 +336,24 @@ def test_a_policy_objects_cells_have_the_same_key_in_every_process():
             for seed in ("1", "2")]
     assert "hadar_dual.exponential_price" in keys[0]
     assert keys[0] == keys[1]
+
+
+def test_a_ray_address_no_one_answers_at_is_one_line_at_once(tmp_path):
+    """Ray retries an address no one answers at for minutes (a typo of --ray sat there); a
+    first connection that fails says so at once."""
+    import socket
+    pytest.importorskip("ray")
+    from quanta.executors import unreachable
+    with socket.socket() as closed, socket.socket() as open_:
+        closed.bind(("127.0.0.1", 0))                    # bound, not listening: refused
+        open_.bind(("127.0.0.1", 0))
+        open_.listen()
+        assert unreachable(f"127.0.0.1:{open_.getsockname()[1]}") is None
+        assert unreachable("auto") is None
+        port = closed.getsockname()[1]
+        t0 = time.time()
+        r = quanta("sweep", "--rate", "3", "--jobs", "5", "-p", "fifo", "--ray", f"127.0.0.1:{port}",
+                   "-q", "--out", str(tmp_path / "s"))
+    assert r.returncode == 2 and time.time() - t0 < 60
+    assert f"field '--ray': cannot connect to a Ray cluster at '127.0.0.1:{port}': Connection " \
+           f"refused" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr

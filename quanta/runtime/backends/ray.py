@@ -54,6 +54,11 @@ def _ray():
 def connect(address: str | None):
     ray = _ray()
     if not ray.is_initialized():
+        from quanta.executors import unreachable
+        why = unreachable(address) if address else None
+        if why:
+            raise QuantaError(f"cannot connect to a Ray cluster at '{address}': {why}",
+                              field="ray_address")
         ray.init(address=address or "auto", namespace=NAMESPACE, log_to_driver=False,
                  ignore_reinit_error=True)
     return ray
