@@ -152,6 +152,11 @@ def _convert(value: str, typ: Any, field_name: str, spec: str) -> Any:
     return got
 
 
+def param_items(params: str) -> list[str]:
+    """The `key=value` items of a spec's parameters (`a=1, b=2`), blanks left out."""
+    return [p.strip() for p in params.split(",") if p.strip()]
+
+
 def split_spec(spec: str) -> tuple[str, str]:
     """(name, parameters) of `name[:k=v,...]` or of a plugin's `module:Class[:k=v,...]`."""
     spec = spec.strip()
@@ -185,7 +190,7 @@ def make_policy(spec: str) -> Policy:
     kwargs = dict(info.defaults)
     fields = {f.name: f for f in parameters(info.cls)}
     given: set[str] = set()
-    for item in filter(None, (p.strip() for p in params.split(","))):
+    for item in param_items(params):
         key, eq, value = item.partition("=")
         if key in given:
             raise QuantaError(f"policy '{spec}': parameter '{key}' is given twice",

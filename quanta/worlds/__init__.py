@@ -85,9 +85,10 @@ class World:
         mine = table.get(name, "")
         if not mine:
             return spec
-        theirs = [p.strip() for p in params.split(",") if p.strip()]
+        from quanta.policies.registry import param_items
+        theirs = param_items(params)
         given = {p.partition("=")[0] for p in theirs}
-        kept = [p for p in mine.split(",") if p.partition("=")[0] not in given]
+        kept = [p for p in param_items(mine) if p.partition("=")[0] not in given]
         return f"{name}:{','.join(kept + theirs)}"
 
     def jobs_for(self, policy_name: str, specs: Sequence[JobSpec]) -> list[JobSpec]:
