@@ -66,7 +66,7 @@ def build_policy(p: str | Policy, world, seed: int) -> Policy:
     return pol
 
 
-def _check_distinct(policies: Sequence[Policy], named: Sequence[bool]) -> None:
+def check_distinct(policies: Sequence[Policy], named: Sequence[bool], field: str = "--policy") -> None:
     """Two policies of one run may not share a label, nor an output folder (a label's folder
     name: quanta.report.output.policy_dir_name), nor, both given by name (`named`), be one
     policy written two ways (the same class and parameters: las:backfill=False and
@@ -82,7 +82,7 @@ def _check_distinct(policies: Sequence[Policy], named: Sequence[bool]) -> None:
             what = f"'{label}' is given twice" if other == label else \
                 f"'{other}' and '{label}' would write the same folder"
             raise QuantaError(f"policy {what}: give each policy once (a parameter tells runs "
-                              f"apart, e.g. las:backfill=false)", field="--policy")
+                              f"apart, e.g. las:backfill=false)", field=field)
         seen[folder] = label
         cls = type(pol)
         params = parameters(cls)
@@ -151,7 +151,7 @@ def run_simulations(req: SimulationRequest, console=None, keep_results: bool = F
     cluster = resolve_cluster(req.cluster)
     window = parse_window(req.window)
     policies = [build_policy(p, world, req.seed) for p in req.policies]
-    _check_distinct(policies, [isinstance(p, str) for p in req.policies])
+    check_distinct(policies, [isinstance(p, str) for p in req.policies])
     built = list(policies)                      # before a queue layer wraps them
     trace = load_any_trace(req.trace, req.format, req.seed)
     if not trace.jobs:

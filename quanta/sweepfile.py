@@ -116,12 +116,13 @@ def load_sweep_file(path: str | Path) -> SweepSpec:
         if name == "seeds" and isinstance(value, str):
             items = _seed_range(value, lambda m: err(m, key))
         out = []
+        made: dict[str, Any] = {}       # policies built so far: spec -> policy
         for i, item in enumerate(items):
             where = (key, i) if isinstance(value, list) else (key,)
             e = lambda m, where=where: err(m, *where)  # noqa: E731
             if name == "policies":
                 spec = _policy(item, e, lambda m, k, where=where: err(m, *where, k))
-                _check(lambda: _make(spec), e)
+                _check(lambda: _make(spec, made), e)
                 out.append(spec)
             elif name in ("traces", "clusters"):
                 if not isinstance(item, str) or not item.strip():
@@ -169,9 +170,13 @@ def load_sweep_file(path: str | Path) -> SweepSpec:
     return spec
 
 
-def _make(spec: str) -> None:
+def _make(spec: str, made: dict[str, Any]) -> None:
+    """Build the policy; refuse one that is a policy built before written another way."""
     from quanta.policies import make_policy
-    make_policy(spec)
+    from quanta.runner import check_distinct
+    if spec.strip() not in made:
+        made[spec.strip()] = make_policy(spec)
+        check_distinct(list(made.values()), [True] * len(made), field="policies")
 
 
 def _cluster(spec: str) -> None:

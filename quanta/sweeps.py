@@ -173,7 +173,7 @@ def check_values(spec: SweepSpec) -> None:
 def validate(spec: SweepSpec) -> None:
     """Fail before running anything on an input no cell could use (one-line QuantaError)."""
     from quanta.model.presets import resolve_cluster
-    from quanta.runner import build_policy, load_any_trace
+    from quanta.runner import build_policy, check_distinct, load_any_trace
     from quanta.worlds import get_world
     world = get_world(spec.world)
     if not spec.policies:
@@ -183,8 +183,15 @@ def validate(spec: SweepSpec) -> None:
     if not spec.seeds:
         raise QuantaError("no seeds to sweep", field="seeds")
     check_values(spec)
+    built, named, specs = [], [], set()
     for p in spec.policies:
-        build_policy(p, world, 0)
+        if isinstance(p, str):
+            if p.strip() in specs:        # the same text twice: one cell (expand)
+                continue
+            specs.add(p.strip())
+        built.append(build_policy(p, world, 0))
+        named.append(isinstance(p, str))
+    check_distinct(built, named)
     for c in spec.all_clusters():
         resolve_cluster(c)
     if spec.queues is not None:

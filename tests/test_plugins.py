@@ -186,3 +186,75 @@ def test_rerunning_a_notebook_cell_that_registers_a_policy(tmp_path):
             exec(CELL, {"__name__": "another_module"})
     finally:
         POLICIES.pop("notebook-fifo", None)
+
+
+TYPED = '''
+from __future__ import annotations
+import enum
+from dataclasses import dataclass
+from typing import Literal, Optional
+from quanta.policies.baselines import Fifo
+
+class Mode(enum.Enum):
+    FAST = "fast"
+    SLOW = "slow"
+
+@dataclass
+class Typed(Fifo):
+    """FIFO with parameters of every kind a plugin may annotate."""
+    limit: Optional[int] = None
+    cap: float | None = 2.0
+    order: Literal["arrival", "size"] = "arrival"
+    mode: Mode = Mode.FAST
+    steps: tuple[int, ...] = ()
+    weights: tuple[float, ...] = ()
+'''
+
+
+@pytest.fixture
+def typed(tmp_path, monkeypatch):
+    (tmp_path / "typed_plugin.py").write_text(TYPED)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield tmp_path
+    sys.modules.pop("typed_plugin", None)
+
+
+def test_plugin_parameters_take_their_annotated_types(typed):
+    """Optional[X] and X | None (none), Literal (one of its values), an Enum (a member's name or
+    value), tuples of ints or floats: each read as its annotation says (Optional[int] and the
+    Enum were text before, a Literal took any text, X | None could not be None)."""
+    from quanta.policies import make_policy
+    p = make_policy("typed_plugin:Typed:limit=3,cap=none,order=size,mode=slow,steps=1/2,"
+                    "weights=0.5/1")
+    mode = type(p.mode)
+    assert (p.limit, p.cap, p.order, p.mode, p.steps, p.weights) == \
+        (3, None, "size", mode.SLOW, (1, 2), (0.5, 1.0))
+    assert type(p.limit) is int and all(type(s) is int for s in p.steps)
+    q = make_policy("typed_plugin:Typed:limit=None,cap=1.5,mode=FAST")
+    assert (q.limit, q.cap, q.mode) == (None, 1.5, mode.FAST)
+    for spec, needle in [
+            ("limit=x", "parameter 'limit' wants int, got 'x'"),
+            ("order=random", "parameter 'order' wants one of arrival, size, got 'random'"),
+            ("mode=medium", "parameter 'mode' wants one of FAST, SLOW, got 'medium'"),
+            ("steps=1/x", "parameter 'steps' wants numbers separated by '/', got '1/x'"),
+            ("cap=nan", "parameter 'cap' wants a number, got 'nan'")]:
+        with pytest.raises(QuantaError, match=re.escape(needle)):
+            make_policy(f"typed_plugin:Typed:{spec}")
+
+
+def test_plugin_typed_parameters_on_the_command_line(typed):
+    """What the user types: the run's config.yaml records the values as read (the Enum by
+    name, None as null); a value outside a Literal is one line, exit 2."""
+    import yaml
+    r = run_cli("simulate", "--trace", "synthetic:3:20", "--cluster", "v100:2x4", "--policy",
+                "typed_plugin:Typed:limit=none,order=size,mode=slow,steps=4/5", "--quiet",
+                "--no-plots", "--out", "o", cwd=typed)
+    assert r.returncode == 0, r.stderr
+    params = yaml.safe_load((typed / "o" / "config.yaml").read_text())["policies"][0]["parameters"]
+    assert (params["limit"], params["order"], params["mode"], params["steps"]) == \
+        (None, "size", "SLOW", [4, 5])
+    r = run_cli("simulate", "--trace", "synthetic:3:20", "--policy",
+                "typed_plugin:Typed:order=random", "--quiet", "--out", "o2", cwd=typed)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "wants one of arrival, size" in lines[0], \
+        r.stderr

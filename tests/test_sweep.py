@@ -218,6 +218,9 @@ BAD_YAML = [
      "0-1000000000 makes more than the 100,000 values a list of ranges may give"),
     ("rates: [2]\nseeds: 0-99999,100000-100001\n", "sweep.yaml:2", "seeds",   # (in all)
      "100000-100001 makes more than the 100,000 values"),
+    # one policy written two ways (it ran as two cells, the same results twice)
+    ("rates: [2]\npolicies:\n  - las\n  - las:backfill=False\n  - las:backfill=0\n",
+     "sweep.yaml:5", "policies.2", "'las:backfill=False' and 'las:backfill=0' are the same policy"),
 ]
 
 
@@ -238,6 +241,8 @@ def test_bad_sweep_file_is_one_line_naming_file_line_field(tmp_path, text, where
     (["sweep", "--rate", "2", "--jobs", "10", "--window", "abc"], "bad window 'abc'"),
     (["sweep", "--rate", "2", "--jobs", "10", "--window", "30:40"], "starts past"),
     (["sweep", "--rate", "2", "--jobs", "10", "--policy", "nope"], "unknown policy 'nope'"),
+    (["sweep", "--rate", "2", "--jobs", "10", "--policy", "las:backfill=False", "--policy",
+      "las:backfill=0"], "'las:backfill=False' and 'las:backfill=0' are the same policy"),
     (["sweep", "--rate", "2", "--jobs", "10", "--seeds", "x"], "field '--seed'"),
     (["sweep", "--rate", "-1", "--jobs", "10"], "rate -1.0 is not a positive number"),
     (["sweep", "--rate", "3,,6", "--jobs", "10"], "'3,,6' has an empty item"),

@@ -12,7 +12,10 @@ and installed packages name theirs in the `quanta.policies` entry-point group
 from __future__ import annotations
 
 import dataclasses
+import enum
 import importlib
+import typing
+from types import UnionType
 from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -120,35 +123,78 @@ def _from_python_only(f: dataclasses.Field) -> bool:
     return "Callable" in str(f.type)
 
 
+def field_types(cls: type) -> dict[str, Any]:
+    """A policy class's annotations as types (`typing.get_type_hints`), or {} where they cannot
+    be resolved (a name its module does not define): the fields' text is read then."""
+    try:
+        return typing.get_type_hints(cls)
+    except Exception:  # noqa: BLE001  (any error of the class's own annotations)
+        return {}
+
+
+def _bad(spec: str, field_name: str, wants: str, value: str) -> QuantaError:
+    return QuantaError(f"policy '{spec}': parameter '{field_name}' wants {wants}, got '{value}'",
+                       field="--policy")
+
+
 def _convert(value: str, typ: Any, field_name: str, spec: str) -> Any:
-    if str(typ).startswith("tuple"):   # a list of numbers: a/b/c
+    """`value` as the field's type: bool, int, float, str; a tuple of numbers (a/b/c); X | None
+    and Optional[X] ('none' is None); Literal[...] (one of its values); an Enum (a member's name
+    or value). `typ` is a type, or the annotation's text where it could not be resolved."""
+    origin, args = typing.get_origin(typ), typing.get_args(typ)
+    if origin is typing.Union or origin is UnionType:        # X | None, Optional[X], X | Y
+        others = [a for a in args if a is not type(None)]
+        if len(others) < len(args) and value.strip().lower() in ("none", "null"):
+            return None
+        err: QuantaError | None = None
+        for a in others:                               # the first member that reads it
+            try:
+                return _convert(value, a, field_name, spec)
+            except QuantaError as e:
+                err = err or e
+        raise err or _bad(spec, field_name, "none", value)
+    if origin is typing.Literal:
+        for a in args:
+            if str(a) == value or (isinstance(a, str) and a.lower() == value.lower()):
+                return a
+        raise _bad(spec, field_name, "one of " + ", ".join(str(a) for a in args), value)
+    if isinstance(typ, type) and issubclass(typ, enum.Enum):
+        for m in typ:
+            if value in (m.name, str(m.value)):
+                return m
+        low = value.lower()
+        for m in typ:
+            if low in (m.name.lower(), str(m.value).lower()):
+                return m
+        raise _bad(spec, field_name, "one of " + ", ".join(m.name for m in typ), value)
+    if origin is tuple or typ is tuple or str(typ).startswith("tuple"):   # numbers: a/b/c
         if not value.strip():
             return ()
+        each = int if args and args[0] is int else float
         try:
-            numbers = tuple(float(v) for v in value.split("/"))
+            numbers = tuple(each(v) for v in value.split("/"))
         except ValueError:
             numbers = ()
         if not numbers or any(v != v for v in numbers):
             raise QuantaError(f"policy '{spec}': parameter '{field_name}' wants numbers separated "
                               f"by '/', got '{value}'", field="--policy")
         return numbers
-    t = typ if isinstance(typ, type) else _SCALARS.get(str(typ).split("|")[0].strip(), str)
+    if isinstance(typ, str):                           # unresolved text: its first scalar
+        typ = _SCALARS.get(typ.split("|")[0].strip(), str)
+    t = typ if isinstance(typ, type) else str
     if t is bool:
         low = value.lower()
         if low in ("1", "true", "yes", "on"):
             return True
         if low in ("0", "false", "no", "off"):
             return False
-        raise QuantaError(f"policy '{spec}': parameter '{field_name}' wants true/false, "
-                          f"got '{value}'", field="--policy")
+        raise _bad(spec, field_name, "true/false", value)
     try:
         got = t(value)
-    except ValueError:
-        raise QuantaError(f"policy '{spec}': parameter '{field_name}' wants {t.__name__}, "
-                          f"got '{value}'", field="--policy") from None
+    except (TypeError, ValueError):
+        raise _bad(spec, field_name, t.__name__, value) from None
     if got != got:                                        # NaN: no parameter means it
-        raise QuantaError(f"policy '{spec}': parameter '{field_name}' wants a number, "
-                          f"got '{value}'", field="--policy")
+        raise _bad(spec, field_name, "a number", value)
     return got
 
 
@@ -189,6 +235,7 @@ def make_policy(spec: str) -> Policy:
     info = policy_info(name)
     kwargs = dict(info.defaults)
     fields = {f.name: f for f in parameters(info.cls)}
+    hints = field_types(info.cls) if fields else {}
     given: set[str] = set()
     for item in param_items(params):
         key, eq, value = item.partition("=")
@@ -206,7 +253,7 @@ def make_policy(spec: str) -> Policy:
         if _from_python_only(fields[key]):
             raise QuantaError(f"policy '{spec}': parameter '{key}' is a function: give it from "
                               f"Python (quanta.simulate(policies=[...]))", field="--policy")
-        kwargs[key] = _convert(value, fields[key].type, key, spec)
+        kwargs[key] = _convert(value, hints.get(key, fields[key].type), key, spec)
     try:
         policy = info.cls(**kwargs)
     except TypeError as err:          # a plugin class whose constructor wants something else

@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from enum import Enum
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Sequence
@@ -271,7 +272,10 @@ def command_line() -> str:
 def plain(value):
     """A value YAML can write as it is, the same in every process: tuples as lists, sets as
     sorted lists (not in their hash order), functions and classes by their qualified names,
-    other objects as their repr (one that holds a memory address: the type's qualified name)."""
+    an Enum member by its name, other objects as their repr (one that holds a memory address: the
+    type's qualified name)."""
+    if isinstance(value, Enum):
+        return value.name
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if hasattr(value, "item") and not isinstance(value, (list, tuple, dict)):
