@@ -578,3 +578,22 @@ def test_main_freezes_what_is_left_so_that_exit_skips_the_collector(monkeypatch,
         finally:
             gc.unfreeze()
     assert "philly" in capsys.readouterr().out
+
+
+def test_a_format_the_file_is_not_says_what_the_file_looks_like(tmp_path):
+    """`--format gavel` on a normalized CSV named the trace's line and a Gavel line's fields, not
+    that the format given was the mistake; now it says what auto would read it as, from the
+    command line and from a sweep file's `format:` alike."""
+    says = "(read as 'gavel', the format asked for; the file looks like 'normalized'"
+    line = one_line_error(quanta("simulate", "--trace", "philly", "--format", "gavel", "-q",
+                                 "--out", str(tmp_path / "o")))
+    assert "philly_sample.csv:1: a Gavel trace line has" in line and says in line, line
+    (tmp_path / "sw.yaml").write_text("traces: [philly]\nformat: gavel\npolicies: [fifo]\n")
+    line = one_line_error(quanta("sweep", str(tmp_path / "sw.yaml"), "-q", "--out",
+                                 str(tmp_path / "s")))
+    assert says in line, line
+    # a file no format recognises keeps its reader's own message
+    (tmp_path / "odd.csv").write_text("a,b\n1,2\n")
+    line = one_line_error(quanta("simulate", "--trace", str(tmp_path / "odd.csv"), "--format",
+                                 "gavel", "-q", "--out", str(tmp_path / "o")))
+    assert "looks like" not in line and "odd.csv:1" in line, line

@@ -103,7 +103,8 @@ def load_trace(path: str | Path, fmt: str = "auto", *, max_jobs: int | None = No
         if fmt == "auto":
             fmt = SAMPLES[str(path)][1]
     name = fmt.strip().lower()
-    if name == "auto":
+    asked = name != "auto"
+    if not asked:
         name = detect_format(p)
     info = FORMATS.get(name)
     if info is None:
@@ -115,6 +116,21 @@ def load_trace(path: str | Path, fmt: str = "auto", *, max_jobs: int | None = No
     gc.disable()
     try:
         return info.read(p, max_jobs=max_jobs)
+    except QuantaError as e:
+        other = _looks_like(p) if asked else None
+        if other is None or other == name:
+            raise
+        raise QuantaError(f"{e.bare} (read as '{name}', the format asked for; the file looks "
+                          f"like '{other}': give that format, or auto)", source=e.source,
+                          line=e.line, field=e.field) from None
     finally:
         if enabled:
             gc.enable()
+
+
+def _looks_like(p: Path) -> str | None:
+    """The format the file would be read as by auto, or None where none would."""
+    try:
+        return detect_format(p)
+    except QuantaError:
+        return None
