@@ -66,7 +66,7 @@ def build_policy(p: str | Policy, world, seed: int) -> Policy:
     return pol
 
 
-def check_distinct(policies: Sequence[Policy], named: Sequence[bool], field: str = "--policy") -> None:
+def check_distinct(policies: Sequence[Policy], named: Sequence[bool]) -> None:
     """Two policies of one run may not share a label, nor an output folder (a label's folder
     name: quanta.report.output.policy_dir_name), nor, both given by name (`named`), be one
     policy written two ways (the same class and parameters: las:backfill=False and
@@ -82,7 +82,7 @@ def check_distinct(policies: Sequence[Policy], named: Sequence[bool], field: str
             what = f"'{label}' is given twice" if other == label else \
                 f"'{other}' and '{label}' would write the same folder"
             raise QuantaError(f"policy {what}: give each policy once (a parameter tells runs "
-                              f"apart, e.g. las:backfill=false)", field=field)
+                              f"apart, e.g. las:backfill=false)", field="--policy")
         seen[folder] = label
         cls = type(pol)
         params = parameters(cls)

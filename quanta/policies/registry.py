@@ -15,9 +15,9 @@ import dataclasses
 import enum
 import importlib
 import typing
-from types import UnionType
 from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
+from types import UnionType
 from typing import Any, Callable
 
 from quanta.errors import QuantaError
