@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -39,14 +41,27 @@ def _unique_key_loader() -> type:
     return _UniqueKeyLoader
 
 
-def read_yaml(path: Path) -> object:
-    """The YAML document of a file (job specs, clusters, sweeps, users): an unreadable file, text that is not UTF-8, bad YAML
-    or a key given twice is a QuantaError naming the file (and line)."""
+MAX_YAML_BYTES = 1 << 24     # a YAML file of ours: a job spec, cluster, sweep, queues or users
+
+
+def read_yaml(path: Path, max_bytes: int = MAX_YAML_BYTES) -> object:
+    """The YAML document of a file (job specs, clusters, sweeps, users): an unreadable file,
+    one that is no regular file (a pipe, /dev/zero: reading never ended) or is over `max_bytes`,
+    text that is not UTF-8, bad YAML or a key given twice is a QuantaError naming the file (and
+    line)."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)     # (a FIFO: no wait for a writer)
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):     # (a folder: IsADirectoryError above)
+                raise QuantaError("cannot read it: not a regular file", source=str(path))
+            data = f.read(max_bytes + 1)
     except OSError as err:
         raise QuantaError(f"cannot read it ({err.strerror})", source=str(path)) from None
+    if len(data) > max_bytes:
+        raise QuantaError(f"larger than {_size(max_bytes)}: not a file of this kind",
+                          source=str(path))
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -63,6 +78,10 @@ def read_yaml(path: Path) -> object:
                           source=str(path), line=mark.line + 1 if mark else None) from None
     except (ValueError, TypeError, OverflowError, RecursionError) as err:   # e.g. a bad date
         raise QuantaError(f"not valid YAML ({err})", source=str(path)) from None
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
 
 
 def validated(model: type[M], data: object, source: str = "") -> M:

@@ -2,6 +2,7 @@
 
 import csv
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -166,6 +167,29 @@ def test_service_addresses_and_state_folders_no_one_can_use_are_one_line(tmp_pat
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
         assert time.monotonic() - t0 < 20          # (a bad --url used to be retried ~28 s)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+def test_serve_refuses_a_folder_that_is_not_a_state_folder(tmp_path):
+    """`quanta serve --state ''` (the current folder) or a project folder made every file in it
+    0600 and the folder 0700 (a script lost its execute bit): refused, one line, nothing
+    changed or written."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "run.sh").write_text("#!/bin/sh\necho hi\n")
+    (proj / "run.sh").chmod(0o755)
+    (proj / "notes.txt").write_text("x\n")
+    (proj / "data").mkdir()
+    before = {p.name: p.stat().st_mode for p in [proj, *proj.iterdir()]}
+    with socket.socket() as sock:               # a port free now (the check comes first)
+        sock.bind(("127.0.0.1", 0))
+        port = str(sock.getsockname()[1])
+    for args, cwd in ((["--state", ""], proj), (["--state", str(proj)], tmp_path)):
+        r = subprocess.run([sys.executable, "-m", "quanta.cli", "serve", *args, "--port", port],
+                           capture_output=True, text=True, timeout=60, cwd=cwd)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert "is not a state folder: it holds data, notes.txt, run.sh" in r.stderr, r.stderr
+        assert {p.name: p.stat().st_mode for p in [proj, *proj.iterdir()]} == before
+    assert sorted(p.name for p in proj.iterdir()) == ["data", "notes.txt", "run.sh"]
 
 
 @pytest.mark.parametrize("args, needle", [

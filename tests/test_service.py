@@ -464,6 +464,21 @@ def test_cli_rejects_bad_spec_files_in_one_line(tmp_path, data, needle):
     assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
+def test_cli_refuses_spec_files_that_are_no_file_or_too_big_at_once(tmp_path):
+    """`quanta submit /dev/zero` read until memory ran out (10 GB in 30 s), a FIFO waited for a
+    writer forever, a 75 MB file took 20 s: no regular file, or over the API's 1 MiB body cap,
+    is one line at once."""
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "big.yaml").write_text("name: x\ncommand: [echo]\n" + "#" * (1 << 20) + "\n")
+    for path, needle in [("/dev/zero", "/dev/zero: cannot read it: not a regular file"),
+                         (str(tmp_path / "fifo"), "fifo: cannot read it: not a regular file"),
+                         (str(tmp_path / "big.yaml"), "big.yaml: larger than 1 MiB")]:
+        t0 = time.monotonic()
+        r = cli("submit", path, env={"QUANTA_URL": "http://127.0.0.1:9", "QUANTA_TOKEN": "x"})
+        assert r.returncode == 2 and needle in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and time.monotonic() - t0 < 20
+
+
 def test_metrics_label_values_are_escaped_with_or_without_prometheus_client():
     from quanta.service.app import exposition
     forged = 'x"} 1\nquanta_gpus_total{gpu_type="cpu"} 9999'

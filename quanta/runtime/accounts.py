@@ -221,13 +221,35 @@ def write_secret(path: Path, text: str) -> None:
     _atomic_write(Path(path), text.encode())
 
 
+# what a state folder holds: the database (and SQLite's files beside it), the admin token, the
+# one-service lock, the users file an administrator may put there first, the jobs' folders
+STATE_FILES = ("quanta.db", "quanta.db-wal", "quanta.db-shm", "quanta.db-journal", "admin.token",
+               "serve.lock", USERS_FILE)
+STATE_DIRS = ("jobs",)
+
+
+def check_state_folder(state: Path) -> None:
+    """A folder that holds anything a state folder does not is refused: the service makes its
+    folder private and its files 0600 (a project folder, or `--state ''`, the current one, lost
+    its scripts' execute bits)."""
+    if not Path(state).is_dir():
+        return
+    other = sorted(e.name for e in os.scandir(state)
+                   if e.name not in (STATE_DIRS if e.is_dir(follow_symlinks=False) else STATE_FILES))
+    if other:
+        shown = ", ".join(other[:3]) + (f" and {len(other) - 3} more" if len(other) > 3 else "")
+        raise QuantaError(f"is not a state folder: it holds {shown}, which quanta serve would "
+                          f"make private (give a new or empty folder, or an earlier service's)",
+                          source=str(state), field="--state")
+
+
 def secure_state(state: Path, shared: bool) -> None:
     """The state folder 0700 (0711 when jobs run as other accounts: they reach their own job
-    folder, and list or read nothing else), its jobs folder alike, and the files of an older
-    release made private (0600)."""
+    folder, and list or read nothing else), its jobs folder alike, and its own files of an older
+    release made private (0600); nothing else (check_state_folder: there is nothing else)."""
     mode = SHARED_DIR if shared else PRIVATE_DIR
     private_dir(state, mode)
     private_dir(Path(state) / "jobs", mode)
     for entry in os.scandir(state):
-        if entry.is_file(follow_symlinks=False):
+        if entry.name in STATE_FILES and entry.is_file(follow_symlinks=False):
             os.chmod(entry.path, PRIVATE_FILE)

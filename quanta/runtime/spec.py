@@ -30,6 +30,7 @@ from quanta.specfile import read_yaml, validated
 WORD = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"      # names shown in metrics labels and terminals
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MAX_ARGS, MAX_ENV, MAX_TEXT = 4096, 1024, 65536
+MAX_SPEC_BYTES = 1 << 20     # a job spec, as a file or as the body of a request
 
 
 def _no_nul(value: str, what: str) -> str:
@@ -147,6 +148,6 @@ def parse_submission(data: object, source: str = "") -> JobSubmission:
 def load_submission(path: Path) -> JobSubmission:
     """A job spec from a YAML file; relative `cwd` is taken from the file's folder."""
     path = Path(path)
-    sub = parse_submission(read_yaml(path), str(path))
+    sub = parse_submission(read_yaml(path, MAX_SPEC_BYTES), str(path))
     cwd = path.parent / sub.cwd if sub.cwd else path.parent   # (an absolute cwd stays itself)
     return sub.model_copy(update={"cwd": str(cwd.resolve())})

@@ -34,13 +34,13 @@ from quanta.model.cluster import Cluster
 from quanta.runtime import faults
 from quanta.runtime.accounts import RunAs, write_secret
 from quanta.runtime.controller import Runtime
-from quanta.runtime.spec import JobSubmission
+from quanta.runtime.spec import MAX_SPEC_BYTES, JobSubmission
 from quanta.service.store import ACTIVE, TERMINAL, IdempotencyConflict, JobRecord, Store
 
 API = "/v1"
 ADMIN = "admin"
 PAGE_JOBS = 100         # the page lists the newest jobs
-MAX_BODY = 1 << 20      # bytes of a request body
+MAX_BODY = MAX_SPEC_BYTES  # bytes of a request body
 PAGE_DEFAULT, PAGE_MAX = 1000, 10_000      # jobs per page of /v1/jobs and /v1/queue
 MAX_LOG_BYTES = 8 << 20  # the most of a log one request returns (from its end)
 MAX_ID = 2**62

@@ -12,7 +12,7 @@ from quanta.errors import QuantaError
 from quanta.model.presets import resolve_cluster
 from quanta.perf.catalog_model import CatalogModel
 from quanta.policies import make_policy
-from quanta.runtime.accounts import RunAs, open_private, secure_state
+from quanta.runtime.accounts import RunAs, check_state_folder, open_private, secure_state
 from quanta.runtime.controller import Runtime
 from quanta.service.app import bootstrap_admin, create_app
 from quanta.service.store import Store
@@ -41,6 +41,7 @@ def build(cfg: ServiceConfig):
         from quanta.queues.spec import load_queues
         tree = load_queues(cfg.queues)         # a bad file: one line, before anything is written
     state = Path(cfg.state_dir)
+    check_state_folder(state)       # (before anything in it is read, made or made private)
     run_as = RunAs.load(state, users_file=cfg.users_file)
     # 0700 (0711 when jobs run as other accounts: they reach their own folder, nothing else)
     secure_state(state, shared=run_as.privileged)
