@@ -151,7 +151,8 @@ def register(app: typer.Typer, console: Callable) -> None:
         backend: str = typer.Option("local", help="local | ray"),
         ray_address: str = typer.Option("", help="Ray cluster address (backend ray; default: "
                                         "start or join a local one)"),
-        poll_s: float = typer.Option(0.25, min=0.01, help="seconds between runtime iterations"),
+        poll_s: float = typer.Option(0.25, min=0.01, max=60, help="seconds between runtime "
+                                     "iterations"),
         queues: Optional[Path] = typer.Option(None, "--queues", metavar="FILE", help="queues file "
                                               "(docs/queues.md): the policy under its quotas, "
                                               "fair share and priorities; submissions checked "

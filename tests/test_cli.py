@@ -158,6 +158,16 @@ def test_service_addresses_and_state_folders_no_one_can_use_are_one_line(tmp_pat
          "cannot use the state folder (Not a directory"),
         (["queue", "--url", "notaurl"], {}, "field '--url': 'notaurl' is not a service address"),
         (["queue"], {"QUANTA_URL": "ftp://x"}, "field '$QUANTA_URL': 'ftp://x' is not a service"),
+        # tracebacks before (a token with a space also waited 28 s, then printed the token)
+        (["queue", "--token", "t\u00f6k\u00e9n"], {}, "field '--token': the token holds a space or"),
+        (["queue"], {"QUANTA_TOKEN": "secret "}, "field '$QUANTA_TOKEN': the token holds a space"),
+        (["queue", "--url", "http://127.0.0.1:abc"], {}, "'http://127.0.0.1:abc' is not a service "
+                                                         "address (Port could not be cast"),
+        (["queue", "--url", "http://127.0.0.1:99999"], {}, "(Port out of range 0-65535)"),
+        (["queue", "--url", "http://[::1"], {}, "'http://[::1' is not a service address (Invalid"),
+        (["queue", "--url", "http://127.0.0.1:9?x=1"], {}, "'http://127.0.0.1:9?x=1' is not a"),
+        (["queue", "--url", "http://127.0.0.1:9"], {"QUANTA_RETRY_S": "abc"},
+         "field '$QUANTA_RETRY_S': want a number of seconds, 0 or more, got 'abc'"),
     ]
     for args, env, needle in cases:
         t0 = time.monotonic()
@@ -166,7 +176,58 @@ def test_service_addresses_and_state_folders_no_one_can_use_are_one_line(tmp_pat
         assert r.returncode == 2 and needle in r.stderr, (args, r.stderr)
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
         assert time.monotonic() - t0 < 20          # (a bad --url used to be retried ~28 s)
+        assert "secret" not in r.stderr and "t\u00f6k" not in r.stderr      # never echoed
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+def test_serve_with_a_damaged_database_or_a_pause_no_loop_takes_is_one_line(tmp_path):
+    """A state folder whose quanta.db is no database was a DatabaseError traceback; `--poll-s
+    inf` killed the runtime's thread while the API went on answering (jobs pending forever)."""
+    (tmp_path / "st").mkdir()
+    (tmp_path / "st" / "quanta.db").write_bytes(bytes(range(256)) * 32)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = str(sock.getsockname()[1])
+    for args, needle in [(["--state", str(tmp_path / "st")],
+                          "st/quanta.db: not a Quanta database, or a damaged one (file is not a "
+                          "database)"),
+                         (["--state", str(tmp_path / "st2"), "--poll-s", "inf"],
+                          "Invalid value for '--poll-s'")]:
+        r = subprocess.run([sys.executable, "-m", "quanta.cli", "serve", "--port", port, *args],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and needle in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert (tmp_path / "st" / "quanta.db").read_bytes() == bytes(range(256)) * 32
+
+
+def test_a_server_that_is_not_quantas_is_one_short_line():
+    """An address that answers with a web page: 200 with HTML was a JSONDecodeError traceback,
+    an error page was printed whole."""
+    import http.server
+    import threading
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b"<html>" + b"<p>not here</p>" * 500 + b"</html>"
+            self.send_response(200 if self.path.startswith("/ok") else 404)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{srv.server_address[1]}"
+        r = quanta("queue", "--url", base + "/ok")
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert "answered with no JSON (HTTP 200, text/html): is it a Quanta service?" in r.stderr
+        r = quanta("queue", "--url", base)
+        assert r.returncode == 2 and "(HTTP 404)" in r.stderr and len(r.stderr) < 400, r.stderr
+    finally:
+        srv.shutdown()
 
 
 def test_serve_refuses_a_folder_that_is_not_a_state_folder(tmp_path):

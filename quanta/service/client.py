@@ -49,16 +49,42 @@ class ServiceRefused(QuantaError):
         self.status = status
 
 
+def retry_seconds() -> float:
+    """$QUANTA_RETRY_S (default RETRY_S): a number of seconds, 0 or more."""
+    text = os.environ.get("QUANTA_RETRY_S", "")
+    if not text.strip():
+        return RETRY_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value < float("inf"):
+        raise QuantaError(f"want a number of seconds, 0 or more, got '{text}'",
+                          field="$QUANTA_RETRY_S")
+    return value
+
+
 class Client:
     def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0):
         self.url = (url or os.environ.get("QUANTA_URL") or DEFAULT_URL).rstrip("/")
-        parts = urlsplit(self.url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            where = "--url" if url else "$QUANTA_URL"
+        where = "--url" if url else "$QUANTA_URL"
+        try:
+            parts = urlsplit(self.url)
+            parts.port                                  # (a port that is no number, or > 65535)
+        except ValueError as e:
+            raise QuantaError(f"'{self.url}' is not a service address ({e})", field=where) from None
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or \
+                parts.fragment or any(c.isspace() for c in self.url):
             raise QuantaError(f"'{self.url}' is not a service address (http://HOST:PORT)",
                               field=where)
         self.token = token or default_token()
+        if self.token and not all("!" <= c <= "~" for c in self.token):   # (never echoed)
+            src = "--token" if token else "$QUANTA_TOKEN" if os.environ.get("QUANTA_TOKEN") \
+                else "the admin token file"
+            raise QuantaError("the token holds a space or a character no token has (tokens are "
+                              "printable ASCII)", field=src)
         self.timeout = timeout
+        self.retry_s = retry_seconds()
 
     def request(self, method: str, path: str, json: Any = None, params: dict | None = None,
                 headers: dict | None = None, retry: bool = False) -> httpx.Response:
@@ -71,14 +97,16 @@ class Client:
             try:
                 return httpx.request(method, self.url + path, json=json, params=params,
                                      headers=headers, timeout=self.timeout)
+            except httpx.InvalidURL as err:
+                raise QuantaError(f"'{self.url}' is not a service address ({err})") from None
             except httpx.HTTPError as err:
-                if not isinstance(err, httpx.ConnectError):
+                if not isinstance(err, (httpx.ConnectError, httpx.LocalProtocolError)):
                     sent = True           # it may have reached the service
                 if not (retry and sent):
                     raise QuantaError(f"cannot reach the Quanta service at {self.url} ({err}); "
                                       "is `quanta serve` running?") from None
                 if deadline is None:
-                    deadline = time.monotonic() + float(os.environ.get("QUANTA_RETRY_S", RETRY_S))
+                    deadline = time.monotonic() + self.retry_s
                 if time.monotonic() + pause > deadline:
                     raise QuantaError(f"the Quanta service at {self.url} stopped answering ({err}) "
                                       "and did not come back") from None
@@ -99,8 +127,17 @@ class Client:
                 msg = r.text
             msg = "".join(c if c.isprintable() else f"\\x{ord(c) & 0xff:02x}"
                           for c in " ".join(str(msg).split()))     # no escape sequence
+            if len(msg) > 300:                    # (another server's whole error page)
+                msg = msg[:297] + "..."
             raise ServiceRefused(f"{msg} (HTTP {r.status_code})", r.status_code)
-        return r.text if text else r.json()
+        if text:
+            return r.text
+        try:
+            return r.json()
+        except ValueError:
+            raise QuantaError(f"{r.url} answered with no JSON (HTTP {r.status_code}, "
+                              f"{r.headers.get('content-type', 'no content type')}): is it a "
+                              f"Quanta service?") from None
 
     def submit(self, body: dict, key: str | None = None) -> dict:
         """Submit once: under one idempotency key (a new one by default), so a retry after a lost

@@ -18,6 +18,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Iterable
 
+from quanta.errors import QuantaError
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -160,17 +162,21 @@ class Store:
             if os.path.isfile(self.path + suffix) and not os.path.islink(self.path + suffix):
                 os.chmod(self.path + suffix, 0o600)
         self._local = threading.local()
-        db = self.conn()
-        db.executescript(SCHEMA)
-        have = {r[1] for r in db.execute("PRAGMA table_info(jobs)")}
-        for name, decl in ADDED_COLUMNS:
-            if name not in have:
-                try:
-                    db.execute(f"ALTER TABLE jobs ADD COLUMN {name} {decl}")
-                except sqlite3.OperationalError as err:   # another process added it meanwhile
-                    if "duplicate column" not in str(err):
-                        raise
-        db.executescript(INDEXES)
+        try:
+            db = self.conn()
+            db.executescript(SCHEMA)
+            have = {r[1] for r in db.execute("PRAGMA table_info(jobs)")}
+            for name, decl in ADDED_COLUMNS:
+                if name not in have:
+                    try:
+                        db.execute(f"ALTER TABLE jobs ADD COLUMN {name} {decl}")
+                    except sqlite3.OperationalError as err:  # another process added it meanwhile
+                        if "duplicate column" not in str(err):
+                            raise
+            db.executescript(INDEXES)
+        except sqlite3.DatabaseError as err:      # another file, or a damaged database
+            raise QuantaError(f"not a Quanta database, or a damaged one ({err}): move it away "
+                              f"to start afresh", source=self.path) from None
 
     def conn(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
