@@ -22,6 +22,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+import numpy as np
+
 from quanta.errors import QuantaError
 from quanta.policies.base import Policy
 
@@ -56,10 +58,86 @@ class SweepResult:
 def _policies(p: str | Policy | Iterable[str | Policy]) -> list[str | Policy]:
     if isinstance(p, (str, Policy)):
         return [p]
-    out = list(p)
-    if not out:
+    if isinstance(p, type) and issubclass(p, Policy):
+        raise QuantaError(f"give a policy object ({p.__name__}()), not its class",
+                          field="policies")
+    if not isinstance(p, (list, tuple)):
+        raise QuantaError(f"want a policy name, a Policy object or a list of them, got "
+                          f"{_shown(p)}", field="policies")
+    for item in p:
+        if not isinstance(item, (str, Policy)):
+            what = f"{item.__name__}(), not its class" if isinstance(item, type) and \
+                issubclass(item, Policy) else f"a name or a Policy object, not {_shown(item)}"
+            raise QuantaError(f"each policy is {what}", field="policies")
+    if not p:
         raise QuantaError("no policies given", field="policies")
+    return list(p)
+
+
+def _shown(v: Any) -> str:
+    text = repr(v)
+    return f"{type(v).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
+
+
+# what each argument of simulate and sweep takes (None allowed where its default is None)
+_TEXT = ("trace", "format", "world", "fig_format", "ray")
+_PATHS = ("cluster", "queues", "out", "file")         # text, or a pathlib.Path
+_INTS = ("seed", "max_jobs", "jobs", "workers")
+_NUMBERS = ("load_scale", "restart_delay", "node_mtbf_h", "repair_h", "until_h")
+_FLAGS = ("drop_impossible", "plots", "events", "force", "progress")
+_OPTIONAL = ("cluster", "queues", "out", "file", "ray", "max_jobs", "jobs", "workers", "until_h")
+
+
+def _check_args(args: dict[str, Any]) -> dict[str, Any]:
+    """Each argument of the kind it takes (a QuantaError naming it, not an AttributeError or a
+    numpy error from deep inside; a bool is no number here, a float no integer), paths as text;
+    counts (max_jobs, jobs, workers) at least 1."""
+    out = dict(args)
+    for name, v in args.items():
+        if v is None:
+            if name not in _OPTIONAL:
+                raise QuantaError("want a value, got None", field=name)
+            continue
+        if name in _TEXT or name in _PATHS:
+            if isinstance(v, Path) and name in _PATHS + ("trace",):
+                v = out[name] = str(v)
+            if not isinstance(v, str):
+                raise QuantaError(f"want text{' or a path' if name in _PATHS else ''}, got "
+                                  f"{_shown(v)}", field=name)
+            if name in ("out", "file") and not v.strip():
+                raise QuantaError("is empty: name a folder" if name == "out" else
+                                  "is empty: name a sweep file", field=name)
+        elif name in _INTS:
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise QuantaError(f"want an integer, got {_shown(v)}", field=name)
+            if name != "seed" and v < 1:
+                raise QuantaError(f"want 1 or more, got {v}", field=name)
+            out[name] = int(v)
+        elif name in _NUMBERS:
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+                raise QuantaError(f"want a number, got {_shown(v)}", field=name)
+            out[name] = float(v)
+        elif name in _FLAGS and not isinstance(v, (bool, np.bool_)):
+            raise QuantaError(f"want True or False, got {_shown(v)}", field=name)
     return out
+
+
+def _axis_of(name: str, v: Any, kind: str) -> tuple:
+    """A sweep axis: one value or a non-empty list of values of `kind` (text, int, number)."""
+    values = [v] if isinstance(v, (str, Path, int, float, np.integer, np.floating)) else v
+    if not isinstance(values, (list, tuple)):
+        raise QuantaError(f"want a value or a list of them, got {_shown(v)}", field=name)
+    if not values:
+        raise QuantaError("is an empty list", field=name)
+    for x in values:
+        ok = isinstance(x, (str, Path)) if kind == "text" else not isinstance(x, bool) and (
+            isinstance(x, (int, np.integer)) if kind == "int" else
+            isinstance(x, (int, float, np.integer, np.floating)))
+        if not ok:
+            want = {"text": "names or paths", "int": "integers", "num": "numbers"}[kind]
+            raise QuantaError(f"want {want}, got {_shown(x)}", field=name)
+    conv = {"text": str, "int": int, "num": float}[kind]
+    return tuple(dict.fromkeys(conv(x) for x in values))
 
 
 def simulate(trace: str = "philly", cluster: str | None = None,
@@ -76,8 +154,14 @@ def simulate(trace: str = "philly", cluster: str | None = None,
     unless `force`, which replaces them). `queues`: a queues file (docs/queues.md): every policy
     under its quotas, fair share and priorities; each result's per-queue figures are in
     `Simulation.queues`."""
-    import numpy as np
-
+    a = _check_args(dict(trace=trace, cluster=cluster, seed=seed, format=format,
+                         max_jobs=max_jobs, load_scale=load_scale, restart_delay=restart_delay,
+                         drop_impossible=drop_impossible, node_mtbf_h=node_mtbf_h,
+                         repair_h=repair_h, until_h=until_h, world=world, out=out, plots=plots,
+                         events=events, force=force, fig_format=fig_format, queues=queues))
+    trace, cluster, seed, format, max_jobs, load_scale, restart_delay, drop_impossible, \
+        node_mtbf_h, repair_h, until_h, world, out, plots, events, force, fig_format, queues = \
+        a.values()
     from quanta.report.metrics import JOB_COLUMNS, SUMMARY_COLUMNS, job_rows
     from quanta.report.tables import JOB_TABLE_COLUMNS, METRIC_COLUMNS, frame
     from quanta.report.window import parse_window
@@ -142,6 +226,7 @@ def sweep(traces: str | Sequence[str] | None = None, clusters: str | Sequence[st
     from quanta.report import tables
     from quanta.report.window import parse_window
     from quanta.sweeps import SweepSpec, run_sweep
+    file = _check_args({"file": file})["file"]
     spec = SweepSpec()
     if file is not None:
         from quanta.sweepfile import load_sweep_file
@@ -152,13 +237,18 @@ def sweep(traces: str | Sequence[str] | None = None, clusters: str | Sequence[st
         raise QuantaError(f"unknown option '{bad[0]}' (options: "
                           f"{', '.join(sorted(known - {'traces', 'rates', 'clusters'}))})",
                           field=bad[0])
-    axes = {"traces": traces, "clusters": clusters, "rates": rates, "seeds": seeds,
-            "load_scales": load_scales}
-    over: dict[str, Any] = {k: _axis(v) for k, v in axes.items() if v is not None}
+    options = _check_args(dict(jobs=jobs, out=out, workers=workers, ray=ray, progress=progress,
+                               **options))
+    jobs, out, workers, ray, progress = (options.pop(k) for k in ("jobs", "out", "workers",
+                                                                  "ray", "progress"))
+    axes = {"traces": (traces, "text"), "clusters": (clusters, "text"), "rates": (rates, "num"),
+            "seeds": (seeds, "int"), "load_scales": (load_scales, "num")}
+    over: dict[str, Any] = {k: _axis_of(k, v, kind) for k, (v, kind) in axes.items()
+                            if v is not None}
     if policies is not None:
         over["policies"] = tuple(_policies(policies))
     if jobs is not None:
-        over["jobs"] = int(jobs)
+        over["jobs"] = jobs
     if window is not None:
         over["window"] = parse_window(window, field="window")
     over.update(options)
@@ -174,8 +264,3 @@ def sweep(traces: str | Sequence[str] | None = None, clusters: str | Sequence[st
                        tables.frame(res.aggregate, tables.aggregate_columns()), res.out,
                        res.ran, res.reused)
 
-
-def _axis(v: Any) -> tuple:
-    if isinstance(v, (str, int, float)):
-        return (v,)
-    return tuple(dict.fromkeys(v))

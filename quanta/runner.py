@@ -95,6 +95,7 @@ def check_distinct(policies: Sequence[Policy], named: Sequence[bool]) -> None:
                                   f"same parameters): give each once", field="--policy")
 
 
+MAX_SEED = 2**63 - 1       # (a seed is an int64 in the tables)
 MAX_SYNTHETIC_JOBS = 10_000_000    # (issue 13's growth run of 1,000,000 jobs peaked at 1.8 GB)
 
 
@@ -260,8 +261,8 @@ def check_request(req: SimulationRequest) -> None:
     if req.until_h is not None and not req.until_h > 0:
         raise QuantaError(f"must be a positive number of hours, got {req.until_h:g}",
                           field="--until-h")
-    if req.seed < 0:
-        raise QuantaError(f"must be 0 or more, got {req.seed}", field="--seed")
+    if not 0 <= req.seed <= MAX_SEED:
+        raise QuantaError(f"must be 0 to {MAX_SEED} (2^63 - 1), got {req.seed}", field="--seed")
     if not 0 < req.load_scale < float("inf"):
         raise QuantaError(f"must be a positive number, got {req.load_scale:g}",
                           field="--load-scale")

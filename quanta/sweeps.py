@@ -148,9 +148,12 @@ def expand(spec: SweepSpec) -> list[Cell]:
 
 def check_values(spec: SweepSpec) -> None:
     """A QuantaError (one line, the field's name) for a number no cell could use."""
+    from quanta.runner import MAX_SEED
     for s in spec.seeds:
         if int(s) < 0:
             raise QuantaError(f"seed {s} is negative", field="seeds")
+        if int(s) > MAX_SEED:
+            raise QuantaError(f"seed {s} is past {MAX_SEED} (2^63 - 1)", field="seeds")
     for x in spec.load_scales:
         if not 0 < x < float("inf"):
             raise QuantaError(f"load scale {x} is not a positive number", field="load_scales")

@@ -129,3 +129,73 @@ def test_api_errors_are_quanta_errors(tmp_path):
         quanta.simulate(trace="synthetic:3:10", window="x")
     with pytest.raises(quanta.QuantaError, match="unknown option 'colour'"):
         quanta.sweep(rates=[3], jobs=10, colour=1, out=tmp_path, progress=False)
+
+
+SIM_BAD = [   # (arguments, field, message): AttributeErrors, numpy's errors, silent slicing before
+    (dict(trace=5), "trace", "want text, got int 5"),
+    (dict(trace=None), "trace", "want a value, got None"),
+    (dict(format=None), "format", "want a value, got None"),
+    (dict(policies=1), "policies", "want a policy name, a Policy object or a list of them"),
+    (dict(policies={"las": 1}), "policies", "got dict"),        # (ran its keys)
+    (dict(policies=b"las"), "policies", "got bytes"),
+    (dict(cluster=["gavel-108"]), "cluster", "want text or a path, got list"),
+    (dict(seed=1.5), "seed", "want an integer, got float 1.5"),
+    (dict(seed=2**63), "--seed", "must be 0 to 9223372036854775807"),     # (pyarrow, later)
+    (dict(load_scale="2"), "load_scale", "want a number, got str '2'"),
+    (dict(max_jobs=0), "max_jobs", "want 1 or more, got 0"),       # (ran every job)
+    (dict(max_jobs=-3), "max_jobs", "want 1 or more, got -3"),     # (ran all but 3)
+    (dict(max_jobs=True), "max_jobs", "want an integer, got bool True"),
+    (dict(out=""), "out", "is empty: name a folder"),             # (wrote into the current one)
+    (dict(plots="yes"), "plots", "want True or False"),
+]
+
+
+@pytest.mark.parametrize("kw, field, says", SIM_BAD)
+def test_simulate_refuses_arguments_of_the_wrong_kind_naming_them(kw, field, says, tmp_path,
+                                                                   monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(quanta.QuantaError) as e:
+        quanta.simulate(**{"trace": "synthetic:3:20", "cluster": "v100:2x4", **kw})
+    assert f"field '{field}'" in str(e.value) and says in str(e.value), str(e.value)
+    assert list(tmp_path.iterdir()) == []                     # nothing written
+
+
+def test_simulate_takes_a_path_and_a_policy_class_gets_a_hint():
+    from pathlib import Path
+    from quanta.policies.baselines import Las
+    trace = Path(quanta.__file__).parent / "data" / "traces" / "philly_sample.csv"
+    assert len(quanta.simulate(trace=trace, cluster="v100:4x8", policies="fifo",
+                               max_jobs=20).jobs) == 20
+    with pytest.raises(quanta.QuantaError, match=r"give a policy object \(Las\(\)\), not its"):
+        quanta.simulate(trace="synthetic:3:10", policies=Las)
+    with pytest.raises(quanta.QuantaError, match=r"each policy is Las\(\), not its class"):
+        quanta.simulate(trace="synthetic:3:10", policies=["fifo", Las])
+
+
+SWEEP_BAD = [   # an empty axis ran the 2,000-job Philly default; 1.5 ran seed 1; 2.7 jobs ran 2
+    (dict(rates=[]), "rates", "is an empty list"),
+    (dict(traces=[]), "traces", "is an empty list"),
+    (dict(load_scales=[]), "load_scales", "is an empty list"),        # (0 cells, no error)
+    (dict(seeds=[1.5]), "seeds", "want integers, got float 1.5"),
+    (dict(seeds=[True]), "seeds", "want integers, got bool True"),
+    (dict(seeds=[2**63]), "seeds", "is past 9223372036854775807"),   # (pyarrow after the cells)
+    (dict(jobs=2.7), "jobs", "want an integer, got float 2.7"),
+    (dict(workers=0), "workers", "want 1 or more, got 0"),
+    (dict(drop_impossible="no"), "drop_impossible", "want True or False"),   # (after the cells)
+    (dict(traces=[None]), "traces", "want names or paths, got NoneType None"),
+    (dict(rates=["3"]), "rates", "want numbers, got str '3'"),
+    (dict(until_h="x"), "until_h", "want a number, got str 'x'"),
+    (dict(out=""), "out", "is empty: name a folder"),
+]
+
+
+@pytest.mark.parametrize("kw, field, says", SWEEP_BAD)
+def test_sweep_refuses_arguments_of_the_wrong_kind_before_running(kw, field, says, tmp_path,
+                                                                  monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = {"rates": [3], "jobs": 10, "clusters": "v100:2x4", "policies": "las", "out": "sw",
+            "progress": False, **kw}
+    with pytest.raises(quanta.QuantaError) as e:
+        quanta.sweep(**args)
+    assert f"field '{field}'" in str(e.value) and says in str(e.value), str(e.value)
+    assert list(tmp_path.iterdir()) == []                     # no cell ran
