@@ -276,7 +276,8 @@ def register(app: typer.Typer, console: Callable) -> None:
             out_json(res)
         else:
             for r in res:
-                say(f"job {r['id']}: {r['requested']} requested")
+                say(f"job {r['id']}: {r['unchanged']}, nothing to {r['requested']}"
+                    if r.get("unchanged") else f"job {r['id']}: {r['requested']} requested")
         for err in failed[:-1]:
             console(stderr=True).print(f"error: {err}", highlight=False, markup=False,
                                        soft_wrap=True)

@@ -154,6 +154,13 @@ def test_service_addresses_and_state_folders_no_one_can_use_are_one_line(tmp_pat
         (["serve", "--state", str(tmp_path / "st")], {"QUANTA_URL": "http://127.0.0.1:70000"},
          "field '--port': $QUANTA_URL: Port out of range"),
         (["serve", "--state", str(tmp_path / "afile")], {}, "is a file, not a state folder"),
+        # the flag that is wrong (--port was named for a host; 'backend' made the state folder)
+        (["serve", "--host", "no-such-host.invalid", "--state", str(tmp_path / "st")], {},
+         "field '--host': cannot listen on no-such-host.invalid"),
+        (["serve", "--backend", "bogus", "--state", str(tmp_path / "st")], {},
+         "field '--backend': unknown backend 'bogus' (known: local, ray)"),
+        (["serve", "--backend", "ray", "--cluster", "v100:1x8", "--state", str(tmp_path / "st")],
+         {}, "field '--cluster': with the Ray backend the cluster is what the Ray nodes offer"),
         (["serve", "--state", str(tmp_path / "afile" / "st")], {},
          "cannot use the state folder (Not a directory"),
         (["queue", "--url", "notaurl"], {}, "field '--url': 'notaurl' is not a service address"),

@@ -193,6 +193,9 @@ def test_tokens_separate_users(service):
     ({"name": "x", "command": ["true"], "steps": 5, "gpu_type": "a100"}, 400,
      "field 'gpu_type': the cluster has no 'a100' GPUs"),
     ({"name": "x", "command": ["true"], "steps": 5, "gpus": 3}, 400, "field 'gpus'"),
+    # strict kinds: true ran one step, "64" passed as a batch size
+    ({"name": "x", "command": ["true"], "steps": True}, 422, "field 'steps'"),
+    ({"name": "x", "command": ["true"], "steps": 5, "batch_size": "64"}, 422, "field 'batch_size'"),
 ])
 def test_bad_requests_get_one_clear_line(service, body, status, needle):
     s = service()
@@ -200,6 +203,32 @@ def test_bad_requests_get_one_clear_line(service, body, status, needle):
     assert r.status_code == status and needle in r.json()["error"], r.text
     assert "\n" not in r.json()["error"]
     assert s.req("GET", "/v1/jobs").json() == []     # nothing half-created
+
+
+def test_a_key_twice_and_a_release_of_a_job_not_held(service):
+    """{"name": "x", "name": "y"} made a job named y; releasing a job that was not held (or
+    holding one held) said 'requested' and logged an event each time: now 422, and 'not held,
+    nothing to release' with no event."""
+    s = service()
+    r = s.req("POST", "/v1/jobs", content=b'{"name": "x", "command": ["true"], "name": "y"}',
+              headers={"Content-Type": "application/json"})
+    assert r.status_code == 422 and r.json()["error"] == \
+        "field 'name': given twice in the JSON body", r.text
+    assert s.req("POST", "/v1/jobs", token="nobody", content=b'{"a": 1, "a": 2}',
+                 headers={"Content-Type": "application/json"}).status_code == 401   # who first
+    assert s.req("GET", "/v1/jobs").json() == []
+    job = s.submit(name="sleeper", command=["sleep", "60"], steps=None)
+    assert s.req("POST", f"/v1/jobs/{job}/release").json() == \
+        {"id": job, "requested": "release", "unchanged": "not held"}
+    assert s.req("POST", f"/v1/jobs/{job}/hold").json() == {"id": job, "requested": "hold"}
+    assert s.req("POST", f"/v1/jobs/{job}/hold").json()["unchanged"] == "already held"
+    kinds = [e["kind"] for e in s.req("GET", f"/v1/jobs/{job}/events").json()]
+    assert kinds.count("hold") == 1 and "release" not in kinds, kinds
+    r = cli("release", str(job), env={"QUANTA_URL": s.url, "QUANTA_TOKEN": s.admin})
+    assert r.returncode == 0 and f"job {job}: release requested" in r.stdout, r.stdout
+    r = cli("release", str(job), env={"QUANTA_URL": s.url, "QUANTA_TOKEN": s.admin})
+    assert r.returncode == 0 and f"job {job}: not held, nothing to release" in r.stdout, r.stdout
+    s.req("POST", f"/v1/jobs/{job}/cancel")
 
 
 @pytest.mark.slow

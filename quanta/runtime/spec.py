@@ -49,7 +49,9 @@ UNKNOWN_STEPS = 1e9
 
 
 class JobSubmission(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: a number is a number and a text a text (`steps: true` ran one step, `gpus: true`
+    # one GPU, `batch_size: "64"` passed); a whole number still fits a float field
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     name: str = Field(min_length=1, max_length=64, pattern=WORD)
     command: list[str] = Field(min_length=1, max_length=MAX_ARGS,

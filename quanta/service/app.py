@@ -15,6 +15,7 @@ again is the first submission's job, so a client may retry a submission whose an
 from __future__ import annotations
 
 import html
+import json
 import os
 import re
 from contextlib import asynccontextmanager
@@ -273,9 +274,27 @@ def create_app(store: Store, runtime: Runtime, state_dir: Path,
             raise HTTPException(403, f"job {job_id} belongs to another user")
         return rec
 
+    async def unique_keys(request: Request) -> None:
+        """A JSON body with a key given twice is refused (json.loads keeps the last: a job
+        named {"name": "x", "name": "y"} was "y"), as a spec file with one is."""
+        if "json" not in request.headers.get("content-type", ""):
+            return
+
+        def pairs(items: list) -> dict:
+            keys = [k for k, _v in items]
+            twice = next((k for i, k in enumerate(keys) if k in keys[:i]), None)
+            if twice is not None:
+                raise HTTPException(422, f"field '{twice[:64]}': given twice in the JSON body")
+            return dict(items)
+        try:
+            json.loads(await request.body(), object_pairs_hook=pairs)
+        except (ValueError, RecursionError):
+            return                           # (not JSON: the body's own check says so)
+
     # -- jobs ------------------------------------------------------------------------------------
     @app.post(f"{API}/jobs", status_code=201)
     def submit(sub: JobSubmission, response: Response, me: Caller = Depends(caller),
+               _unique: None = Depends(unique_keys),     # (after the caller: 401 first)
                idempotency_key: str | None = Header(None)) -> dict:
         if idempotency_key is not None and not IDEM_KEY.fullmatch(idempotency_key):
             raise HTTPException(400, "field 'Idempotency-Key': 1 to 200 letters, digits or _.:-")
@@ -332,6 +351,9 @@ def create_app(store: Store, runtime: Runtime, state_dir: Path,
         rec = own_job(job_id, me)
         if rec.state in TERMINAL:
             raise HTTPException(409, f"job {job_id} is already {rec.state}")
+        if "held" in flags and bool(rec.held) == flags["held"]:     # nothing to do: no event
+            return {"id": job_id, "requested": action,
+                    "unchanged": "already held" if rec.held else "not held"}
         store.request(job_id, **flags)
         faults.point("request-stored")
         runtime.poke()

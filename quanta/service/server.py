@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import sys
@@ -35,6 +36,12 @@ class ServiceConfig:
 
 def build(cfg: ServiceConfig):
     """(store, runtime, app, admin token path) for a configuration."""
+    if cfg.backend not in BACKENDS:       # (before the state folder is made or Ray started)
+        raise QuantaError(f"unknown backend '{cfg.backend}' (known: {', '.join(BACKENDS)})",
+                          field="--backend")
+    if cfg.backend == "ray" and cfg.cluster != "auto":
+        raise QuantaError("with the Ray backend the cluster is what the Ray nodes offer "
+                          "(leave --cluster auto)", field="--cluster")
     policy = make_policy(cfg.policy)
     tree = None
     if cfg.queues is not None:
@@ -69,13 +76,7 @@ def build(cfg: ServiceConfig):
                   "reach it and run code as the Ray nodes' account, whatever account it runs as "
                   "(start Ray with RAY_AUTH_MODE=token; docs/runtime.md, Security model)",
                   file=sys.stderr, flush=True)
-        if cfg.cluster != "auto":
-            raise QuantaError("with the Ray backend the cluster is what the Ray nodes offer "
-                              "(leave --cluster auto)", field="cluster")
         cluster = backend.cluster
-    else:
-        raise QuantaError(f"unknown backend '{cfg.backend}' (known: {', '.join(BACKENDS)})",
-                          field="backend")
     runtime = Runtime(store, backend, cluster, policy, CatalogModel(), state / "jobs", cfg.poll_s)
     runtime.state_lock = lock          # held for the life of the process
     if tree is not None:
@@ -107,6 +108,7 @@ def check_port(host: str, port: int) -> None:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
-        except OSError as err:
+        except OSError as err:             # a name that is no address here, or a port in use
+            address = isinstance(err, socket.gaierror) or err.errno == errno.EADDRNOTAVAIL
             raise QuantaError(f"cannot listen on {host}:{port} ({err.strerror})",
-                              field="--port") from None
+                              field="--host" if address else "--port") from None
