@@ -117,6 +117,22 @@ def _tree_order(qs: dict) -> list[str]:
     return out + [n for n in qs if n not in out]
 
 
+def _json(obj) -> str:
+    """JSON text with no NaN or Infinity (not JSON: a per-queue average over no job was NaN):
+    null in their place; numpy scalars as numbers."""
+    def clean(v):
+        if isinstance(v, dict):
+            return {k: clean(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [clean(x) for x in v]
+        if hasattr(v, "item") and not isinstance(v, (str, bytes)):
+            v = v.item()
+        if isinstance(v, float) and not math.isfinite(v):
+            return None
+        return v
+    return json.dumps(clean(obj), allow_nan=False)
+
+
 def register(app: typer.Typer, console: Callable) -> None:
     """The commands, printing on `console()` (made on first use)."""
     @app.command("queues")
@@ -126,7 +142,8 @@ def register(app: typer.Typer, console: Callable) -> None:
         cluster: str = typer.Option("gavel-108", help="preset, YAML file or TYPE:NODESxGPUS"),
         trace: Optional[str] = typer.Option(None, help="simulate this trace under the queues"),
         format: str = typer.Option("auto", "--format", help="trace format"),
-        policy: str = typer.Option("fifo", "--policy", "-p", help="policy inside the queues"),
+        policies: Optional[list[str]] = typer.Option(None, "--policy", "-p", help="policy "
+                                                     "inside the queues (default fifo; one)"),
         seed: int = typer.Option(0, min=0, help="seed"),
         max_jobs: Optional[int] = typer.Option(None, "--max-jobs", min=1, help="first N jobs"),
         at_h: Optional[float] = typer.Option(None, "--at-h", min=0.0, help="show the queues at "
@@ -145,6 +162,22 @@ def register(app: typer.Typer, console: Callable) -> None:
         from quanta.errors import QuantaError
         from quanta.model.presets import resolve_cluster
         from quanta.queues.spec import load_queues
+        if policies and len(policies) > 1:            # (the last one ran, the others unsaid)
+            raise QuantaError(f"one policy runs under the queues, {len(policies)} given "
+                              f"(compare several with quanta simulate --queues)", field="--policy")
+        policy = policies[0] if policies else "fifo"
+        if file is None:
+            for flag, given in (("--trace", trace is not None),
+                                ("--cluster", cluster != "gavel-108")):
+                if given:
+                    raise QuantaError(f"{flag} is for a queues FILE (without one: the service's "
+                                      f"queues)", field=flag)
+        elif url is not None or token is not None:
+            raise QuantaError("--url and --token ask the service for its queues: leave FILE out",
+                              field="--url" if url is not None else "--token")
+        if trace is not None and trace.startswith("synthetic:") and format != "auto":
+            raise QuantaError(f"a synthetic trace has no file format to read it as ('{format}'): "
+                              f"leave --format out", field="--format")
         if jobs and at_h is None:
             raise QuantaError("--jobs lists the jobs waiting at an hour: give --at-h H too",
                               field="--jobs")
@@ -152,7 +185,7 @@ def register(app: typer.Typer, console: Callable) -> None:
             raise QuantaError("an hour of a simulated trace: give a queues FILE and --trace too",
                               field="--at-h")
         if trace is None:
-            for flag, given in (("--format", format != "auto"), ("--policy", policy != "fifo"),
+            for flag, given in (("--format", format != "auto"), ("--policy", bool(policies)),
                                 ("--seed", seed != 0), ("--max-jobs", max_jobs is not None)):
                 if given:
                     raise QuantaError(f"{flag} is for a simulated trace: give --trace too",
@@ -161,7 +194,7 @@ def register(app: typer.Typer, console: Callable) -> None:
             from quanta.service.client import Client
             report = Client(url, token).call("GET", "/v1/queues")
             if as_json:
-                console().print_json(json.dumps(report))
+                console().print_json(_json(report))
             else:
                 render_report(console(), report,
                               "queues of the service: GPUs held/nominal per type")
@@ -171,8 +204,8 @@ def register(app: typer.Typer, console: Callable) -> None:
             types = resolve_cluster(cluster).types
             rows = tree_rows(tree, types)
             if as_json:
-                console().print_json(json.dumps({"name": tree.name, "types": list(types),
-                                                 "queues": rows}))
+                console().print_json(_json({"name": tree.name, "types": list(types),
+                                            "queues": rows}))
                 return
             t = rich_table(rich_text(f"queues {tree.name} on {cluster}: nominal / most it may "
                                      f"hold (- no limit) per GPU type"))
@@ -194,7 +227,7 @@ def register(app: typer.Typer, console: Callable) -> None:
             from quanta.queues.metrics import queue_metrics
             rows = queue_metrics(res, layer, sim.loop.state)
             if as_json:
-                console().print_json(json.dumps(rows, default=float))
+                console().print_json(_json(rows))
                 return
             t = rich_table(rich_text(f"{layer.label()} on {trace}, {cluster}: per queue over "
                                      f"the run"))
@@ -225,7 +258,7 @@ def register(app: typer.Typer, console: Callable) -> None:
                             "position": pos, "reason": dec.reasons.get(i, ""),
                             "est_start_h": None if est is None else est / 3600.0})
             if as_json:
-                console().print_json(json.dumps(out))
+                console().print_json(_json(out))
                 return
             t = rich_table(rich_text(f"waiting jobs at hour {at_h:g} ({layer.label()})"))
             for col in ("JOBID", "QUEUE", "USER", "GPUS", "PRIO", "POS", "REASON", "EST START H"):
@@ -237,7 +270,7 @@ def register(app: typer.Typer, console: Callable) -> None:
             console().print(t, markup=False)      # names from the user's files, as they are
             return
         if as_json:
-            console().print_json(json.dumps(dec.state["report"]))
+            console().print_json(_json(dec.state["report"]))
             return
         render_report(console(), dec.state["report"], f"queues at hour {at_h:g} ({layer.label()} "
                       f"on {trace}, {cluster}): GPUs held/nominal per type")

@@ -139,12 +139,34 @@ COMMANDS = ["simulate", "reproduce", "worlds", "policies", "clusters", "traces",
     (["queues", "quanta/examples/queues/teams.yaml", "--format", "philly"],
      "--format is for a simulated trace: give --trace too"),
     (["queues", "quanta/examples/queues/teams.yaml", "-p", "las"], "--policy is for a simulated"),
+    # the last --policy ran, the others unsaid; flags for the other mode, passed over
+    (["queues", "quanta/examples/queues/teams.yaml", "--trace", "philly", "-p", "las", "-p",
+      "fifo"], "one policy runs under the queues, 2 given"),
+    (["queues", "--trace", "philly"], "field '--trace': --trace is for a queues FILE"),
+    (["queues", "--cluster", "v100:1x8"], "field '--cluster': --cluster is for a queues FILE"),
+    (["queues", "quanta/examples/queues/teams.yaml", "--url", "http://127.0.0.1:9"],
+     "field '--url': --url and --token ask the service for its queues: leave FILE out"),
+    (["queues", "quanta/examples/queues/teams.yaml", "--trace", "synthetic:3:20", "--format",
+      "philly"], "a synthetic trace has no file format to read it as ('philly')"),
 ])
 def test_an_option_that_would_be_ignored_is_refused(args, needle, tmp_path):
     r = quanta(*args, "-q" if args[0] == "simulate" else "--json", *(
         ["--out", str(tmp_path / "o")] if args[0] == "simulate" else []), cwd=ROOT)
     assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, \
         r.stderr
+
+
+def test_queues_json_is_json_with_no_nan():
+    """A queue that finished no job had NaN averages, which is no JSON (RFC 8259): null."""
+    import json
+    r = quanta("queues", "quanta/examples/queues/teams.yaml", "--trace", "philly", "--max-jobs",
+               "5", "--json", cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+
+    def refuse(c):
+        raise ValueError(f"{c} in the JSON")
+    rows = json.loads(r.stdout, parse_constant=refuse)
+    assert any(v is None for row in rows for v in row.values())       # (was NaN)
 
 
 def test_service_addresses_and_state_folders_no_one_can_use_are_one_line(tmp_path):
