@@ -246,9 +246,19 @@ def reproduce(system: str, workload: str | None = None, policy: str | None = Non
             and (policy is None or r.summary["policy"] == policy)
             and (ref_seed is None or adapter.seed(r.summary) == ref_seed)]
     if not refs:
+        def shown(v: str | None) -> str:
+            return "any" if v is None else repr(v)
+        known = []
+        for key, given, plural in (("workload", workload, "workloads"),
+                                   ("policy", policy, "policies")):
+            names = sorted({str(r.summary[key]) for r in every})
+            if given is not None and given not in names:
+                more = f" and {len(names) - 12} more" if len(names) > 12 else ""
+                known.append(f"{plural}: {', '.join(names[:12])}{more}")
         raise QuantaError(f"no recorded reference run of {system} matches "
-                          f"(workload={workload or 'any'}, policy={policy or 'any'}"
-                          + ("" if ref_seed is None else f", seed {ref_seed}") + ")",
+                          f"(workload={shown(workload)}, policy={shown(policy)}"
+                          + ("" if ref_seed is None else f", seed {ref_seed}") + ")"
+                          + (f"; recorded {'; '.join(known)}" if known else ""),
                           source=str(REFERENCE_DIR / adapter.system))
     out = []
     runs: list[tuple[str, Reference, str, int | None]] = []     # (label, reference, world, seed)

@@ -195,6 +195,8 @@ def test_service_addresses_and_state_folders_no_one_can_use_are_one_line(tmp_pat
         (["queue", "--url", "http://127.0.0.1:99999"], {}, "(Port out of range 0-65535)"),
         (["queue", "--url", "http://[::1"], {}, "'http://[::1' is not a service address (Invalid"),
         (["queue", "--url", "http://127.0.0.1:9?x=1"], {}, "'http://127.0.0.1:9?x=1' is not a"),
+        (["queue", "--url", "http://127.0.0.1:9/v1"], {}, "is the API's path: give the service's"
+                                                          " address without /v1"),   # (404s)
         (["queue", "--url", "http://127.0.0.1:9"], {"QUANTA_RETRY_S": "abc"},
          "field '$QUANTA_RETRY_S': want a number of seconds, 0 or more, got 'abc'"),
     ]
@@ -290,6 +292,10 @@ def test_serve_refuses_a_folder_that_is_not_a_state_folder(tmp_path):
     (["simulate", "--polcy", "las"], "No such option: --polcy"),
     (["reproduce"], "Missing argument"),
     (["reproduce", "pollux", "--replay-seeds", "-1"], "Invalid value for '--replay-seeds'"),
+    # a filter no run matches: '' was shown as 'any'; now the recorded names are listed
+    (["reproduce", "gavel", "--workload", ""], "(workload='', policy=any); recorded workloads: "
+                                               "multi_r20_s0, multi_r20_s1"),
+    (["reproduce", "tiresias", "--policy", "nope"], "recorded policies: dlas-gpu-2_count"),
     (["queues", "quanta/examples/queues/teams.yaml", "--trace", "synthetic:1:40", "--seed", "-1"],
      "Invalid value for '--seed'"),     # a numpy traceback before
 ] + [([cmd, "--no-such-flag"], "No such option: --no-such-flag") for cmd in COMMANDS])

@@ -228,6 +228,10 @@ def test_a_key_twice_and_a_release_of_a_job_not_held(service):
     assert r.returncode == 0 and f"job {job}: release requested" in r.stdout, r.stdout
     r = cli("release", str(job), env={"QUANTA_URL": s.url, "QUANTA_TOKEN": s.admin})
     assert r.returncode == 0 and f"job {job}: not held, nothing to release" in r.stdout, r.stdout
+    # no token anywhere: where one is looked for (it said only that one is required)
+    r = cli("queue", env={"QUANTA_URL": s.url, "QUANTA_TOKEN": "", "QUANTA_STATE": "/nowhere"})
+    assert r.returncode == 2 and "no token was given: --token, $QUANTA_TOKEN, or " \
+        "/nowhere/admin.token readable here (HTTP 401)" in r.stderr, r.stderr
     s.req("POST", f"/v1/jobs/{job}/cancel")
 
 

@@ -77,6 +77,9 @@ class Client:
                 parts.fragment or any(c.isspace() for c in self.url):
             raise QuantaError(f"'{self.url}' is not a service address (http://HOST:PORT)",
                               field=where)
+        if parts.path.rstrip("/").endswith("/v1"):     # (every request was 404)
+            raise QuantaError(f"'{self.url}' is the API's path: give the service's address "
+                              f"without /v1", field=where)
         self.token = token or default_token()
         if self.token and not all("!" <= c <= "~" for c in self.token):   # (never echoed)
             src = "--token" if token else "$QUANTA_TOKEN" if os.environ.get("QUANTA_TOKEN") \
@@ -118,8 +121,11 @@ class Client:
         return self.answer(self.request(method, path, json, params, headers,
                                         method == "GET" if retry is None else retry), text)
 
-    @staticmethod
-    def answer(r: httpx.Response, text: bool = False) -> Any:
+    def answer(self, r: httpx.Response, text: bool = False) -> Any:
+        if r.status_code == 401 and not self.token:       # where a token is looked for
+            state = os.environ.get("QUANTA_STATE", "quanta-state")
+            raise ServiceRefused(f"no token was given: --token, $QUANTA_TOKEN, or "
+                                 f"{state}/admin.token readable here (HTTP 401)", 401)
         if r.status_code >= 400:
             try:
                 msg = r.json().get("error") or r.text
