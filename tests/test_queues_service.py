@@ -206,7 +206,10 @@ def test_submissions_the_queues_refuse(queued, tmp_path):
                                          "submit to: team-a, platform)"),
             ({"queue": "all"}, "queue", "'all' is a cohort of two-teams"),
             ({"queue": "team-a", "priority": "urgent"}, "priority",
-             "unknown priority class 'urgent' (classes: high=100, normal=0, low=-100)")]:
+             "unknown priority class 'urgent' (classes: high=100, normal=0, low=-100)"),
+            # accepted before, then pending (QuotaExceeded) for ever
+            ({"queue": "team-a", "gpus": 2}, "gpus", "queue 'team-a' can never hold 2 GPUs of "
+                                                     "one type (the most it may hold: cpu 1)")]:
         r = s.req("POST", "/v1/jobs", alice, json={**body, **fields})
         assert r.status_code == 400, r.text
         assert r.json()["error"].startswith(f"field '{field}': {words}"), r.json()

@@ -315,24 +315,34 @@ class QueueTree:
         if c.unquoted:
             out.append(f"queues {self.name}: no quota for GPU type(s) {', '.join(c.unquoted)}: "
                        f"no job runs there")
-        big = 0
-        for s in specs:
-            q = self.queue_of(s)
-            if q < 0:
-                continue
-            li = self.leaf_pos[q]
-            most = np.min(c.cap[self.paths[li]], axis=0) * c.usable[li]
-            ok = [k for k, t in enumerate(types) if not s.gpu_types or t in s.gpu_types]
-            if not ok or max(most[ok]) < s.num_gpus:
-                big += 1
+        big = sum(1 for s in specs if self.queue_of(s) >= 0 and self.never_fits(s, types))
         if big:
             out.append(f"queues {self.name}: {big} job(s) ask for more GPUs than their queue can "
                        f"ever hold: they wait (QuotaExceeded)")
         return out
 
+    def never_fits(self, spec: JobSpec, types: Sequence[str]) -> str | None:
+        """Why the job's queue can never hold it on a cluster of `types` (its quotas, and the
+        caps of the cohorts above it, for every type the job may use), or None where it can."""
+        q = self.queue_of(spec)
+        c = self.compile(types)
+        li = self.leaf_pos[q]
+        most = np.min(c.cap[self.paths[li]], axis=0) * c.usable[li]
+        ok = [k for k, t in enumerate(types) if not spec.gpu_types or t in spec.gpu_types]
+        if ok and max(most[ok]) >= spec.num_gpus:
+            return None
+        held = ", ".join(f"{types[k]} {_count(most[k])}" for k in ok) or "none of its types"
+        gpus = f"{spec.num_gpus} GPU{'' if spec.num_gpus == 1 else 's'}"
+        return (f"queue '{self.names[q]}' can never hold {gpus} of one type "
+                f"(the most it may hold: {held}); the job would wait for ever")
+
     def describe(self) -> str:
         return f"{self.name}: {len(self.names)} queues ({self.num_leaves} leaves), " \
                f"flavors {', '.join(self.flavors) or 'none'}"
+
+
+def _count(x: float) -> str:
+    return "no limit" if x == float("inf") else f"{x:g}"
 
 
 def load_queues(path: str | Path) -> QueueTree:

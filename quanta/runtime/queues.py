@@ -19,7 +19,8 @@ class RuntimeQueues:
 
     def check_submission(self, sub: JobSubmission, user: str) -> None:
         """A submission the queues refuse (an unknown queue, a cohort, a queue that does not
-        admit the user, an unknown priority class): a QuantaError naming the field."""
+        admit the user, an unknown priority class, a job its queue can never hold): a
+        QuantaError naming the field."""
         named = isinstance(sub.priority, str) and sub.priority[:1].isalpha()
         if self.tree is None:
             if named:
@@ -35,6 +36,9 @@ class RuntimeQueues:
         except KeyError:
             raise QuantaError(f"unknown priority class '{sub.priority}' (classes: "
                               f"{self.tree.class_names()})", field="priority") from None
+        never = self.tree.never_fits(sub.to_spec("", 0.0, user), self.cluster.types)
+        if never is not None:          # (it was accepted, then pending QuotaExceeded for ever)
+            raise QuantaError(never, field="gpus")
 
     def _priority(self, sub: JobSubmission) -> int:
         """A job's priority value (a class name the queues no longer have: 0)."""
