@@ -68,23 +68,29 @@ def _when(unix: float) -> str:
 
 
 def in_spec_file(err, spec: Path):
-    """A service's refusal of a field (e.g. "field 'queue': ...") as one line naming the spec
-    file and the field's line in it; other errors as they are."""
+    """A refusal of a field, the service's (e.g. "field 'queue': ...") or the spec file's own
+    check's, as one line naming the spec file and the field's line in it; other errors as they
+    are."""
     import re
 
     from quanta.errors import QuantaError
-    m = re.fullmatch(r"field '([A-Za-z_]+)': (.*)", str(err))
-    if not m:
-        return err
+    if err.field and err.line is None and err.source == str(spec):
+        name, message = err.field, err.bare
+    else:
+        m = re.fullmatch(r"field '([A-Za-z_]+)': (.*)", str(err))
+        if not m:
+            return err
+        name, message = m[1], m[2]
+    key = name.split(".")[0]
     line = None
     try:
         for i, text in enumerate(Path(spec).read_text().splitlines(), 1):
-            if re.match(rf"{m[1]}\s*:", text):
+            if re.match(rf"{re.escape(key)}\s*:", text):
                 line = i
                 break
     except (OSError, UnicodeDecodeError):
         pass
-    return QuantaError(m[2], source=str(spec), line=line, field=m[1])
+    return QuantaError(message, source=str(spec), line=line, field=name)
 
 
 def _stamp(unix: float | None) -> str:
@@ -204,7 +210,10 @@ def register(app: typer.Typer, console: Callable) -> None:
         (the service died mid-request) is retried under the same idempotency key: one job."""
         from quanta.errors import QuantaError
         from quanta.runtime.spec import load_submission
-        sub = load_submission(spec)
+        try:
+            sub = load_submission(spec)
+        except QuantaError as err:          # a field's own check: at its line too
+            raise in_spec_file(err, spec) from None
         try:
             res = _client(url, token).submit(sub.model_dump())
         except QuantaError as err:          # the service's word on a field: at its line here

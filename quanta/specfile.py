@@ -95,9 +95,10 @@ def validated(model: type[M], data: object, source: str = "") -> M:
     try:
         return model.model_validate(data)
     except ValidationError as err:
-        e = err.errors()[0]
-        field = ".".join(str(p) for p in e["loc"]) or None
-        raise QuantaError(error_message(e), source=source or None, field=field) from None
+        loc, msg = first_error(err.errors())
+        if isinstance(err.errors()[0].get("input"), bool) and "valid string" in msg:
+            msg += " (YAML reads yes/no, on/off, true/false as true or false: quote the text)"
+        raise QuantaError(msg, source=source or None, field=".".join(loc) or None) from None
 
 
 def error_message(e: dict) -> str:
@@ -105,3 +106,17 @@ def error_message(e: dict) -> str:
     dictionary or instance of _NodeGroup"), no "Value error, " before a validator's own words."""
     msg = re.sub(r" or instance of \w+", "", e["msg"])
     return msg.removeprefix("Value error, ")
+
+
+def first_error(errors: list[dict]) -> tuple[list[str], str]:
+    """(field path, message) of pydantic's first error. A field of several kinds (int | str)
+    fails once per kind, each under the kind's tag (`priority.int`, `priority.str`): one message
+    for the field then, its kinds' words joined ("a valid integer or a valid string")."""
+    e = errors[0]
+    loc = [str(p) for p in e["loc"]]
+    same = [x for x in errors if len(x["loc"]) == len(loc) and
+            [str(p) for p in x["loc"][:-1]] == loc[:-1]]
+    if len(loc) > 1 and len(same) > 1 and len({str(x["loc"][-1]) for x in same}) == len(same):
+        words = [error_message(x).removeprefix("Input should be ") for x in same]
+        return loc[:-1], "Input should be " + " or ".join(dict.fromkeys(words))
+    return loc, error_message(e)

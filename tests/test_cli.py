@@ -197,6 +197,8 @@ def test_service_addresses_and_state_folders_no_one_can_use_are_one_line(tmp_pat
         (["queue", "--url", "http://127.0.0.1:9?x=1"], {}, "'http://127.0.0.1:9?x=1' is not a"),
         (["queue", "--url", "http://127.0.0.1:9/v1"], {}, "is the API's path: give the service's"
                                                           " address without /v1"),   # (404s)
+        (["queue", "--url", ""], {}, "field '--url': is empty"),       # (fell back to the default)
+        (["queue", "--token", ""], {}, "field '--token': is empty"),
         (["queue", "--url", "http://127.0.0.1:9"], {"QUANTA_RETRY_S": "abc"},
          "field '$QUANTA_RETRY_S': want a number of seconds, 0 or more, got 'abc'"),
     ]

@@ -196,6 +196,9 @@ def test_tokens_separate_users(service):
     # strict kinds: true ran one step, "64" passed as a batch size
     ({"name": "x", "command": ["true"], "steps": True}, 422, "field 'steps'"),
     ({"name": "x", "command": ["true"], "steps": 5, "batch_size": "64"}, 422, "field 'batch_size'"),
+    ({"name": "x", "command": ["true"], "priority": 1.5}, 422,
+     "field 'priority': Input should be a valid integer or a valid string"),
+    (None, 422, "no body: want a JSON object of the job's fields (quanta schema)"),
 ])
 def test_bad_requests_get_one_clear_line(service, body, status, needle):
     s = service()
@@ -303,7 +306,7 @@ def test_cli_submit_queue_status_logs_cancel(service, tmp_path):
 
 @pytest.mark.parametrize("text,needle", [
     ("name: x\nsteps: 5\n", "job.yaml: field 'command': Field required"),
-    ("name: x\ncommand: [echo]\nsteps: 5\ngpus: -1\n", "job.yaml: field 'gpus'"),
+    ("name: x\ncommand: [echo]\nsteps: 5\ngpus: -1\n", "job.yaml:4: field 'gpus'"),   # its line
     ("name: x\n  command: [echo\n", "job.yaml:2: not valid YAML"),
     ("- 1\n- 2\n", "job.yaml: a job spec is a mapping"),
 ])
@@ -488,7 +491,12 @@ def test_finished_jobs_show_how_they_ended_not_priority():
 @pytest.mark.parametrize("data,needle", [
     (b"name: x\ncommand: [echo]\nsteps: 5\nsteps: 6\n", "job.yaml:4: not valid YAML (duplicate key 'steps')"),
     (b"name: x\ncommand: [echo]\nqueue: caf\xe9\n", "job.yaml:3: not UTF-8 text (byte 0xe9)"),
-    (b"name: x\ncommand: [echo]\nenv: {A-B: '1'}\n", "job.yaml: field 'env'"),
+    (b"name: x\ncommand: [echo]\nenv: {A-B: '1'}\n", "job.yaml:3: field 'env'"),
+    # a field of two kinds named once (was 'priority.int'), at its line; YAML's yes is no text
+    (b"name: x\ncommand: [echo]\npriority: 1.5\n", "job.yaml:3: field 'priority': Input should "
+                                                    "be a valid integer or a valid string"),
+    (b"name: yes\ncommand: [echo]\n", "job.yaml:1: field 'name': Input should be a valid string "
+                                       "(YAML reads yes/no, on/off, true/false as true or false"),
 ])
 def test_cli_rejects_bad_spec_files_in_one_line(tmp_path, data, needle):
     spec = tmp_path / "job.yaml"

@@ -36,6 +36,7 @@ from quanta.runtime import faults
 from quanta.runtime.accounts import RunAs, write_secret
 from quanta.runtime.controller import Runtime
 from quanta.runtime.spec import MAX_SPEC_BYTES, JobSubmission
+from quanta.specfile import first_error
 from quanta.service.store import ACTIVE, TERMINAL, IdempotencyConflict, JobRecord, Store
 
 API = "/v1"
@@ -239,11 +240,15 @@ def create_app(store: Store, runtime: Runtime, state_dir: Path,
         if e.get("type") == "json_invalid":
             return JSONResponse(status_code=422, content={"error": one_line(
                 json_error(e, exc.body))})
-        loc = list(e["loc"])
-        if loc and loc[0] in ("body", "query", "path", "header"):
-            loc = loc[1:]
-        where = ".".join(str(p) for p in loc)
-        msg = one_line(e["msg"])
+        if e.get("type") == "missing" and list(e["loc"]) == ["body"]:
+            return JSONResponse(status_code=422, content={
+                "error": "no body: want a JSON object of the job's fields (quanta schema)"})
+        errors = [{**x, "loc": list(x["loc"])[1:] if list(x["loc"])[:1] in
+                   (["body"], ["query"], ["path"], ["header"]) else list(x["loc"])}
+                  for x in exc.errors()]
+        loc, msg = first_error(errors)
+        where = ".".join(loc)
+        msg = one_line(msg)
         return JSONResponse(status_code=422, content={"error": f"field '{where}': {msg}"
                                                       if where else msg})
 

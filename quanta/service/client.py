@@ -66,6 +66,9 @@ def retry_seconds() -> float:
 
 class Client:
     def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0):
+        for flag, given in (("--url", url), ("--token", token)):
+            if given is not None and not given.strip():   # (it fell back to the default unsaid)
+                raise QuantaError("is empty", field=flag)
         self.url = (url or os.environ.get("QUANTA_URL") or DEFAULT_URL).rstrip("/")
         where = "--url" if url else "$QUANTA_URL"
         try:
