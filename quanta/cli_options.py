@@ -95,12 +95,13 @@ if RuntimeParam is not None:
                 v = _number(kind, value)
             except ValueError as e:
                 raise BadParameter(str(e), ctx=ctx, param=param) from None
-            if info.min is not None and not v >= info.min:
-                raise BadParameter(f"Input should be greater than or equal to "
-                                   f"{_bound(info.min)}", ctx=ctx, param=param)
+            # (the upper bound first, as pydantic: NaN fails both and is told the upper one)
             if info.max is not None and not v <= info.max:
                 raise BadParameter(f"Input should be less than or equal to {_bound(info.max)}",
                                    ctx=ctx, param=param)
+            if info.min is not None and not v >= info.min:
+                raise BadParameter(f"Input should be greater than or equal to "
+                                   f"{_bound(info.min)}", ctx=ctx, param=param)
             return v
 
 
