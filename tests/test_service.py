@@ -534,3 +534,35 @@ def test_metrics_label_values_are_escaped_with_or_without_prometheus_client():
            for f in text_string_to_metric_families(text) for s in f.samples}
     assert got == {("quanta_pending_jobs", (("queue", forged),), 2.0),
                    ("quanta_gpus_total", (("gpu_type", "cpu"),), 1.0)}
+
+
+def test_health_says_so_when_the_runtime_loop_stops(tmp_path):
+    """`--poll-s inf` (now refused) killed the runtime's thread with an OverflowError while
+    /v1/health went on answering ok and jobs waited for ever: a loop that stops is 503."""
+    import threading
+
+    import uvicorn
+
+    from quanta.service.server import ServiceConfig, build
+    _store, runtime, app, _tok = build(ServiceConfig(tmp_path / "st", "fifo", "cpu:1x2"))
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}/v1/health"
+    try:
+        deadline = time.time() + 30
+        while not server.started and time.time() < deadline:
+            time.sleep(0.05)
+        assert httpx.get(url).json() == {"ok": True, "error": ""}
+        runtime.poll_s = float("inf")          # what the loop's wait cannot take
+        runtime.poke()
+        while runtime.loop_alive() and time.time() < deadline:
+            time.sleep(0.05)
+        r = httpx.get(url)
+        assert r.status_code == 503 and r.json()["ok"] is False, r.text
+        assert "the runtime's loop stopped (OverflowError" in r.json()["error"], r.text
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        runtime.state_lock.close()

@@ -143,15 +143,24 @@ class Runtime(RuntimeRecovery, RuntimeLaunching, RuntimeQueues, RuntimeProgress)
         self.backend.shutdown()
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.step()
-            except Exception as err:   # noqa: BLE001 - keep serving; the error is reported
-                self.error = f"{type(err).__name__}: {err}"
-                import traceback
-                traceback.print_exc()
-            self._poke.wait(self.poll_s)
-            self._poke.clear()
+        try:
+            while not self._stop.is_set():
+                try:
+                    self.step()
+                except Exception as err:   # noqa: BLE001 - keep serving; the error is reported
+                    self.error = f"{type(err).__name__}: {err}"
+                    import traceback
+                    traceback.print_exc()
+                self._poke.wait(self.poll_s)
+                self._poke.clear()
+        except BaseException as err:       # the loop itself: no job is scheduled any more
+            self.error = f"the runtime's loop stopped ({type(err).__name__}: {err})"
+            import traceback
+            traceback.print_exc()          # (in the service's log; /v1/health says 503)
+
+    def loop_alive(self) -> bool:
+        """Whether the loop runs (or was never started, or was stopped by close)."""
+        return self._thread is None or self._thread.is_alive() or self._stop.is_set()
 
     # -- rows ------------------------------------------------------------------------------------
     def _add(self, recs: list[JobRecord]) -> list[int]:

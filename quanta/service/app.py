@@ -431,7 +431,12 @@ def create_app(store: Store, runtime: Runtime, state_dir: Path,
         return JobSubmission.model_json_schema()
 
     @app.get(f"{API}/health")
-    def health() -> dict:
+    def health(response: Response) -> dict:
+        """ok: the runtime's loop runs and its last step raised nothing; 503 where the loop
+        stopped (the API would take jobs no one schedules)."""
+        if not runtime.loop_alive():
+            response.status_code = 503
+            return {"ok": False, "error": runtime.error or "the runtime's loop stopped"}
         return {"ok": not runtime.error, "error": runtime.error}
 
     # -- observability ------------------------------------------------------------------------------
