@@ -20,11 +20,13 @@ M = TypeVar("M", bound="BaseModel")
 
 
 @cache
-def _unique_key_loader() -> type:
-    """YAML's safe loader, but a key given twice in one mapping is an error (not the last wins)."""
+@cache
+def yaml_loader() -> type:
+    """YAML's safe loader, but a key given twice in one mapping is an error (not the last wins),
+    and `1:30` is text, not YAML 1.1's base-60 number 90 (as YAML 1.2 reads it)."""
     import yaml
 
-    class _UniqueKeyLoader(yaml.SafeLoader):
+    class _Loader(yaml.SafeLoader):
         def construct_mapping(self, node, deep=False):
             seen = set()
             for key_node, _ in node.value:
@@ -38,17 +40,28 @@ def _unique_key_loader() -> type:
                     raise yaml.constructor.ConstructorError(
                         None, None, f"duplicate key '{key}'", key_node.start_mark)
             return super().construct_mapping(node, deep)
-    return _UniqueKeyLoader
+    # YAML 1.1's int and float resolvers, less their base-60 forms
+    numbers = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+    _Loader.yaml_implicit_resolvers = {
+        first: [(tag, rx) for tag, rx in pairs if tag not in numbers]
+        for first, pairs in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+    for tag, rx, first in (
+            ("tag:yaml.org,2002:int", r"^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)"
+                                      r"|[-+]?0x[0-9a-fA-F_]+)$", "-+0123456789"),
+            ("tag:yaml.org,2002:float", r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?"
+                                        r"|\.[0-9_]+(?:[eE][-+][0-9]+)?|[-+]?\.(?:inf|Inf|INF)"
+                                        r"|\.(?:nan|NaN|NAN))$", "-+0123456789.")):
+        _Loader.add_implicit_resolver(tag, re.compile(rx), list(first))
+    return _Loader
 
 
 MAX_YAML_BYTES = 1 << 24     # a YAML file of ours: a job spec, cluster, sweep, queues or users
 
 
-def read_yaml(path: Path, max_bytes: int = MAX_YAML_BYTES) -> object:
-    """The YAML document of a file (job specs, clusters, sweeps, users): an unreadable file,
-    one that is no regular file (a pipe, /dev/zero: reading never ended) or is over `max_bytes`,
-    text that is not UTF-8, bad YAML or a key given twice is a QuantaError naming the file (and
-    line)."""
+def read_text(path: Path, max_bytes: int = MAX_YAML_BYTES) -> str:
+    """A file of ours as text: an unreadable file, one that is no regular file (a pipe,
+    /dev/zero: reading never ended) or is over `max_bytes`, or text that is not UTF-8 is a
+    QuantaError naming the file (and line)."""
     path = Path(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)     # (a FIFO: no wait for a writer)
@@ -63,21 +76,32 @@ def read_yaml(path: Path, max_bytes: int = MAX_YAML_BYTES) -> object:
         raise QuantaError(f"larger than {_size(max_bytes)}: not a file of this kind",
                           source=str(path))
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as err:
         line = data[:err.start].count(b"\n") + 1
         raise QuantaError(f"not UTF-8 text (byte 0x{data[err.start]:02x})", source=str(path),
                           line=line) from None
+
+
+def parse_yaml(text: str, source: str, compose: bool = False) -> object:
+    """The YAML document of `text` (with `compose`, its node tree: where each value is) by
+    `yaml_loader`; bad YAML or a key given twice is a QuantaError naming `source` and line."""
     import yaml
     try:
-        return yaml.load(text, Loader=_unique_key_loader())
+        return (yaml.compose if compose else yaml.load)(text, Loader=yaml_loader())
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         problem = getattr(err, "problem", None)
         raise QuantaError("not valid YAML" + (f" ({problem})" if problem else ""),
-                          source=str(path), line=mark.line + 1 if mark else None) from None
+                          source=source, line=mark.line + 1 if mark else None) from None
     except (ValueError, TypeError, OverflowError, RecursionError) as err:   # e.g. a bad date
-        raise QuantaError(f"not valid YAML ({err})", source=str(path)) from None
+        raise QuantaError(f"not valid YAML ({err})", source=source) from None
+
+
+def read_yaml(path: Path, max_bytes: int = MAX_YAML_BYTES) -> object:
+    """The YAML document of a file of ours (job specs, clusters, sweeps, users): read_text,
+    then parse_yaml."""
+    return parse_yaml(read_text(path, max_bytes), str(path))
 
 
 def _size(n: int) -> str:

@@ -426,3 +426,21 @@ def test_accounting_history_and_totals(tmp_path):
     assert [(t["queue"], t["jobs"], t["gpu_hours_total"]) for t in tot] == [
         ("team-a", 1, 2.0), ("team-b", 1, 2.0)]
     assert tot[1]["failed"] == 1
+
+
+@pytest.mark.parametrize("text, says", [
+    # read as every other file of ours: no key twice (the last one won), no FIFO or /dev/zero
+    ("queues:\n  - name: a\n  - name: b\n    weight: 1\n    weight: 2\n",
+     "q.yaml:5: not valid YAML (duplicate key 'weight')"),
+    (None, "q.yaml: cannot read it: not a regular file"),
+])
+def test_queues_files_are_read_as_every_yaml_file_of_ours(tmp_path, text, says):
+    import os
+    p = tmp_path / "q.yaml"
+    if text is None:
+        os.mkfifo(p)
+    else:
+        p.write_text(text)
+    r = subprocess.run([PY, "-m", "quanta.cli", "queues", str(p)], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.strip() == f"error: {p.parent}/{says}", r.stderr

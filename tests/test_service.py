@@ -566,3 +566,16 @@ def test_health_says_so_when_the_runtime_loop_stops(tmp_path):
         server.should_exit = True
         thread.join(timeout=30)
         runtime.state_lock.close()
+
+
+def test_yaml_base_60_is_text_not_a_number(tmp_path):
+    """YAML 1.1 reads `1:30` as 90 (base 60): `steps: 1:30` ran 90 steps. Read as YAML 1.2
+    does (text), it is refused as no integer; every other number reads as before."""
+    from quanta.specfile import parse_yaml
+    assert parse_yaml("a: 1:30\nb: 1:30.5\nc: 12\nd: 1.5e+3\ne: 0x1f\nf: .inf\n", "x") == \
+        {"a": "1:30", "b": "1:30.5", "c": 12, "d": 1500.0, "e": 31, "f": float("inf")}
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: x\ncommand: [echo]\nsteps: 1:30\n")
+    r = cli("submit", str(spec), env={"QUANTA_URL": "http://127.0.0.1:9", "QUANTA_TOKEN": "x"})
+    assert r.returncode == 2 and "job.yaml:3: field 'steps': Input should be a valid integer" \
+        in r.stderr, r.stderr

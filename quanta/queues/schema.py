@@ -188,18 +188,11 @@ class Source:
 
 
 def read_source(path: Path) -> Source:
-    try:
-        text = path.read_text()
-    except OSError as err:
-        raise QuantaError(f"cannot read it ({err.strerror})", source=str(path)) from None
-    try:
-        root = yaml.compose(text)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        problem = getattr(err, "problem", None)
-        raise QuantaError("not valid YAML" + (f" ({problem})" if problem else ""),
-                          source=str(path), line=mark.line + 1 if mark else None) from None
-    return Source(str(path), root, data)
+    """A queues file as the other files of ours are read (specfile: a regular file of at most
+    16 MiB, UTF-8, no key twice, no base-60 numbers) with its node tree for lines."""
+    from quanta.specfile import parse_yaml, read_text
+    text = read_text(path)
+    data = parse_yaml(text, str(path))
+    return Source(str(path), parse_yaml(text, str(path), compose=True), data)
 
 
