@@ -20,7 +20,6 @@ M = TypeVar("M", bound="BaseModel")
 
 
 @cache
-@cache
 def yaml_loader() -> type:
     """YAML's safe loader, but a key given twice in one mapping is an error (not the last wins),
     and `1:30` is text, not YAML 1.1's base-60 number 90 (as YAML 1.2 reads it)."""
