@@ -284,6 +284,13 @@ def test_serve_refuses_a_folder_that_is_not_a_state_folder(tmp_path):
         assert "is not a state folder: it holds data, notes.txt, run.sh" in r.stderr, r.stderr
         assert {p.name: p.stat().st_mode for p in [proj, *proj.iterdir()]} == before
     assert sorted(p.name for p in proj.iterdir()) == ["data", "notes.txt", "run.sh"]
+    # a state folder's own files, and the temporary file of a write a kill -9 cut short, pass
+    from quanta.runtime.accounts import check_state_folder
+    st = tmp_path / "st"
+    (st / "jobs").mkdir(parents=True)
+    for name in ("quanta.db", "admin.token", "serve.lock", "users.yaml", ".admin.token.7.ab.tmp"):
+        (st / name).write_text("")
+    check_state_folder(st)
 
 
 @pytest.mark.parametrize("args, needle", [

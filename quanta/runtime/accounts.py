@@ -235,12 +235,19 @@ def check_state_folder(state: Path) -> None:
     if not Path(state).is_dir():
         return
     other = sorted(e.name for e in os.scandir(state)
-                   if e.name not in (STATE_DIRS if e.is_dir(follow_symlinks=False) else STATE_FILES))
+                   if e.name not in (STATE_DIRS if e.is_dir(follow_symlinks=False) else STATE_FILES)
+                   and not _left_by_a_write(e.name))
     if other:
         shown = ", ".join(other[:3]) + (f" and {len(other) - 3} more" if len(other) > 3 else "")
         raise QuantaError(f"is not a state folder: it holds {shown}, which quanta serve would "
                           f"make private (give a new or empty folder, or an earlier service's)",
                           source=str(state), field="--state")
+
+
+def _left_by_a_write(name: str) -> bool:
+    """A temporary file of an atomic write of one of the state's files, left by a service killed
+    in the middle of it (quanta.job._atomic_write's name: .NAME.PID.HEX.tmp)."""
+    return any(name.startswith(f".{f}.") and name.endswith(".tmp") for f in STATE_FILES)
 
 
 def secure_state(state: Path, shared: bool) -> None:
