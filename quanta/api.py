@@ -18,6 +18,7 @@ the field.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -77,6 +78,21 @@ def _policies(p: str | Policy | Iterable[str | Policy]) -> list[str | Policy]:
 def _shown(v: Any) -> str:
     text = repr(v)
     return f"{type(v).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
+
+
+@contextmanager
+def _argument_names(renamed: dict[str, str]):
+    """The checks shared with the command line name its flags (`--seed`, `--load-scale`): a
+    QuantaError from them names the Python argument instead (`seed`, `load_scale`; `renamed`
+    where the argument's name is another, e.g. `--policy` -> `policies`)."""
+    try:
+        yield
+    except QuantaError as e:
+        if not (e.field or "").startswith("--"):
+            raise
+        name = e.field[2:].replace("-", "_")
+        raise QuantaError(e.bare, source=e.source, line=e.line,
+                          field=renamed.get(name, name)) from None
 
 
 # what each argument of simulate and sweep takes (None allowed where its default is None)
@@ -176,7 +192,8 @@ def simulate(trace: str = "philly", cluster: str | None = None,
                             world=world, window=win, force=force, fig_format=fig_format,
                             queues=str(queues) if queues is not None else None,
                             command="quanta.simulate(...) from Python: every input below")
-    rows, header, results = run_simulations(req, keep_results=True)
+    with _argument_names({"policy": "policies"}):
+        rows, header, results = run_simulations(req, keep_results=True)
     stat_cols = {"events": "int", "decisions": "int", "transitions": "int", "stalled": "bool"}
     sum_cols = {"policy": "str", **{c: METRIC_COLUMNS[c] for c in SUMMARY_COLUMNS[1:]},
                 **stat_cols}
@@ -259,7 +276,9 @@ def sweep(traces: str | Sequence[str] | None = None, clusters: str | Sequence[st
     if progress:
         from rich.console import Console
         console = Console(stderr=True)
-    res = run_sweep(spec, Path(out), workers=workers, ray=ray, console=console)
+    with _argument_names({"policy": "policies", "trace": "traces", "cluster": "clusters",
+                          "seed": "seeds", "load_scale": "load_scales"}):
+        res = run_sweep(spec, Path(out), workers=workers, ray=ray, console=console)
     return SweepResult(tables.frame(res.rows, tables.RESULT_COLUMNS),
                        tables.frame(res.aggregate, tables.aggregate_columns()), res.out,
                        res.ran, res.reused)

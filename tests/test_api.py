@@ -140,7 +140,11 @@ SIM_BAD = [   # (arguments, field, message): AttributeErrors, numpy's errors, si
     (dict(policies=b"las"), "policies", "got bytes"),
     (dict(cluster=["gavel-108"]), "cluster", "want text or a path, got list"),
     (dict(seed=1.5), "seed", "want an integer, got float 1.5"),
-    (dict(seed=2**63), "--seed", "must be 0 to 9223372036854775807"),     # (pyarrow, later)
+    (dict(seed=2**63), "seed", "must be 0 to 9223372036854775807"),     # (pyarrow, later)
+    # the checks shared with the command line name the argument, not the flag (was '--seed')
+    (dict(seed=-1), "seed", "must be 0 to"),
+    (dict(load_scale=0), "load_scale", "must be a positive number, got 0"),
+    (dict(policies=["nope"]), "policies", "unknown policy 'nope'"),
     (dict(load_scale="2"), "load_scale", "want a number, got str '2'"),
     (dict(max_jobs=0), "max_jobs", "want 1 or more, got 0"),       # (ran every job)
     (dict(max_jobs=-3), "max_jobs", "want 1 or more, got -3"),     # (ran all but 3)
@@ -186,6 +190,8 @@ SWEEP_BAD = [   # an empty axis ran the 2,000-job Philly default; 1.5 ran seed 1
     (dict(rates=["3"]), "rates", "want numbers, got str '3'"),
     (dict(until_h="x"), "until_h", "want a number, got str 'x'"),
     (dict(out=""), "out", "is empty: name a folder"),
+    (dict(policies=["nope"]), "policies", "unknown policy 'nope'"),        # (was '--policy')
+    (dict(clusters=["v100:0x1"]), "clusters", "bad cluster spec 'v100:0x1'"),   # ('--cluster')
 ]
 
 
