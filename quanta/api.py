@@ -97,7 +97,7 @@ def _argument_names(renamed: dict[str, str]):
 
 # what each argument of simulate and sweep takes (None allowed where its default is None)
 _TEXT = ("trace", "format", "world", "fig_format", "ray")
-_PATHS = ("cluster", "queues", "out", "file")         # text, or a pathlib.Path
+_PATHS = ("cluster", "queues", "out", "file")         # text, or a pathlib.Path (a trace too)
 _INTS = ("seed", "max_jobs", "jobs", "workers")
 _NUMBERS = ("load_scale", "restart_delay", "node_mtbf_h", "repair_h", "until_h")
 _FLAGS = ("drop_impossible", "plots", "events", "force", "progress")
@@ -170,27 +170,20 @@ def simulate(trace: str = "philly", cluster: str | None = None,
     unless `force`, which replaces them). `queues`: a queues file (docs/queues.md): every policy
     under its quotas, fair share and priorities; each result's per-queue figures are in
     `Simulation.queues`."""
+    # (the request's own fields, checked; paths as text)
     a = _check_args(dict(trace=trace, cluster=cluster, seed=seed, format=format,
                          max_jobs=max_jobs, load_scale=load_scale, restart_delay=restart_delay,
                          drop_impossible=drop_impossible, node_mtbf_h=node_mtbf_h,
                          repair_h=repair_h, until_h=until_h, world=world, out=out, plots=plots,
                          events=events, force=force, fig_format=fig_format, queues=queues))
-    trace, cluster, seed, format, max_jobs, load_scale, restart_delay, drop_impossible, \
-        node_mtbf_h, repair_h, until_h, world, out, plots, events, force, fig_format, queues = \
-        a.values()
     from quanta.report.metrics import JOB_COLUMNS, SUMMARY_COLUMNS, job_rows
     from quanta.report.tables import JOB_TABLE_COLUMNS, METRIC_COLUMNS, frame
     from quanta.report.window import parse_window
     from quanta.runner import SimulationRequest, run_simulations
     win = parse_window(window, field="window")
-    req = SimulationRequest(trace=trace, format=format, cluster=cluster,
-                            policies=_policies(policies), seed=seed,
-                            out=Path(out) if out is not None else None, max_jobs=max_jobs,
-                            load_scale=load_scale, restart_delay=restart_delay,
-                            drop_impossible=drop_impossible, node_mtbf_h=node_mtbf_h,
-                            repair_h=repair_h, until_h=until_h, plots=plots, events=events,
-                            world=world, window=win, force=force, fig_format=fig_format,
-                            queues=str(queues) if queues is not None else None,
+    if a["out"] is not None:
+        a["out"] = Path(a["out"])
+    req = SimulationRequest(**a, policies=_policies(policies), window=win,
                             command="quanta.simulate(...) from Python: every input below")
     with _argument_names({"policy": "policies"}):
         rows, header, results = run_simulations(req, keep_results=True)
@@ -212,13 +205,13 @@ def simulate(trace: str = "philly", cluster: str | None = None,
             jrows.append({"policy": res.policy, "arrival": int(rank[i]),
                           "in_window": bool(inside[i]), **dict(zip(JOB_COLUMNS, row))})
     queue_frame = None
-    if queues is not None:
+    if req.queues is not None:
         import pandas as pd
 
         from quanta.queues.metrics import queue_columns
         from quanta.queues.sim import write_queue_report
         from quanta.queues.spec import load_queues
-        tree = load_queues(queues)
+        tree = load_queues(req.queues)
         qrows = write_queue_report(None, results, [tree] * len(results))
         queue_frame = pd.DataFrame(qrows, columns=queue_columns(qrows))
     return Simulation(frame(srows, sum_cols), frame(jrows, job_cols), list(header), queue_frame,

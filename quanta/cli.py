@@ -313,15 +313,14 @@ def reproduce(
 ) -> None:
     """Quanta's policies on a system's own workloads, under its replay profile and under Quanta's
     own world, beside the numbers its own simulator gave (recorded with their command and commit)."""
-    import json as _json
-
+    from quanta.cli_print import json_text
     from quanta.reproduce import reproduce as run
     rows = run(system, workload, ref_policy, seed,
                progress=None if as_json else (lambda what: console().print(
                    rich_text(what, "dim"))), ref_seed=ref_seed,
                replay_seeds=replay_seeds, workers=workers)
     if as_json:
-        print(_json.dumps(rows, indent=1))
+        print(json_text(rows, indent=1))
         return
     world = rows[0]["replay"]
     table = rich_table(f"{system}: reference simulator vs Quanta (average JCT, hours; "

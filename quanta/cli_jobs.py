@@ -6,7 +6,6 @@ rich markup, its control characters (terminal escape sequences) shown as \\xNN."
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Callable, List, Optional
 
 import typer
 
-from quanta.cli_print import rich_table, rich_text
+from quanta.cli_print import print_json, rich_table, rich_text
 
 URL = typer.Option(None, "--url", help="service URL (default $QUANTA_URL or http://127.0.0.1:8472)")
 TOKEN = typer.Option(None, "--token", help="API token (default $QUANTA_TOKEN or the admin token file)")
@@ -137,7 +136,7 @@ def positions(client, jobs: list[dict]) -> dict | None:
 def register(app: typer.Typer, console: Callable) -> None:
     """The commands, printing on `console()` (made on first use)."""
     def out_json(obj) -> None:
-        console().print_json(json.dumps(obj))
+        print_json(obj)
 
     def say(text: str) -> None:
         """One line that holds user data: printed as it is (no markup, no highlighting)."""
@@ -227,7 +226,7 @@ def register(app: typer.Typer, console: Callable) -> None:
     def schema() -> None:
         """Print the JSON Schema of a job spec."""
         from quanta.runtime.spec import JobSubmission
-        console().print_json(json.dumps(JobSubmission.model_json_schema()))
+        print_json(JobSubmission.model_json_schema())
 
     @app.command()
     def queue(all_states: bool = typer.Option(False, "--all", "-a", help="finished jobs too"),

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 import sys
 from functools import lru_cache
 
@@ -28,3 +30,24 @@ def rich_table(title=None, **options):
     from rich import box
     from rich.table import Table
     return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, **options)
+
+
+def json_text(obj, indent: int | None = None) -> str:
+    """JSON with no NaN or Infinity (which are not JSON: a per-queue average over no job was
+    NaN): null in their place; numpy scalars as numbers."""
+    def clean(v):
+        if isinstance(v, dict):
+            return {k: clean(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [clean(x) for x in v]
+        if hasattr(v, "item") and not isinstance(v, (str, bytes)):
+            v = v.item()
+        if isinstance(v, float) and not math.isfinite(v):
+            return None
+        return v
+    return json.dumps(clean(obj), allow_nan=False, indent=indent)
+
+
+def print_json(obj) -> None:
+    """`--json` output of any command: json_text on standard output, coloured on a terminal."""
+    console().print_json(json_text(obj))

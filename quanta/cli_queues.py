@@ -11,14 +11,13 @@ queue and estimated start (what `quanta queue` shows for a live service).
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Callable, Optional
 
 import typer
 
-from quanta.cli_print import rich_table, rich_text
+from quanta.cli_print import print_json, rich_table, rich_text
 
 
 def _num(v: float) -> str:
@@ -117,22 +116,6 @@ def _tree_order(qs: dict) -> list[str]:
     return out + [n for n in qs if n not in out]
 
 
-def _json(obj) -> str:
-    """JSON text with no NaN or Infinity (not JSON: a per-queue average over no job was NaN):
-    null in their place; numpy scalars as numbers."""
-    def clean(v):
-        if isinstance(v, dict):
-            return {k: clean(x) for k, x in v.items()}
-        if isinstance(v, (list, tuple)):
-            return [clean(x) for x in v]
-        if hasattr(v, "item") and not isinstance(v, (str, bytes)):
-            v = v.item()
-        if isinstance(v, float) and not math.isfinite(v):
-            return None
-        return v
-    return json.dumps(clean(obj), allow_nan=False)
-
-
 def register(app: typer.Typer, console: Callable) -> None:
     """The commands, printing on `console()` (made on first use)."""
     @app.command("queues")
@@ -194,7 +177,7 @@ def register(app: typer.Typer, console: Callable) -> None:
             from quanta.service.client import Client
             report = Client(url, token).call("GET", "/v1/queues")
             if as_json:
-                console().print_json(_json(report))
+                print_json(report)
             else:
                 render_report(console(), report,
                               "queues of the service: GPUs held/nominal per type")
@@ -204,8 +187,7 @@ def register(app: typer.Typer, console: Callable) -> None:
             types = resolve_cluster(cluster).types
             rows = tree_rows(tree, types)
             if as_json:
-                console().print_json(_json({"name": tree.name, "types": list(types),
-                                            "queues": rows}))
+                print_json({"name": tree.name, "types": list(types), "queues": rows})
                 return
             t = rich_table(rich_text(f"queues {tree.name} on {cluster}: nominal / most it may "
                                      f"hold (- no limit) per GPU type"))
@@ -227,7 +209,7 @@ def register(app: typer.Typer, console: Callable) -> None:
             from quanta.queues.metrics import queue_metrics
             rows = queue_metrics(res, layer, sim.loop.state)
             if as_json:
-                console().print_json(_json(rows))
+                print_json(rows)
                 return
             t = rich_table(rich_text(f"{layer.label()} on {trace}, {cluster}: per queue over "
                                      f"the run"))
@@ -258,7 +240,7 @@ def register(app: typer.Typer, console: Callable) -> None:
                             "position": pos, "reason": dec.reasons.get(i, ""),
                             "est_start_h": None if est is None else est / 3600.0})
             if as_json:
-                console().print_json(_json(out))
+                print_json(out)
                 return
             t = rich_table(rich_text(f"waiting jobs at hour {at_h:g} ({layer.label()})"))
             for col in ("JOBID", "QUEUE", "USER", "GPUS", "PRIO", "POS", "REASON", "EST START H"):
@@ -270,7 +252,7 @@ def register(app: typer.Typer, console: Callable) -> None:
             console().print(t, markup=False)      # names from the user's files, as they are
             return
         if as_json:
-            console().print_json(_json(dec.state["report"]))
+            print_json(dec.state["report"])
             return
         render_report(console(), dec.state["report"], f"queues at hour {at_h:g} ({layer.label()} "
                       f"on {trace}, {cluster}): GPUs held/nominal per type")

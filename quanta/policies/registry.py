@@ -176,8 +176,7 @@ def _convert(value: str, typ: Any, field_name: str, spec: str) -> Any:
         except ValueError:
             numbers = ()
         if not numbers or any(v != v for v in numbers):
-            raise QuantaError(f"policy '{spec}': parameter '{field_name}' wants numbers separated "
-                              f"by '/', got '{value}'", field="--policy")
+            raise _bad(spec, field_name, "numbers separated by '/'", value)
         return numbers
     if isinstance(typ, str):                           # unresolved text: its first scalar
         typ = _SCALARS.get(typ.split("|")[0].strip(), str)

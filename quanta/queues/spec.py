@@ -315,7 +315,7 @@ class QueueTree:
         if c.unquoted:
             out.append(f"queues {self.name}: no quota for GPU type(s) {', '.join(c.unquoted)}: "
                        f"no job runs there")
-        big = sum(1 for s in specs if self.queue_of(s) >= 0 and self.never_fits(s, types))
+        big = sum(1 for s in specs if self.never_fits(s, types))
         if big:
             out.append(f"queues {self.name}: {big} job(s) ask for more GPUs than their queue can "
                        f"ever hold: they wait (QuotaExceeded)")
@@ -323,8 +323,11 @@ class QueueTree:
 
     def never_fits(self, spec: JobSpec, types: Sequence[str]) -> str | None:
         """Why the job's queue can never hold it on a cluster of `types` (its quotas, and the
-        caps of the cohorts above it, for every type the job may use), or None where it can."""
+        caps of the cohorts above it, for every type the job may use), or None where it can (or
+        it is in no queue)."""
         q = self.queue_of(spec)
+        if q < 0:
+            return None
         c = self.compile(types)
         li = self.leaf_pos[q]
         most = np.min(c.cap[self.paths[li]], axis=0) * c.usable[li]

@@ -243,10 +243,9 @@ def create_app(store: Store, runtime: Runtime, state_dir: Path,
         if e.get("type") == "missing" and list(e["loc"]) == ["body"]:
             return JSONResponse(status_code=422, content={
                 "error": "no body: want a JSON object of the job's fields (quanta schema)"})
-        errors = [{**x, "loc": list(x["loc"])[1:] if list(x["loc"])[:1] in
-                   (["body"], ["query"], ["path"], ["header"]) else list(x["loc"])}
-                  for x in exc.errors()]
-        loc, msg = first_error(errors)
+        where_from = ("body", "query", "path", "header")      # (not a field's name)
+        loc, msg = first_error([{**x, "loc": x["loc"][1:] if x["loc"][:1] and x["loc"][0] in
+                                 where_from else x["loc"]} for x in exc.errors()])
         where = ".".join(loc)
         msg = one_line(msg)
         return JSONResponse(status_code=422, content={"error": f"field '{where}': {msg}"
@@ -286,10 +285,11 @@ def create_app(store: Store, runtime: Runtime, state_dir: Path,
             return
 
         def pairs(items: list) -> dict:
-            keys = [k for k, _v in items]
-            twice = next((k for i, k in enumerate(keys) if k in keys[:i]), None)
-            if twice is not None:
-                raise HTTPException(422, f"field '{twice[:64]}': given twice in the JSON body")
+            seen: set = set()
+            for k, _v in items:
+                if k in seen:
+                    raise HTTPException(422, f"field '{k[:64]}': given twice in the JSON body")
+                seen.add(k)
             return dict(items)
         try:
             json.loads(await request.body(), object_pairs_hook=pairs)
