@@ -238,6 +238,9 @@ def reproduce(system: str, workload: str | None = None, policy: str | None = Non
     if adapter is None:
         raise QuantaError(f"no recorded references for '{system}' (known: {', '.join(sorted(ADAPTERS))})",
                           field="SYSTEM")
+    if seed is not None:                     # (before the plan is printed)
+        from quanta.runner import check_seed
+        check_seed(seed)
     every = recorded(adapter)
     # runs that share a workload and a policy (other seeds, another solver) are told apart
     shared = Counter((r.summary["workload"], r.summary["policy"]) for r in every)

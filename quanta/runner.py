@@ -248,6 +248,12 @@ def _simulate(req: SimulationRequest, policies, world, wl, cluster: Cluster, per
     return results
 
 
+def check_seed(seed: int) -> None:
+    """A seed is an int64 (the tables hold it), 0 or more."""
+    if not 0 <= seed <= MAX_SEED:
+        raise QuantaError(f"must be 0 to {MAX_SEED} (2^63 - 1), got {seed}", field="--seed")
+
+
 def check_request(req: SimulationRequest) -> None:
     """One-line errors for values no run can use (the CLI's and the API's alike)."""
     if not req.trace.strip():
@@ -261,8 +267,7 @@ def check_request(req: SimulationRequest) -> None:
     if req.until_h is not None and not req.until_h > 0:
         raise QuantaError(f"must be a positive number of hours, got {req.until_h:g}",
                           field="--until-h")
-    if not 0 <= req.seed <= MAX_SEED:
-        raise QuantaError(f"must be 0 to {MAX_SEED} (2^63 - 1), got {req.seed}", field="--seed")
+    check_seed(req.seed)
     if not 0 < req.load_scale < float("inf"):
         raise QuantaError(f"must be a positive number, got {req.load_scale:g}",
                           field="--load-scale")

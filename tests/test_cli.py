@@ -315,6 +315,12 @@ def test_usage_errors_are_one_line_with_exit_2(args, needle):
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
+def test_reproduce_refuses_a_bad_seed_before_its_plan():
+    r = quanta("reproduce", "gavel", "--seed", "-1")
+    assert r.returncode == 2 and "field '--seed': must be 0 to" in r.stderr
+    assert r.stdout == ""       # ("replaying 126 runs, 2 at a time" came first)
+
+
 def test_version_and_every_commands_help():
     r = quanta("--version")
     from quanta import __version__
