@@ -12,7 +12,7 @@ from typing import List, Optional
 import typer
 
 from quanta import cli_options
-from quanta.cli_print import console, rich_table, rich_text
+from quanta.cli_print import console, print_listing, rich_table, rich_text
 from quanta.errors import QuantaError
 
 
@@ -428,21 +428,18 @@ def policies() -> None:
     """List the scheduling policies."""
     from quanta.policies import POLICIES
     from quanta.policies.plugins import entry_point_infos
-    for name, info in sorted(POLICIES.items()):
-        origin = f" (from {info.origin})" if info.origin else ""
-        console().print(f"{name:24s} {info.description}{origin}", highlight=False, markup=False)
-    for info in entry_point_infos():
-        if info.name not in POLICIES:
-            console().print(f"{info.name:24s} {info.description} (plugin: {info.origin})",
-                            highlight=False, markup=False)
+    rows = [(name, info.description + (f" (from {info.origin})" if info.origin else ""))
+            for name, info in sorted(POLICIES.items())]
+    rows += [(info.name, f"{info.description} (plugin: {info.origin})")
+             for info in entry_point_infos() if info.name not in POLICIES]
+    print_listing(rows, 24)
 
 
 @app.command()
 def clusters() -> None:
     """List the cluster presets."""
     from quanta.model.presets import PRESETS
-    for name, p in PRESETS.items():
-        console().print(rich_text(f"{name:16s} {p.description}"))
+    print_listing([(name, p.description) for name, p in PRESETS.items()], 16)
 
 
 @app.command()
@@ -451,11 +448,10 @@ def traces() -> None:
     from quanta.workloads.formats import FORMATS
     from quanta.workloads.samples import SAMPLES
     console().print(rich_text("bundled samples (use the name with --trace):"))
-    for name, (_file, fmt, desc) in SAMPLES.items():
-        console().print(rich_text(f"  {name:14s} [{fmt}] {desc}"))
+    print_listing([(name, f"[{fmt}] {desc}") for name, (_file, fmt, desc) in SAMPLES.items()],
+                  14, indent=2)
     console().print(rich_text("formats (--format):"))
-    for name, info in FORMATS.items():
-        console().print(rich_text(f"  {name:14s} {info.description}"))
+    print_listing([(name, info.description) for name, info in FORMATS.items()], 14, indent=2)
 
 
 @app.command()

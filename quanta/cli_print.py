@@ -32,6 +32,24 @@ def rich_table(title=None, **options):
     return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, **options)
 
 
+def print_listing(rows, name_width: int, indent: int = 0) -> None:
+    """(name, description) rows, as `quanta policies`, `clusters` and `traces` list them: on a
+    terminal a description too long for a line wraps under itself; elsewhere (a pipe, a file)
+    each row is one line, whole, for grep."""
+    out = console()
+    if not out.is_terminal:
+        for name, desc in rows:
+            out.print(rich_text(f"{' ' * indent}{name:{name_width}s} {desc}"), soft_wrap=True)
+        return
+    from rich.table import Table
+    grid = Table.grid(padding=(0, 1, 0, 0))
+    grid.add_column(width=indent + name_width, no_wrap=True)
+    grid.add_column(overflow="fold")
+    for name, desc in rows:
+        grid.add_row(rich_text(" " * indent + name), rich_text(desc))
+    out.print(grid)
+
+
 def json_text(obj, indent: int | None = None) -> str:
     """JSON with no NaN or Infinity (which are not JSON: a per-queue average over no job was
     NaN): null in their place; numpy scalars as numbers."""

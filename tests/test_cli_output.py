@@ -97,6 +97,21 @@ def test_error_and_listing_text_is_printed_as_is():
     assert re.search(r"^\s+philly\s+\[normalized\] ", r.stdout, re.M), r.stdout   # [fmt] kept
 
 
+def test_listings_piped_are_a_whole_line_per_row():
+    """(Rows longer than 120 columns went on at column 0 on the next line: grep missed them.)"""
+    from quanta.policies import POLICIES
+    from quanta.workloads.formats import FORMATS
+    r = quanta("policies")
+    assert r.returncode == 0
+    lines = r.stdout.splitlines()
+    assert [ln.split()[0] for ln in lines] == sorted(POLICIES)
+    for name, info in POLICIES.items():
+        assert f"{name:24s} {info.description}" in lines
+    r = quanta("traces")
+    for name, info in FORMATS.items():
+        assert f"  {name:14s} {info.description}" in r.stdout.splitlines()
+
+
 @pytest.mark.parametrize("args, flag", [
     (["--until-h", "-5"], "--until-h"), (["--until-h", "0"], "--until-h"),
     (["--seed", "-1"], "--seed"), (["--load-scale", "0"], "--load-scale"),
