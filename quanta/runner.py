@@ -9,6 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
+from quanta.core.jobtable import JobTable
 from quanta.errors import QuantaError
 from quanta.model.cluster import Cluster
 from quanta.model.job import JobSpec, Trace
@@ -16,7 +17,7 @@ from quanta.model.presets import resolve_cluster
 from quanta.perf.catalog_model import CatalogModel
 from quanta.policies import Policy, make_policy
 from quanta.report.window import Window, parse_window
-from quanta.sim.engine import SimResult, Simulator
+from quanta.sim.engine import SimResult, Simulator, never_fits
 from quanta.sim.faults import FailureModel
 from quanta.workloads.builder import build_workload
 
@@ -120,22 +121,29 @@ def load_any_trace(spec: str, fmt: str, seed: int) -> Trace:
     return load_trace(spec, fmt)
 
 
-def check_feasible(specs: Sequence[JobSpec], sim: Simulator, trace: Trace, cluster: Cluster,
-                   drop: bool) -> list[str]:
-    bad = sim.impossible.nonzero()[0]
+def check_feasible(specs: Sequence[JobSpec], impossible: np.ndarray, trace: Trace,
+                   cluster: Cluster, drop: bool, policy: Policy, name_it: bool = False
+                   ) -> list[str]:
+    """Jobs that `policy` can never fit (`impossible`, per job of `specs`): an error naming the
+    first, or with `drop` a note; `name_it`: the policy named (where policies differ)."""
+    bad = impossible.nonzero()[0]
     if not len(bad):
         return []
+    under = f" under {policy.label()}" if name_it else ""
     if drop:
-        return [f"{len(bad)} jobs can never fit on this cluster and are reported as unschedulable"]
+        return [f"{len(bad)} jobs can never fit on this cluster and are reported as "
+                f"unschedulable{under}"]
     spec = specs[int(bad[0])]
     allowed = [t for t in cluster.types if not spec.gpu_types or t in spec.gpu_types]
     if not allowed:
         field, what = "gpu_types", (f"job {spec.job_id} may only use {'|'.join(spec.gpu_types)}; "
                                     f"cluster '{cluster.name}' has {', '.join(cluster.types)}")
     else:
-        most = max(int(cluster.capacity[cluster.type_index(t)]) for t in allowed)
-        field, what = "num_gpus", (f"job {spec.job_id} asks for {spec.num_gpus} GPUs; the largest "
-                                   f"usable GPU type of cluster '{cluster.name}' has {most}")
+        caps = [int(cluster.capacity[cluster.type_index(t)]) for t in allowed]
+        has = f"its usable GPU types together have {sum(caps)}" \
+            if getattr(policy, "mixes_types", False) else \
+            f"the largest usable GPU type of cluster '{cluster.name}' has {max(caps)}"
+        field, what = "num_gpus", f"job {spec.job_id} asks for {spec.num_gpus} GPUs{under}; {has}"
     more = f" ({len(bad) - 1} more such jobs)" if len(bad) > 1 else ""
     raise QuantaError(f"{what}{more}; use --drop-impossible to report them and go on",
                       source=trace.source or trace.name, line=spec.source_line or None, field=field)
@@ -226,15 +234,33 @@ def _simulate(req: SimulationRequest, policies, world, wl, cluster: Cluster, per
               failures, until, trace: Trace, header: list[str], console) -> list[SimResult]:
     """One simulation per policy (notes on jobs that can never fit go into `header`)."""
     results: list[SimResult] = []
-    for i, pol in enumerate(policies):
+
+    def inputs(pol) -> tuple[list[JobSpec], object]:
+        """The policy's jobs and performance model in this world."""
         named = getattr(pol, "inner", pol)          # a queue layer: the policy inside it
         name = named.label().partition(":")[0].strip()
-        specs = world.jobs_for(name, wl.specs)
-        sim = Simulator(specs, cluster, pol, world.perf_for_run(perf, name), restart=restart,
-                        failures=failures, until=until, record_events=req.events,
-                        **world.engine_options())
-        if i == 0:
-            header += check_feasible(specs, sim, trace, cluster, req.drop_impossible)
+        return world.jobs_for(name, wl.specs), world.perf_for_run(perf, name)
+
+    def simulator(pol, specs, run_perf) -> Simulator:
+        return Simulator(specs, cluster, pol, run_perf, restart=restart, failures=failures,
+                         until=until, record_events=req.events, **world.engine_options())
+
+    # every policy's jobs that can never fit, before any run: a policy that mixes GPU types
+    # fits jobs another cannot (and a world may give each policy its own jobs and rates)
+    specs0, perf0 = inputs(policies[0])
+    first = simulator(policies[0], specs0, perf0)
+    found = [(first.impossible, specs0, policies[0])]
+    for pol in policies[1:]:
+        specs, run_perf = inputs(pol)
+        table = first.table if specs is specs0 and run_perf is perf0 else \
+            JobTable(specs, cluster, run_perf)
+        found.append((never_fits(table, pol), specs, pol))
+    differ = any(not np.array_equal(imp, found[0][0]) for imp, _s, _p in found)
+    for imp, specs, pol in found[:len(found) if differ else 1]:
+        header += check_feasible(specs, imp, trace, cluster, req.drop_impossible, pol, differ)
+    del found
+    for i, pol in enumerate(policies):
+        sim = first if i == 0 else simulator(pol, *inputs(pol))
         if console is not None and console.is_terminal:   # (elsewhere a bar is blank lines)
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
             with Progress(TextColumn("{task.description:24s}"), BarColumn(),

@@ -88,6 +88,12 @@ def _live(event: tuple, version: np.ndarray, state: np.ndarray, wake_ver: int) -
     return True
 
 
+def never_fits(table: JobTable, policy: Policy) -> np.ndarray:
+    """The jobs of `table` that `policy` could never run on the whole cluster (a policy that
+    gives one job GPUs of several types says so: `mixes_types`)."""
+    return table.never_fits(bool(getattr(policy, "mixes_types", False)))
+
+
 class Simulator(ReferenceRounds, PartnersLeft):
     def __init__(self, specs: Sequence[JobSpec], cluster: Cluster, policy: Policy, perf: PerfModel,
                  *, restart: RestartCost | None = None, failures: FailureModel | None = None,
@@ -110,8 +116,7 @@ class Simulator(ReferenceRounds, PartnersLeft):
         # (time, job row, what, GPU type index, GPUs, nodes, sharing mode) per job event, if asked
         self.event_log: list[tuple[float, int, str, int, int, int, str]] | None = \
             [] if record_events else None
-        # a policy that gives one job GPUs of several types says so (`mixes_types`)
-        self.impossible = self.table.never_fits(bool(getattr(policy, "mixes_types", False)))
+        self.impossible = never_fits(self.table, policy)
         self.restart_s = np.array([self.restart(s) for s in self.table.specs], dtype=float)
         # a world whose jobs tune their own batch as they learn (sia-sim's job agents,
         # worlds/sia_agents.py): asked for a running adaptive job's rate, told when each of its

@@ -61,9 +61,10 @@ class World:
     # a job whose partner leaves mid-round keeps the pair's rate to the round's end (Simulator's
     # `round_leases`)
     round_leases: bool = False
-    # the reference's round clock (sim/rounds.py): its rounds' lengths from the jobs' leases, and
-    # when a job finishing in a pair is recorded as ending; None: rounds exactly `interval` long
-    round_clock: RoundClock | None = None
+    # makes the reference's round clock (sim/rounds.py): its rounds' lengths from the jobs'
+    # leases, and when a job finishing in a pair is recorded as ending; a new one for every run
+    # (a clock holds its run's last round); None: rounds exactly `interval` long
+    new_round_clock: Callable[[], RoundClock] | None = None
 
     def engine_options(self) -> dict:
         """The Simulator's keyword arguments that this world sets (its rounds, arrivals, failed
@@ -71,7 +72,7 @@ class World:
         return {"rounds_from_first_arrival": self.rounds_from_first_arrival,
                 "impossible_arrivals_decide": self.impossible_arrivals_decide,
                 "failed_rounds": self.failed_rounds, "round_leases": self.round_leases,
-                "round_clock": self.round_clock}
+                "round_clock": self.new_round_clock and self.new_round_clock()}
 
     def perf_for_run(self, perf, policy_name: str):
         return perf if self.run_perf is None else self.run_perf(perf, policy_name)

@@ -100,7 +100,8 @@ class GavelClock:
     recorded as ending when the pair does, with the later of its two leases (scheduler.py:
     1296-1316, both jobs' latest timestamp the pair's finish time). A job's rate on an allocation
     (GPU type, count, partner: placement does not matter here, W5) is kept for the run once
-    asked (a job alone on the GPUs it asked for: by row and type in an array)."""
+    asked (a job alone on the GPUs it asked for: by row and type in an array). One clock per
+    run (World.new_round_clock)."""
 
     def __init__(self) -> None:
         self.table = None
@@ -110,7 +111,7 @@ class GavelClock:
         self._rows, self._ends = np.empty(0, dtype=np.int64), np.empty(0)
 
     def length(self, table, rows: np.ndarray, now: float) -> float:
-        if table is not self.table:            # another run
+        if table is not self.table:            # the run's first round
             self.table, self.rates = table, {}
             self.alone = np.full((len(table.total), len(table.cluster.types)), np.nan)
         g, n, p = table.gtype[rows], table.gpus[rows], table.partner[rows]
@@ -163,7 +164,7 @@ def gavel_sim() -> World:
         rounds_from_first_arrival=True,
         failed_rounds=FailedRounds(short_leases, drop_after=5),   # MAX_FAILED_ATTEMPTS
         round_leases=True,
-        round_clock=GavelClock(),
+        new_round_clock=GavelClock,
         # the cluster of Gavel's paper experiments and of every recorded run: 36 V100 + 36 P100 +
         # 36 K80, one GPU a server (--cluster_spec 36:36:36 --num_gpus_per_server 1:1:1); what
         # `quanta reproduce gavel` replays on
