@@ -328,3 +328,47 @@ def test_version_and_every_commands_help():
     for cmd in COMMANDS:
         h = quanta(cmd, "--help")
         assert h.returncode == 0 and "Usage" in h.stdout, (cmd, h.stderr)
+
+
+def test_jobs_that_can_never_fit_are_checked_for_every_policy_before_any_run(tmp_path):
+    """A 4-GPU job where no type has 4 GPUs fits a policy that mixes types (hadar) only: it was
+    checked for the first policy alone, so `-p hadar -p fifo` ran and fifo left the job
+    unschedulable unasked, while `-p fifo -p hadar` stopped."""
+    (tmp_path / "t.csv").write_text("job_id,submit_time_s,num_gpus,duration_s\n"
+                                    "j0,0,4,3600\nj1,0,1,60\n")
+    run = ["simulate", "--trace", "t.csv", "--cluster", "a100:1x2,k80:1x3", "--no-plots",
+           "--quiet"]
+    for order in (["-p", "hadar", "-p", "fifo"], ["-p", "fifo", "-p", "hadar"]):
+        r = quanta(*run, *order, "--out", "o", cwd=tmp_path)
+        assert r.returncode == 2 and not (tmp_path / "o").exists(), r.stderr
+        assert r.stderr.strip() == (
+            "error: t.csv:2: field 'num_gpus': job j0 asks for 4 GPUs under fifo; the largest "
+            "usable GPU type of cluster 'a100:1x2,k80:1x3' has 3; use --drop-impossible to "
+            "report them and go on")
+    r = quanta(*run, "-p", "hadar", "--out", "alone", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    r = quanta(*run, "-p", "hadar", "-p", "fifo", "--drop-impossible", "--out", "o", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "1 jobs can never fit on this cluster and are reported as unschedulable under fifo" \
+        in (tmp_path / "o" / "report.md").read_text()
+    done = {row["policy"]: row["finished"] for row in csv.DictReader(open(tmp_path / "o" /
+                                                                          "summary.csv"))}
+    assert done == {"hadar": "2", "fifo": "1"}
+    r = quanta(*run, "-p", "hadar", "--cluster", "a100:1x2,k80:1x1", "--out", "o2", cwd=tmp_path)
+    assert r.returncode == 2 and "job j0 asks for 4 GPUs; its usable GPU types together have 3" \
+        in r.stderr, r.stderr
+
+
+def test_a_run_cut_short_counts_running_jobs_to_the_cut(tmp_path):
+    """`--until-h`: a job still running counted its GPU-seconds to the last completion (negative
+    where it started after it) and utilisation divided the busy time to the last batch by the
+    span to the last finish (above 1)."""
+    (tmp_path / "t.csv").write_text("job_id,submit_time_s,num_gpus,duration_s\n"
+                                    "j0,0,1,10\nj1,100,1,10000\n")
+    r = quanta("simulate", "--trace", "t.csv", "--cluster", "v100:1x1", "-p", "fifo",
+               "--until-h", "1", "--out", "o", "--no-plots", "--quiet", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    jobs = {row["job_id"]: row for row in csv.DictReader(open(tmp_path / "o/fifo/jobs.csv"))}
+    assert jobs["j1"]["state"] == "running" and float(jobs["j1"]["gpu_seconds"]) == 3500
+    row = next(csv.DictReader(open(tmp_path / "o/summary.csv")))
+    assert float(row["gpu_hours"]) == 3510 / 3600 and float(row["gpu_util"]) == 3510 / 3600
