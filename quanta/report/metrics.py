@@ -45,7 +45,12 @@ def job_metrics(res: SimResult) -> JobMetrics:
     rows = np.arange(n)
     end_time = np.where(np.isnan(t.end), np.nan, t.end)
     jct = end_time - t.submit
-    last = np.nanmax(t.end) if np.any(t.state == DONE) else 0.0
+    # unfinished jobs count to the end of the run: its --until-h where it was cut short (to the
+    # last completion, a job started after it counted negative GPU-seconds), else the last
+    # completion
+    last = cut_at(res)
+    if last is None:
+        last = np.nanmax(t.end) if np.any(t.state == DONE) else 0.0
     gpu_s = t.attained(rows, last) if n else np.zeros(0)
     gpu_s = np.where(t.state == DONE, t.att0, gpu_s)
     held = np.where(t.state == DONE, t.run0, t.executed(rows, last))
@@ -63,6 +68,13 @@ def job_metrics(res: SimResult) -> JobMetrics:
         share = np.maximum(1.0, t.req * n_avg / res.cluster.num_gpus)
         rho = jct / (ideal * share)
     return JobMetrics(jct, queue, ideal, rho, gpu_s, t.state == DONE)
+
+
+def cut_at(res: SimResult) -> float | None:
+    """Where the run was cut short with jobs unfinished (--until-h), else None."""
+    if res.horizon is None or bool(np.all(res.table.state == DONE)):
+        return None
+    return float(res.horizon)
 
 
 def timeline_integral(res: SimResult, values: np.ndarray) -> float:
@@ -93,10 +105,17 @@ def summary(res: SimResult, window: Window | None = None,
     else:
         makespan = 0.0
     gpu_seconds = float(np.sum(m.gpu_seconds if sel is None else m.gpu_seconds[sel]))
+    span = makespan
     if not len(res.times):
         busy_seconds = 0.0
     elif sel is None:
         busy_seconds = timeline_integral(res, res.busy.sum(axis=1))
+        cut = cut_at(res)
+        if cut is not None:
+            # GPUs held from the last batch to the cut too, over the span to the cut (the
+            # last batch's over the span to the last finish gave utilisations above 1)
+            busy_seconds += float(res.busy[-1].sum()) * max(0.0, cut - res.times[-1])
+            span = cut - start
     else:
         busy_seconds = timeline_integral_between(res, res.busy.sum(axis=1), start, start + makespan)
     rho = m.rho[fin]
@@ -114,7 +133,7 @@ def summary(res: SimResult, window: Window | None = None,
         "p50_jct_s": pct(50), "p95_jct_s": pct(95), "p99_jct_s": pct(99),
         "avg_queue_s": float(m.queue[fin].mean()) if jct.size else float("nan"),
         "makespan_s": makespan,
-        "gpu_util": busy_seconds / (cap * makespan) if makespan > 0 else 0.0,
+        "gpu_util": busy_seconds / (cap * span) if span > 0 else 0.0,
         "ftf_rho_max": float(rho.max()) if rho.size else float("nan"),
         "ftf_unfair_frac": float(np.mean(rho > 1.0)) if rho.size else float("nan"),
         "jain": float(inv.sum() ** 2 / (inv.size * np.sum(inv ** 2))) if inv.size else float("nan"),
