@@ -7,6 +7,12 @@ JOB_DIR/exit.json with the job's return code. If one rank fails, the others are 
 then SIGKILL after the grace period). It runs in its own session, so a scheduler that dies leaves
 it running: a restarted scheduler adopts it by its pid and reads exit.json when it ends.
 
+Each rank starts a session of its own, and every signal goes to its whole process group (as Slurm
+signals every process of a job step): a rank whose command is a wrapper (`sh -c "python train.py;
+..."`) has its training process stopped with it, never left to train on as an orphan beside the
+job's next launch. Processes a rank leaves behind in its group when it ends are killed then (no
+process outlives its job), or, while the job is being stopped, at the end of the grace period.
+
 `python -m quanta.runtime.launch JOB_DIR TOKEN`: the token (the scheduler's record of this launch)
 is on the command line, so a scheduler that died before recording the launch finds it, and in
 exit.json, so an exit.json is never taken for another launch's. A rank that cannot be started
@@ -98,6 +104,26 @@ def private_log(path: Path, acct) -> "object":
     return open(fd, "ab", buffering=0)
 
 
+def signal_group(p: subprocess.Popen, sig: int) -> None:
+    """`sig` to every process of rank `p`'s group (the rank leads it: start_new_session), if any
+    is left."""
+    try:
+        os.killpg(p.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def group_alive(p: subprocess.Popen) -> bool:
+    """Whether a process of rank `p`'s group is left."""
+    try:
+        os.killpg(p.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
 def main(argv: list[str]) -> int:
     acct = None
     if "--as" in argv:             # the account to run the ranks as (from a root service)
@@ -121,8 +147,7 @@ def main(argv: list[str]) -> int:
         if stopping["at"] is None:
             stopping["at"] = time.monotonic()
             for p in procs:
-                if p.poll() is None:
-                    p.send_signal(signal.SIGTERM)
+                signal_group(p, signal.SIGTERM)
 
     signal.signal(signal.SIGTERM, on_term)
     base = dict(os.environ)
@@ -137,12 +162,13 @@ def main(argv: list[str]) -> int:
                     enter_check(acct, cwd)
                 extra = as_account(acct, env, cwd)
             procs.append(subprocess.Popen(spec["command"], env=env, stdout=out,
-                                          stderr=subprocess.STDOUT, umask=0o077, **extra))
+                                          stderr=subprocess.STDOUT, umask=0o077,
+                                          start_new_session=True, **extra))
         except Exception as err:   # noqa: BLE001 - any failure to start is the job's, said once
             message = " ".join(f"could not start rank {rank}: {err}".split())
             log.write(f"quanta: {message}\n".encode(errors="replace"))
             for p in procs:                   # the ranks already started end with it
-                p.kill()
+                signal_group(p, signal.SIGKILL)
                 p.wait()
             write_json(job_dir / "exit.json", {"returncode": 127, "ranks": [], "time": time.time(),
                                                "attempt": spec.get("attempt", 0), "token": token,
@@ -150,7 +176,8 @@ def main(argv: list[str]) -> int:
             return 0
     codes: list[int | None] = [None] * len(procs)
     first_failed: int | None = None      # the rank whose failure ended the job
-    while any(c is None for c in codes):
+    swept: set[int] = set()              # ended ranks whose groups are done with
+    while len(swept) < len(procs):
         for i, p in enumerate(procs):
             if codes[i] is None:
                 codes[i] = p.poll()
@@ -160,11 +187,18 @@ def main(argv: list[str]) -> int:
         failed = bool(failed_now)
         if failed and stopping["at"] is None:
             on_term(signal.SIGTERM, None)     # one rank failed: stop the others
-        if stopping["at"] is not None and time.monotonic() - stopping["at"] > grace:
+        late = stopping["at"] is not None and time.monotonic() - stopping["at"] > grace
+        if late:
             for p in procs:
-                if p.poll() is None:
-                    p.kill()
-        time.sleep(POLL_S)
+                signal_group(p, signal.SIGKILL)
+        # an ended rank's group: what it left behind is killed, at once where the job was not
+        # being stopped; when stopping, its processes have the grace period to checkpoint
+        for i in [i for i, c in enumerate(codes) if c is not None and i not in swept]:
+            if stopping["at"] is None or late or not group_alive(procs[i]):
+                signal_group(procs[i], signal.SIGKILL)
+                swept.add(i)
+        if len(swept) < len(procs):
+            time.sleep(POLL_S)
     rc = 0 if first_failed is None else codes[first_failed]
     message = ""
     if first_failed is not None:

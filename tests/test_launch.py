@@ -1,0 +1,73 @@
+"""The per-job launcher (quanta/runtime/launch.py) run as the service runs it: every process of a
+rank stopped with it, none left behind when it ends."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:        # (a zombie waiting for its reaper is gone)
+        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _launch(tmp_path, script: str, grace_s: float = 5.0):
+    """The launcher of a one-rank job whose command is `sh -c script` (the script writes the
+    pid of the process it leaves running to child.pid)."""
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "launch.json").write_text(json.dumps({
+        "token": "t1", "command": ["sh", "-c", script], "ranks": [{}], "master_port": 29999,
+        "grace_s": grace_s, "cwd": str(job)}))
+    p = subprocess.Popen([sys.executable, "-m", "quanta.runtime.launch", str(job), "t1"],
+                         start_new_session=True)
+    deadline = time.monotonic() + 20
+    while not (job / "child.pid").exists() or not (job / "child.pid").read_text().strip():
+        assert time.monotonic() < deadline and p.poll() is None
+        time.sleep(0.05)
+    return p, job, int((job / "child.pid").read_text())
+
+
+def _gone(pid: int, within: float) -> bool:
+    deadline = time.monotonic() + within
+    while _alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.parametrize("trap", ["", "trap '' TERM; "])
+def test_a_stopped_rank_takes_the_processes_it_started_with_it(tmp_path, trap):
+    """(A wrapper `sh -c "python train.py; ..."` died on SIGTERM and its training process went on
+    as an orphan, beside the job's next launch; one that ignores SIGTERM outlived the SIGKILL.)"""
+    p, job, child = _launch(tmp_path, f"{trap}sleep 300 & echo $! > child.pid; wait", grace_s=1)
+    try:
+        os.kill(p.pid, signal.SIGTERM)                 # what a hold, cancel or preemption sends
+        assert p.wait(timeout=20) == 0
+        assert _gone(child, 5), "the rank's child outlived the job"
+        exit_ = json.loads((job / "exit.json").read_text())
+        assert exit_["token"] == "t1"
+    finally:
+        if _alive(child):
+            os.kill(child, signal.SIGKILL)
+
+
+def test_what_an_ended_rank_leaves_behind_is_killed(tmp_path):
+    p, job, child = _launch(tmp_path, "sleep 300 > /dev/null 2>&1 & echo $! > child.pid; exit 0")
+    try:
+        assert p.wait(timeout=20) == 0
+        assert json.loads((job / "exit.json").read_text())["returncode"] == 0
+        assert _gone(child, 5)
+    finally:
+        if _alive(child):
+            os.kill(child, signal.SIGKILL)
