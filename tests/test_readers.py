@@ -576,3 +576,12 @@ def test_jobspec_with_is_dataclasses_replace():
         j.with_(submit_time=2.0).submit_time = 3.0
     with pytest.raises(TypeError, match="no field 'bogus'"):
         j.with_(bogus=1)
+
+
+def test_repeated_job_ids_get_a_suffix_no_job_has(tmp_path):
+    """('a', 'a', 'a#2': the second 'a' became 'a#2' too, and the run stopped on a traceback.)"""
+    p = write(tmp_path, "t.csv", "job_id,submit_time_s,num_gpus,duration_s\n"
+                                 "a,0,1,10\na,5,1,20\na#2,7,1,30\na,9,1,5\nb,9,1,5\nb,9,1,5\n")
+    tr = load_trace(p)
+    assert [j.job_id for j in tr.jobs] == ["a", "a#3", "a#2", "a#4", "b", "b#2"]
+    assert "3 repeated job ids made unique with a '#<n>' suffix" in tr.notes

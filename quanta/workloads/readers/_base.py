@@ -295,14 +295,19 @@ def build_trace(path: Path, fmt: str, rows: list[dict[str, Any]], notes: list[st
 
 
 def _dedupe_ids(rows: list[dict[str, Any]], notes: list[str]) -> None:
+    taken = {r["job_id"] for r in rows}
     seen: dict[str, int] = {}
     renamed = 0
     for r in rows:
         jid = r["job_id"]
         n = seen.get(jid, 0)
-        seen[jid] = n + 1
-        if n:
-            r["job_id"] = f"{jid}#{n + 1}"
+        if n:                      # the next suffix that no job has (the trace may hold 'a#2')
+            n += 1
+            while f"{jid}#{n}" in taken:
+                n += 1
+            r["job_id"] = f"{jid}#{n}"
+            taken.add(r["job_id"])
             renamed += 1
+        seen[jid] = max(n, 1)
     if renamed:
         notes.append(f"{renamed} repeated job ids made unique with a '#<n>' suffix")
