@@ -220,3 +220,16 @@ def test_copy_search_takes_what_a_plain_greedy_over_every_copy_takes():
             checked += 1
             forked += len(a.fork)
     assert checked == 24 and forked > 10        # the searches did fork jobs
+
+
+def test_busy_gpus_per_type_stay_within_the_cluster():
+    """A forked job's GPUs are its own gang's then its copies' (v100, p100, p100, v100): the
+    busy count took the first and last GPU's type for all of them (10 of 8 V100s busy)."""
+    from quanta.model.presets import resolve_cluster
+    from quanta.runner import SimulationRequest, run_simulations
+    spec = "k80:1x1,p100:2x2,v100:2x4,a100:2x1"
+    req = SimulationRequest(trace="synthetic:29:17", cluster=spec, policies=["hadare"],
+                            seed=679793, out=None, plots=False)
+    _rows, _header, (res,) = run_simulations(req, keep_results=True)
+    assert (res.busy <= resolve_cluster(spec).capacity).all()
+    assert (res.busy >= 0).all()

@@ -258,7 +258,7 @@ class Occupancy(FreeGpuIndex):
 
     def assign(self, row: int, gpus: np.ndarray, cpus: float = 0.0, mem_gb: float = 0.0,
                net_gbps: float = 0.0) -> None:
-        """Give `gpus` (of one type, or ordered by type) to job `row`, with `cpus` threads,
+        """Give `gpus` (of one type or several) to job `row`, with `cpus` threads,
         `mem_gb` GB of host memory and `net_gbps` GB/s of node network split over their nodes
         by GPUs."""
         if cpus or mem_gb or net_gbps:
@@ -459,7 +459,10 @@ class Occupancy(FreeGpuIndex):
     def _count(self, gpus: np.ndarray, sign: int) -> None:
         c = self.cluster
         t = c.gpu_type_idx.item(gpus[0])
-        if t == c.gpu_type_idx.item(gpus[-1]):    # one type (a job's GPUs are ordered by type)
+        # one type? (not only the first and the last GPU's: a forked job's own gang comes
+        # before its copies, whatever their types, so v100, p100, p100, v100 was all v100)
+        if t == c.gpu_type_idx.item(gpus[-1]) and (len(gpus) < 3 or
+                                                     (c.gpu_type_idx[gpus] == t).all()):
             self.busy[t] -= sign * len(gpus)
         else:
             np.subtract.at(self.busy, c.gpu_type_idx[gpus], sign)
