@@ -101,3 +101,16 @@ def test_programme_pairs_refuses_a_trace_too_big_for_its_dense_pair_state(monkey
                     restart=w.restart(30.0), **w.engine_options())
     with pytest.raises(QuantaError, match="at most 1 jobs"):
         sim.run()
+
+
+def test_a_gang_gets_no_share_of_a_type_too_small_for_it(tmp_path):
+    """Two 3-GPU jobs where only P100 has 3 GPUs: once one finished, the other's allocation was
+    2/3 A100 and 1/3 V100 (two GPUs each), which packed rounds (no backfill) never realise: it
+    waited on an idle cluster and the run stopped as stalled."""
+    from quanta.runner import SimulationRequest, run_simulations
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,submit_time_s,num_gpus,duration_s\nj4,0,3,10663.7\nj5,0,3,3600\n")
+    req = SimulationRequest(trace=str(trace), cluster="a100:2x1,p100:3x1,v100:1x2,k80:2x1",
+                            policies=["gavel-las-packed"], seed=224898, out=None, plots=False)
+    rows, _header = run_simulations(req)
+    assert rows[0]["finished"] == 2

@@ -222,7 +222,11 @@ class Gavel(PairEntries, Policy):
                 return alloc.water_filling(T_alloc, z, N, z / (self._entity_weights(snap) * tau_prop))
             coef = z / (j.weight * tau_prop)
             if self.packed:
-                return self._packed_allocation(snap, T, z, N, coef)
+                # no time on a type with fewer GPUs than the job's gang: its packed rounds have
+                # no backfill, so a job whose share was all there waited on an idle cluster
+                # (the plain rounds backfill it; unchanged there)
+                return self._packed_allocation(snap, np.where(z[:, None] <= N[None, :], T, 0.0),
+                                               z, N, coef)
             if self.solution == "central":
                 return central.central_max_min(T_alloc, z, N, coef)[0]
             if self.solution == "ecos":
