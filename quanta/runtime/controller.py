@@ -393,7 +393,11 @@ class Runtime(RuntimeRecovery, RuntimeLaunching, RuntimeQueues, RuntimeProgress)
                                   preemptions=int(t.preemptions[row]), **ENDED)
             else:
                 self.store.update(job_id, steps_done=steps, **ENDED)
-            self.events.add("completion")
+            # no decision for it: the job left the scheduler's books when it was told to stop
+            # (its GPUs went to the decision that stopped it, a job moved there launches now).
+            # One here, as las takes at every event, preempted the job just launched (it had
+            # attained something, those waiting nothing), whose stop made the next decision:
+            # with a dozen jobs queued none ever trained a step
             return
         # the job's processes ended on their own without finishing: a failure
         self.failures[row] += 1
