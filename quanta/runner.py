@@ -9,7 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
-from quanta.core.jobtable import JobTable
+from quanta.core.jobtable import JobTable, never_fits
 from quanta.errors import QuantaError
 from quanta.model.cluster import Cluster
 from quanta.model.job import JobSpec, Trace
@@ -17,7 +17,7 @@ from quanta.model.presets import resolve_cluster
 from quanta.perf.catalog_model import CatalogModel
 from quanta.policies import Policy, make_policy
 from quanta.report.window import Window, parse_window
-from quanta.sim.engine import SimResult, Simulator, never_fits
+from quanta.sim.engine import SimResult, Simulator
 from quanta.sim.faults import FailureModel
 from quanta.workloads.builder import build_workload
 

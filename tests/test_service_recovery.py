@@ -149,3 +149,40 @@ def test_a_corrupt_or_missing_checkpoint_manifest_never_restarts_from_step_0(ser
     j = s.wait(a, lambda j: j["state"] == "failed")
     assert "no usable checkpoint" in j["reason"] and "holds none" in j["reason"], j
     assert j["failures"] == 0
+
+
+@pytest.mark.slow
+def test_a_restart_on_fewer_devices_requeues_the_jobs_on_those_gone(service):
+    """Started on cpu:1x2, restarted on cpu:1x1: the job on device 1 met an IndexError (marked
+    FAILED, its launcher left running unwatched). Now it is stopped and requeued as on a lost
+    node; a waiting job that no cluster device can hold any more says so."""
+    s = service(cluster="cpu:1x2")
+    a = s.submit(name="a", steps=2000, checkpoint_every=20, command=train("0.02"))
+    b = s.submit(name="b", steps=300, checkpoint_every=20, command=train("0.02"))
+    s.wait(a, lambda j: j["state"] == "running" and j["steps_done"] >= 5)
+    s.wait(b, lambda j: j["state"] == "running" and j["steps_done"] >= 5)
+    wide = s.submit(name="wide", steps=20, gpus=2)
+    gone = next(j for j in (a, b) if s.job(j)["devices"] == [1])
+    pid = _launcher_pid(s.state, gone)
+    s.kill9()
+    s2 = Service(s.state, cluster="cpu:1x1").start()
+    s.proc = s2.proc
+    s2.wait(wide, lambda j: j["reason"] == "BadConstraints", timeout=60)
+    deadline = time.time() + 60
+    while _alive(pid):
+        assert time.time() < deadline, "the launcher on the gone device was left running"
+        time.sleep(0.2)
+    j = s2.wait(gone, lambda j: j["state"] in ("pending", "running", "finished"), timeout=60)
+    assert j["failures"] == 0 and "internal error" not in str(j)
+    assert "requeued" in s2.kinds(gone)
+    s2.req("POST", f"/v1/jobs/{a if gone == b else b}/cancel")
+    s2.wait(gone, finished, timeout=180)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] != "Z"

@@ -397,3 +397,10 @@ class JobTable:
         self.cpus[row] = 0.0
         self.mem_gb[row] = 0.0
         self.net_gbps[row] = 0.0
+
+
+def never_fits(table: JobTable, policy) -> np.ndarray:
+    """The jobs of `table` that `policy` could never run on the whole cluster (a policy that
+    gives one job GPUs of several types says so: `mixes_types`); the simulator's and the
+    runtime's."""
+    return table.never_fits(bool(getattr(policy, "mixes_types", False)))

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from quanta.core.jobtable import DONE, KIND_CODES, PENDING, RUNNING, SHARE_MODES, JobTable
+from quanta.core.jobtable import (DONE, KIND_CODES, PENDING, RUNNING, SHARE_MODES, JobTable,
+                                  never_fits)
 from quanta.core.loop import DecisionLoop, next_round
 from quanta.core.mechanism import Kind, Transition
 from quanta.core.sharing import tenancy_rate
@@ -519,9 +520,12 @@ class Runtime(RuntimeRecovery, RuntimeLaunching, RuntimeQueues, RuntimeProgress)
             return
         free = self.occ.up_capacity() - self.occ.busy
         fits = (t.allowed[pending] & (free[None, :] >= t.req[pending, None])).any(axis=1)
+        # a job the whole cluster could never hold (admitted by a larger one, before a restart
+        # with --cluster changed): Slurm's BadConstraints, not Resources, which free up
+        never = never_fits(t, self.policy)[pending]
         updates = []
-        for row, ok in zip(pending.tolist(), fits.tolist()):
-            reason = said.get(row) or ("Priority" if ok else "Resources")
+        for row, ok, bad in zip(pending.tolist(), fits.tolist(), never.tolist()):
+            reason = "BadConstraints" if bad else said.get(row) or ("Priority" if ok else "Resources")
             if self.reasons.get(row) != reason and row not in self.procs:
                 self.reasons[row] = reason
                 updates.append((self.ids[row], {"reason": reason}))

@@ -57,6 +57,21 @@ class RuntimeRecovery:
         grace = self.subs[row].grace_s
         wd = self.workdir(rec.id)
         handle = ""
+        if not self._devices_here(rec, gpus):
+            # started with a larger cluster than this one (--cluster changed): its devices are
+            # gone, so it goes back to waiting as on a lost node, its processes stopped first
+            gone = f"its devices {rec.devices} ({rec.gpu_type}) are not in cluster {self.cluster.name}"
+            if rec.state == "running" and rec.handle and \
+                    self.backend.adopt(str(rec.id), wd, rec.handle, grace, token=rec.token):
+                self.procs[row] = Proc(np.empty(0, np.int64))
+                self.store.update(rec.id, ("adopt", f"launcher {rec.handle}; {gone}: stopped"),
+                                  state="running", handle=rec.handle, reason="")
+                self._ask_stop(row, why if why in ("cancel", "hold") else "node")
+                return
+            gpus = np.empty(0, np.int64)
+            self.store.update(rec.id, ("requeued", gone))
+            if why not in ("cancel", "hold"):
+                why = "node"
         if gpus.size and np.all(self.occ.owner[gpus] == -1):
             if rec.state == "running" and rec.handle and \
                     self.backend.adopt(str(rec.id), wd, rec.handle, grace, token=rec.token):
@@ -105,6 +120,15 @@ class RuntimeRecovery:
         self._handle_exit(row, Exit(str(rec.id), code, str(done.get("message", "")) if done else
                                     "its processes were gone after a scheduler restart",
                                     bool(done.get("permanent")) if done else False), now)
+
+    def _devices_here(self, rec: JobRecord, gpus: np.ndarray) -> bool:
+        """Whether a job's recorded devices are GPUs of its recorded type in this cluster."""
+        if not gpus.size:
+            return True
+        c = self.cluster
+        return rec.gpu_type in c.types and int(gpus.min()) >= 0 and \
+            int(gpus.max()) < c.num_gpus and \
+            bool(np.all(c.gpu_type_idx[gpus] == c.types.index(rec.gpu_type)))
 
     def _load_policy_state(self) -> None:
         blob = self.store.meta(POLICY_STATE)

@@ -16,7 +16,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from quanta.core.jobtable import (KIND_CODES, PENDING, PREEMPT_CODE, RUNNING, SHARE_MODES,
-                                  START_CODE, UNSCHEDULABLE, JobTable)
+                                  START_CODE, UNSCHEDULABLE, JobTable, never_fits)
 from quanta.core.loop import DecisionLoop, next_round
 from quanta.core.mechanism import Kind
 from quanta.model.cluster import Cluster
@@ -86,12 +86,6 @@ def _live(event: tuple, version: np.ndarray, state: np.ndarray, wake_ver: int) -
     if kind == WAKE:
         return ver == wake_ver
     return True
-
-
-def never_fits(table: JobTable, policy: Policy) -> np.ndarray:
-    """The jobs of `table` that `policy` could never run on the whole cluster (a policy that
-    gives one job GPUs of several types says so: `mixes_types`)."""
-    return table.never_fits(bool(getattr(policy, "mixes_types", False)))
 
 
 class Simulator(ReferenceRounds, PartnersLeft):
