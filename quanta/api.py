@@ -141,7 +141,9 @@ def _check_args(args: dict[str, Any]) -> dict[str, Any]:
 def _axis_of(name: str, v: Any, kind: str) -> tuple:
     """A sweep axis: one value or a non-empty list of values of `kind` (text, int, number)."""
     values = [v] if isinstance(v, (str, Path, int, float, np.integer, np.floating)) else v
-    if not isinstance(values, (list, tuple)):
+    if isinstance(values, (range, np.ndarray)) and np.ndim(values) == 1:
+        values = list(values.tolist() if isinstance(values, np.ndarray) else values)
+    if not isinstance(values, (list, tuple)):     # (a set has no order; a generator no length)
         raise QuantaError(f"want a value or a list of them, got {_shown(v)}", field=name)
     if not values:
         raise QuantaError("is an empty list", field=name)

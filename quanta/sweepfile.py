@@ -137,10 +137,11 @@ def load_sweep_file(path: str | Path) -> SweepSpec:
                 if name == "clusters":
                     _check(lambda: _cluster(p), e)
                 out.append(p)
-            elif name == "seeds":
-                out.append(_scalar(item, int, e))
-            else:
-                out.append(_scalar(item, float, e))
+            else:                          # seeds, rates, load scales
+                v = _scalar(item, int if name == "seeds" else float, e)
+                if v is None:              # (`rates:` with nothing, or [~]: a TypeError later)
+                    raise e("want a number, got nothing")
+                out.append(v)
         if not out:
             raise err("empty list", key)
         kw[name] = tuple(dict.fromkeys(out))

@@ -56,7 +56,7 @@ class SweepSpec:
         return (get_world(self.world).cluster,)
 
     def all_traces(self) -> list[str]:
-        out = list(self.traces) + [f"synthetic:{r:g}:{self.jobs}" for r in self.rates]
+        out = list(self.traces) + [f"synthetic:{_rate_text(r)}:{self.jobs}" for r in self.rates]
         return out or ["philly"]
 
 
@@ -144,6 +144,13 @@ def expand(spec: SweepSpec) -> list[Cell]:
                         cells.append(Cell(len(cells), trace, cluster, pol, int(seed),
                                           float(scale), config, key))
     return cells
+
+
+def _rate_text(r: float) -> str:
+    """A rate as a synthetic trace names it: short (3, 2.5), exact (1234567.8 and 2.5000001 were
+    rounded to six digits by :g, the second one merged with 2.5)."""
+    short = f"{r:g}"
+    return short if float(short) == r else repr(float(r))
 
 
 def check_values(spec: SweepSpec) -> None:

@@ -94,8 +94,10 @@ def check_sweep_api(tmp_path):
             "--seeds", "0,1", "--load-scale", "1,1.5", "--workers", "2", "--out",
             str(tmp_path / "cli"), "-q")
     assert r.returncode == 0, r.stderr
-    sw = quanta.sweep(rates=[3, 5], jobs=30, clusters="v100:2x4", policies="srtf", seeds=[0, 1],
-                      load_scales=[1, 1.5], workers=2, out=tmp_path / "api", progress=False)
+    # seeds=range(...), as docs/sweeps.md writes it, and an array (both were refused)
+    sw = quanta.sweep(rates=[3, 5], jobs=30, clusters="v100:2x4", policies="srtf", seeds=range(2),
+                      load_scales=np.array([1, 1.5]), workers=2, out=tmp_path / "api",
+                      progress=False)
     assert sw.ran == 8 and sw.reused == 0 and len(sw.results) == 8
     from_csv = pd.read_csv(tmp_path / "cli" / "results.csv", **EXACT_FLOATS)
     assert list(from_csv.columns) == list(sw.results.columns)

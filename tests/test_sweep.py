@@ -205,6 +205,10 @@ BAD_YAML = [
      "policies.0", "unknown parameter 'backfil'"),
     ("rates: [2]\nseeds: 3-1\n", "sweep.yaml:2", "seeds", "bad seeds"),
     ("rates: [2]\nworld: nowhere\n", "sweep.yaml:2", "world", "unknown world"),
+    # a null in a number list: a TypeError's traceback
+    ("rates: [~]\n", "sweep.yaml:1", "rates.0", "want a number, got nothing"),
+    ("rates: [2]\nseeds:\n", "sweep.yaml:2", "seeds", "want a number, got nothing"),
+    ("rates: [2]\nload_scales: ~\n", "sweep.yaml:2", "load_scales", "want a number, got nothing"),
     ("rates: [2]\nmax_jobs: 0\n", "sweep.yaml:2", "max_jobs", "max_jobs 0 is not positive"),
     ("rates: [2]\njobs: -10\n", "sweep.yaml:2", "jobs", "jobs -10 is not positive"),
     ("rate: [2, .nan]\n", "sweep.yaml:1", "rate", "rate nan is not a positive number"),
@@ -362,3 +366,11 @@ def test_a_ray_address_no_one_answers_at_is_one_line_at_once(tmp_path):
     assert r.returncode == 2 and time.time() - t0 < 60
     assert f"field '--ray': cannot connect to a Ray cluster at '127.0.0.1:{port}': Connection " \
            f"refused" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_a_rate_names_its_synthetic_trace_exactly():
+    """(:g kept six digits: 2.5000001 merged with 2.5, 1234567.8 ran as 1234570.)"""
+    from quanta.sweeps import SweepSpec
+    spec = SweepSpec(rates=(3.0, 2.5, 2.5000001, 1234567.8), jobs=20)
+    assert spec.all_traces() == ["synthetic:3:20", "synthetic:2.5:20", "synthetic:2.5000001:20",
+                                 "synthetic:1234567.8:20"]
