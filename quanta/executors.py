@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, Sequence
@@ -32,6 +33,24 @@ def one_thread() -> None:
         os.environ[var] = "1"
 
 
+PARENT_POLL_S = 0.5
+
+
+def _worker_start(initializer: Callable[[], None] | None, parent: int) -> None:
+    """A worker's start: `initializer`, and a watch that ends the worker once the process that
+    started it is gone (a sweep killed with `kill` or `kill -9` left its workers idle for ever,
+    holding the sweep's standard output open)."""
+    import threading
+    if initializer is not None:
+        initializer()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os._exit(1)
+    threading.Thread(target=watch, name="quanta-parent-watch", daemon=True).start()
+
+
 def run_local(fn: Callable, payloads: Sequence, workers: int, on_result: OnResult,
               initializer: Callable[[], None] | None = None) -> None:
     """`workers` = 1: in this process, in order. Else a process pool of fresh interpreters
@@ -47,7 +66,8 @@ def run_local(fn: Callable, payloads: Sequence, workers: int, on_result: OnResul
         raise SystemExit("error: a script that runs Quanta in several worker processes must call "
                          "it under `if __name__ == \"__main__\":` (each worker imports the script)")
     ctx = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=initializer)
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_start,
+                               initargs=(initializer, os.getpid()))
     try:
         futures = {pool.submit(fn, p): i for i, p in enumerate(payloads)}
         pending = set(futures)

@@ -374,3 +374,45 @@ def test_a_rate_names_its_synthetic_trace_exactly():
     spec = SweepSpec(rates=(3.0, 2.5, 2.5000001, 1234567.8), jobs=20)
     assert spec.all_traces() == ["synthetic:3:20", "synthetic:2.5:20", "synthetic:2.5000001:20",
                                  "synthetic:1234567.8:20"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_a_killed_sweeps_workers_end_with_it(tmp_path, sig):
+    """(`kill` or `kill -9` of a `--workers 2` sweep left both workers idle for ever, holding
+    the sweep's standard output: a `| tee` never ended.)"""
+    p = subprocess.Popen([sys.executable, "-m", "quanta.cli", "sweep", "--rate", "4,8,12",
+                          "--jobs", "200", "--policy", "gavel-las", "--seeds", "0-3",
+                          "--workers", "2", "--out", str(tmp_path / "o"), "-q"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+
+    def children() -> list[int]:
+        out = []
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                try:
+                    with open(f"/proc/{d}/stat") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                if int(fields[1]) == p.pid and fields[0] != "Z":
+                    out.append(int(d))
+        return out
+    deadline = time.time() + 60
+    while len(children()) < 2:
+        assert time.time() < deadline and p.poll() is None
+        time.sleep(0.1)
+    workers = children()
+    time.sleep(1.0)                 # (their watches started)
+    os.kill(p.pid, sig)
+    p.wait(timeout=30)
+    deadline = time.time() + 10
+    for w in workers:
+        while os.path.exists(f"/proc/{w}"):
+            with open(f"/proc/{w}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break
+            if time.time() > deadline:
+                os.kill(w, signal.SIGKILL)
+                raise AssertionError(f"worker {w} outlived the sweep")
+            time.sleep(0.1)
