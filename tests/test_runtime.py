@@ -133,5 +133,8 @@ def test_las_with_a_queue_trains_every_job_to_its_end(tmp_path):
         run_for(rt, 240, lambda: all(store.job(j).state == "finished" for j in jobs))
         assert [store.job(j).state for j in jobs] == ["finished"] * len(jobs)
         assert sum(store.job(j).preemptions for j in jobs) <= 2 * len(jobs)
+        for j in jobs:       # every preemption counted is logged (one before its launch was not)
+            kinds = [e["kind"] for e in store.events(j)]
+            assert kinds.count("preempted") == store.job(j).preemptions, kinds
     finally:
         stop_all(rt, store)

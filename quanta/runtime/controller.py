@@ -368,6 +368,8 @@ class Runtime(RuntimeRecovery, RuntimeLaunching, RuntimeQueues, RuntimeProgress)
         # exit 0 is success (as in Slurm and Kubernetes), unless the scheduler asked the job to
         # stop (a job of the SDK checkpoints and exits 0 then) and it had steps left
         if ex.returncode == 0 and (not why or (sub.steps is not None and steps >= sub.steps)):
+            if why == "preempt":           # it finished before it stopped: no preemption
+                t.preemptions[row] -= 1
             self._close(row, "finished", "", now, steps_done=steps)
             self.events.add("completion")
             return
@@ -498,9 +500,10 @@ class Runtime(RuntimeRecovery, RuntimeLaunching, RuntimeQueues, RuntimeProgress)
                 self.reasons.pop(row, None)
                 if row in self.procs:
                     self._ask_stop(row, "preempt")
-                else:
-                    self.store.update(self.ids[row], state="pending", reason="Preempted",
-                                      gpus=0, devices=[])
+                else:                      # placed, not launched yet: counted, so logged too
+                    self.store.update(self.ids[row], ("preempted", "before its launch"),
+                                      state="pending", reason="Preempted", gpus=0, devices=[],
+                                      preemptions=int(t.preemptions[row]))
                 continue
             self.to_launch[row] = tr
             if row in self.procs:              # migrate / resize: checkpoint, then relaunch
