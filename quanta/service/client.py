@@ -49,6 +49,11 @@ class ServiceRefused(QuantaError):
         self.status = status
 
 
+def _where(r: httpx.Response) -> str:
+    """The address an answer came from, without its query."""
+    return str(r.url).partition("?")[0]
+
+
 def retry_seconds() -> float:
     """$QUANTA_RETRY_S (default RETRY_S): a number of seconds, 0 or more."""
     text = os.environ.get("QUANTA_RETRY_S", "")
@@ -133,6 +138,10 @@ class Client:
             try:
                 msg = r.json().get("error") or r.text
             except (ValueError, AttributeError):
+                if "html" in r.headers.get("content-type", "").lower():   # (its page, shown)
+                    raise ServiceRefused(f"{_where(r)} answered with a web page (HTTP "
+                                         f"{r.status_code}): is it a Quanta service?",
+                                         r.status_code) from None
                 msg = r.text
             msg = "".join(c if c.isprintable() else f"\\x{ord(c) & 0xff:02x}"
                           for c in " ".join(str(msg).split()))     # no escape sequence
@@ -144,7 +153,7 @@ class Client:
         try:
             return r.json()
         except ValueError:
-            raise QuantaError(f"{r.url} answered with no JSON (HTTP {r.status_code}, "
+            raise QuantaError(f"{_where(r)} answered with no JSON (HTTP {r.status_code}, "
                               f"{r.headers.get('content-type', 'no content type')}): is it a "
                               f"Quanta service?") from None
 
