@@ -68,6 +68,8 @@ def run_local(fn: Callable, payloads: Sequence, workers: int, on_result: OnResul
     ctx = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_start,
                                initargs=(initializer, os.getpid()))
+    futures: dict = {}
+    given: set = set()                   # futures whose result went to on_result
     try:
         futures = {pool.submit(fn, p): i for i, p in enumerate(payloads)}
         pending = set(futures)
@@ -80,8 +82,20 @@ def run_local(fn: Callable, payloads: Sequence, workers: int, on_result: OnResul
                     raise QuantaError("a worker process ended abruptly (killed, out of memory, or "
                                       "started by a script without `if __name__ == \"__main__\":`)"
                                       ) from None
+                given.add(f)
                 if on_result(futures[f], res) is False:
                     return
+    except BaseException:
+        # stopped (Ctrl-C): the payloads in flight run to their end all the same, so their
+        # results are given too (a sweep keeps those cells) before the stop goes on
+        pool.shutdown(wait=True, cancel_futures=True)
+        for f in sorted(futures, key=futures.__getitem__):
+            if f not in given and f.done() and not f.cancelled() and f.exception() is None:
+                try:
+                    on_result(futures[f], f.result())
+                except Exception:   # noqa: BLE001 - the stop that is under way wins
+                    break
+        raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 

@@ -416,3 +416,17 @@ def test_a_killed_sweeps_workers_end_with_it(tmp_path, sig):
                 os.kill(w, signal.SIGKILL)
                 raise AssertionError(f"worker {w} outlived the sweep")
             time.sleep(0.1)
+
+
+def test_work_in_flight_when_stopped_is_given_not_dropped():
+    """Ctrl-C waited for the cells in flight and dropped their results (rerun next time)."""
+    from quanta.executors import run_local
+    got = []
+
+    def on_result(i, res):
+        got.append(i)
+        if len(got) == 1:
+            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        run_local(time.sleep, [0.1, 1.0] + [2.0] * 6, 2, on_result)
+    assert got[:2] == [0, 1]          # the second, running when stopped, kept
