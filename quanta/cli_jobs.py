@@ -253,7 +253,8 @@ def register(app: typer.Typer, console: Callable) -> None:
         for col in cols + (["POS", "EST START"] if pos is not None else []):
             t.add_column(col, no_wrap=True)
         for j in jobs:
-            ran = ((j["end_time"] or now) - j["start"]) if j["start"] else 0.0
+            ran = j["run_s"] if "run_s" in j else \
+                ((j["end_time"] or now) - j["start"]) if j["start"] else 0.0   # (an older service)
             cells = [j["id"], j["name"], j["user"], j["queue"], j["state"].upper(), _hms(ran),
                      j["gpus"] or j["spec"].get("gpus", ""), where_column(j)]
             if pos is not None:

@@ -426,6 +426,8 @@ def test_accounting_history_and_totals(tmp_path):
     assert [(t["queue"], t["jobs"], t["gpu_hours_total"]) for t in tot] == [
         ("team-a", 1, 2.0), ("team-b", 1, 2.0)]
     assert tot[1]["failed"] == 1
+    # run time over launches, a running one's to now (quanta queue's TIME); none: not listed
+    assert accounting.run_seconds(st, [a, b, old], now=400.0) == {a: 1800.0 + 3600.0, b: 100.0}
 
 
 @pytest.mark.parametrize("text, says", [

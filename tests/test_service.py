@@ -248,6 +248,9 @@ def test_hold_release_cancel(service):
     held = s.wait(a, lambda j: j["state"] == "pending" and j["reason"] == "JobHeldUser")
     time.sleep(0.5)
     assert s.job(a)["state"] == "pending"          # stays held
+    # its run time (quanta queue's TIME) stands still while it is held: it counted from the
+    # first start, waits and holds included
+    assert s.job(a)["run_s"] == held["run_s"] > 0
     s.req("POST", f"/v1/jobs/{a}/release")
     s.wait(a, lambda j: j["state"] == "running" and j["steps_done"] >= held["steps_done"])
     s.req("POST", f"/v1/jobs/{a}/cancel")

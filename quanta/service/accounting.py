@@ -47,6 +47,19 @@ def ended(store: Store, job_id: int, at: float) -> None:
                    (at, job_id))
 
 
+def run_seconds(store: Store, job_ids: list[int], now: float) -> dict[int, float]:
+    """Wall-clock seconds each job's processes have run, over all its launches (a running one's
+    to `now`): Slurm's TIME, which waits, holds and stops leave out."""
+    if not job_ids:
+        return {}
+    _ready(store)
+    marks = ",".join("?" * len(job_ids))
+    rows = store.conn().execute(
+        f"SELECT job_id, SUM(MAX(0, COALESCE(end_time, ?) - start)) FROM gpu_usage "
+        f"WHERE job_id IN ({marks}) GROUP BY job_id", (now, *job_ids))
+    return {int(j): float(s) for j, s in rows}
+
+
 def history(store: Store, user: str | None = None, since: float | None = None) -> list[dict]:
     """Finished, failed and cancelled jobs in id order (of `user`; ended at or after `since`), each
     with GPU-hours per GPU type."""

@@ -18,6 +18,7 @@ import html
 import json
 import os
 import re
+import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,7 @@ from quanta.runtime import faults
 from quanta.runtime.accounts import RunAs, write_secret
 from quanta.runtime.controller import Runtime
 from quanta.runtime.spec import MAX_SPEC_BYTES, JobSubmission
+from quanta.service import accounting
 from quanta.specfile import first_error
 from quanta.service.store import ACTIVE, TERMINAL, IdempotencyConflict, JobRecord, Store
 
@@ -328,7 +330,12 @@ def create_app(store: Store, runtime: Runtime, state_dir: Path,
         response.headers["X-Total-Count"] = str(store.count_jobs(user, states))
         if more:
             response.headers["X-Next-After"] = str(recs[-1].id)
-        return [r.public() for r in recs]
+        return with_run_s(recs)
+
+    def with_run_s(recs: list) -> list[dict]:
+        """Each job's public record and `run_s`: how long its processes have run, all launches."""
+        ran = accounting.run_seconds(store, [r.id for r in recs], time.time())
+        return [{**r.public(), "run_s": ran.get(r.id, 0.0)} for r in recs]
 
     @app.get(f"{API}/jobs")
     def list_jobs(response: Response, state: list[str] = Query(default=[]),
@@ -345,7 +352,7 @@ def create_app(store: Store, runtime: Runtime, state_dir: Path,
 
     @app.get(f"{API}/jobs/{{job_id}}")
     def get_job(job_id: int = JobId, me: Caller = Depends(caller)) -> dict:
-        return own_job(job_id, me).public()
+        return with_run_s([own_job(job_id, me)])[0]
 
     @app.get(f"{API}/jobs/{{job_id}}/events")
     def job_events(job_id: int = JobId, me: Caller = Depends(caller)) -> list[dict]:
