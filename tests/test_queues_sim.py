@@ -14,6 +14,7 @@ from quanta.core.jobtable import DONE
 from quanta.errors import QuantaError
 from quanta.model import Cluster, JobSpec, NodeSpec
 from quanta.policies import make_policy
+from quanta.runner import SimulationRequest, run_simulations
 from quanta.queues import QueueLayer, parse_queues, queue_metrics, with_queues
 from quanta.queues.sim import apply_queues, write_queue_report
 from quanta.report.metrics import job_metrics, summary
@@ -274,3 +275,22 @@ def test_cli_service_report_rendering():
     lab = next(i for i, x in enumerate(lines) if x.strip().startswith("lab"))
     a = next(i for i, x in enumerate(lines) if x.strip().startswith("a "))
     assert lab < a and "4/2" in lines[a] and "0.250" in lines[a]
+
+
+@pytest.mark.parametrize("quota, trace, starts", [
+    # no V100 quota: the 2-GPU job never left its first type for P100, on an idle cluster
+    ("v100: 0\n      p100: 2", "j0,0,2,100,c,ResNet-18 (batch size 32)\n", {"j0": 0.0}),
+    # V100 quota held by j0: j1 waited for it instead of taking P100's room
+    ("v100: 2\n      p100: 4", "j0,0,2,1000,c,ResNet-18 (batch size 32)\n"
+                              "j1,10,2,1000,c,ResNet-18 (batch size 32)\n", {"j0": 0.0, "j1": 10.0}),
+])
+def test_a_job_refused_on_a_type_over_quota_takes_another_with_room(tmp_path, quota, trace, starts):
+    q = tmp_path / "q.yaml"
+    q.write_text(f"queues:\n  - name: c\n    quota:\n      {quota}\n")
+    t = tmp_path / "t.csv"
+    t.write_text("job_id,submit_time_s,num_gpus,duration_s,vc,job_type\n" + trace)
+    req = SimulationRequest(trace=str(t), cluster="v100:1x4,p100:1x4", policies=["fifo"],
+                            seed=0, out=None, plots=False, queues=str(q))
+    _rows, _h, (res,) = run_simulations(req, keep_results=True)
+    got = {s.job_id: float(res.table.first_start[i]) for i, s in enumerate(res.table.specs)}
+    assert got == starts

@@ -112,36 +112,43 @@ def enforce(tree: QueueTree, snap: Snapshot, dec: Decision, plan: Plan, comp: Co
                 trimmed[k] += c
     if drop:
         _drop(dec, drop)
-    # the GPUs so freed, to the other candidates in the layer's order
-    if trimmed.any():
+    # the GPUs so freed, to the other candidates in the layer's order; a job whose own choice
+    # was dropped may take any type the cluster has free (its queue's room allowing): its
+    # first type over quota kept a 2-GPU job off a second type with room, on an idle cluster
+    if trimmed.any() or drop:
         wait = np.flatnonzero(plan.cand & (gpus == 0) & (plan.victim == 0) & (plan.leaf >= 0))
         wait = wait[np.lexsort((plan.rank[wait], ~plan.must[wait]))]
         if wait.size:
-            free = trimmed.tolist()
+            held = ~guest & (gpus > 0)
+            used = np.bincount(gt[held], weights=gpus[held], minlength=K)
+            for r, mix in dec.mixed.items():          # (GPUs of several types)
+                if held[r]:
+                    used[int(gt[r])] -= gpus[r]
+                    used += np.asarray(mix, dtype=float)[:K]
+            cfree = np.maximum(snap.capacity - used, 0.0).tolist()
+            free = np.minimum(trimmed, cfree).tolist()
+            refused = set(drop)
             reqs = jobs.req[wait].tolist()
-            smin = np.minimum.accumulate(jobs.req[wait][::-1])[::-1].tolist()
             ok_rows = (jobs.allowed[wait] & ts.comp.usable[plan.leaf[wait]]).tolist()
             rates = jobs.rates[wait].tolist()
             leaf_w = plan.leaf[wait].tolist()
-            fmax = max(free)
             for j, i in enumerate(wait.tolist()):
-                if fmax < smin[j]:
-                    break
+                pool = cfree if i in refused else free
                 r = reqs[j]
                 li = leaf_w[j]
-                if fmax < r or tot[li] + r > total[li] + 1e-9:
+                if max(pool) < r or tot[li] + r > total[li] + 1e-9:
                     continue
                 best, bk = -1.0, -1
                 for k in range(K):
-                    if ok_rows[j][k] and free[k] >= r and rates[j][k] > best and \
+                    if ok_rows[j][k] and pool[k] >= r and rates[j][k] > best and \
                             ts.room(li, k) >= r - 1e-9:
                         best, bk = rates[j][k], k
                 if bk >= 0:
                     gpus[i], gt[i] = r, bk
                     ts.add(li, bk, float(r))
                     tot[li] += r
-                    free[bk] -= r
-                    fmax = max(free)
+                    cfree[bk] -= r
+                    free[bk] = min(free[bk] - r if pool is free else free[bk], cfree[bk])
     plan.room_after = ts.tree.rooms(ts.comp, np.asarray(ts.S))
 
 
