@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
@@ -48,12 +49,31 @@ class SimulationRequest:
     command: str | None = None     # the command line, for config.yaml (None: not from the CLI)
 
 
+def object_label(p: Policy) -> str:
+    """A Policy object's label where it gives none: its class, and its parameters that are not
+    their defaults as a spec writes them (Las(backfill=False): 'Las:backfill=false'), so that
+    two settings of one class run side by side."""
+    from quanta.policies.registry import parameters
+    changed = []
+    for f in parameters(type(p)):
+        v = getattr(p, f.name)
+        default = f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+        try:
+            same = bool(v == default)
+        except (TypeError, ValueError):       # (an array: ambiguous)
+            same = False
+        if not same:
+            changed.append(f"{f.name}={str(v).lower() if isinstance(v, bool) else v}")
+    return type(p).__name__ + (":" + ",".join(changed) if changed else "")
+
+
 def build_policy(p: str | Policy, world, seed: int) -> Policy:
     """A fresh policy for one run: from a spec (with the world's parameters for it, labelled as
     the user named it), or a copy of a Policy object (labelled by its label(), else its class)."""
     if isinstance(p, Policy):
         pol = copy.deepcopy(p)
-        label = p.label() or type(p).__name__
+        label = p.label() or object_label(p)
         try:
             pol.name = label      # type: ignore[misc]
         except AttributeError:    # a read-only name: label() already says it

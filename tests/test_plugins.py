@@ -258,3 +258,64 @@ def test_plugin_typed_parameters_on_the_command_line(typed):
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode == 2 and len(lines) == 1 and "wants one of arrival, size" in lines[0], \
         r.stderr
+
+
+BAD_POLICY = '''
+import numpy as np
+from dataclasses import dataclass
+from quanta.policies import Policy
+from quanta.core.decision import Decision
+
+@dataclass
+class Mode(Policy):
+    mode: str = "shape"
+
+    def decide(self, snap):
+        d = Decision.empty(snap)
+        if self.mode == "shape":
+            d.gpus = np.zeros(5, dtype=d.gpus.dtype)
+        elif self.mode == "none":
+            return None
+        elif self.mode == "raise":
+            raise ValueError("boom inside")
+        elif self.mode == "over":
+            d.gpus[:] = 1000
+            d.gpu_type[:] = 0
+        elif self.mode == "type":
+            d.gpus[:] = snap.jobs.req
+            d.gpu_type[:] = 99
+        elif self.mode == "neg":
+            d.gpus[:] = -1
+            d.gpu_type[:] = 0
+        elif self.mode == "nan":
+            d.gpus = np.full(len(snap.jobs), np.nan)
+        return d
+'''
+
+
+@pytest.mark.parametrize("mode, says", [
+    ("shape", "gave GPU counts and types of shapes (5,) and (1,) for 1 jobs"),
+    ("none", "returned NoneType, not a Decision"),
+    ("raise", "raised ValueError: boom inside (at "),
+    ("over", "made a decision the cluster cannot hold: decision asks for 1000 v100 GPUs"),
+    ("type", "gave a negative GPU count, or GPUs of a type the cluster does not have"),
+    ("neg", "gave a negative GPU count, or GPUs of a type the cluster does not have"),
+    ("nan", "gave GPU counts or types that are not integers"),
+])
+def test_a_plugins_failure_or_bad_decision_is_one_line_naming_it(tmp_path, mode, says):
+    """(A traceback, exit 1, the policy not named; -1 and NaN GPUs were taken for 0.)"""
+    (tmp_path / "bad.py").write_text(BAD_POLICY)
+    r = run_cli("simulate", "--trace", "synthetic:3:30", "--cluster", "v100:2x4,k80:2x4",
+                "--no-plots", "--quiet", "--out", "o", "-p", f"bad:Mode:mode={mode}",
+                cwd=tmp_path, env={**ENV, "PYTHONPATH": str(tmp_path)})
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert f"error: field '--policy': policy 'bad:Mode:mode={mode}' {says}" in r.stderr
+
+
+def test_two_settings_of_one_policy_class_run_side_by_side_from_python():
+    """(Las() and Las(backfill=False), both labelled 'Las', were refused as one given twice.)"""
+    import quanta
+    from quanta.policies.baselines import Las
+    run = quanta.simulate(trace="synthetic:3:10", cluster="v100:2x4",
+                          policies=[Las(), Las(backfill=False)], seed=0)
+    assert list(run.summary["policy"]) == ["Las", "Las:backfill=false"]

@@ -12,7 +12,8 @@ from quanta.core.mechanism import Transition, apply
 from quanta.core.snapshot import Snapshot
 from quanta.errors import QuantaError
 from quanta.placement.occupancy import Occupancy
-from quanta.policies.base import Policy
+from quanta.core.decision import Decision
+from quanta.policies.base import Policy, PolicyError
 
 
 def next_round(now: float, origin: float, interval: float) -> float:
@@ -39,6 +40,10 @@ class DecisionLoop:
         self.wake_at: float | None = None
         self.decisions = 0
         self.decide_seconds = 0.0
+        # a policy from outside Quanta (a plugin): what it raises, and a decision the cluster
+        # cannot hold, are one line naming it (the user's code, not Quanta's bug)
+        self.user_policy = not type(getattr(policy, "inner", policy)).__module__.startswith(
+            "quanta.")
 
     def step(self, now: float, active: np.ndarray, events: tuple[str, ...] = ()) -> list[Transition]:
         t = self.table
@@ -47,6 +52,8 @@ class DecisionLoop:
                         node_up=self.occ.node_up.copy(), state=self.state, events=events,
                         resources=self.occ.up_resources(), network=self.occ.up_network())
         start = time.perf_counter()
+        if self.user_policy:
+            return self._user_step(snap, start)
         dec = self.policy.decide(snap)
         self.decide_seconds += time.perf_counter() - start
         self.decisions += 1
@@ -54,3 +61,38 @@ class DecisionLoop:
             self.state = dec.state
         self.wake_at = dec.wake_at
         return apply(snap, dec, self.occ)
+
+    def _user_step(self, snap: Snapshot, start: float) -> list[Transition]:
+        """`step` for a plugin policy: its exceptions and bad decisions one line naming it."""
+        label = self.policy.label()
+        try:
+            dec = self.policy.decide(snap)
+        except Exception as err:   # noqa: BLE001 - the user's code
+            import traceback
+            frame = traceback.extract_tb(err.__traceback__)[-1]
+            raise QuantaError(f"policy '{label}' raised {type(err).__name__}: {err} (at "
+                              f"{frame.filename}:{frame.lineno})", field="--policy") from err
+        self.decide_seconds += time.perf_counter() - start
+        self.decisions += 1
+        n = len(snap.jobs)
+        bad = None
+        if not isinstance(dec, Decision):
+            bad = f"returned {type(dec).__name__}, not a Decision"
+        elif not (isinstance(dec.gpus, np.ndarray) and isinstance(dec.gpu_type, np.ndarray)
+                  and dec.gpus.shape == (n,) and dec.gpu_type.shape == (n,)):
+            bad = f"gave GPU counts and types of shapes {np.shape(dec.gpus)} and " \
+                  f"{np.shape(dec.gpu_type)} for {n} jobs"
+        elif dec.gpus.dtype.kind not in "iu" or dec.gpu_type.dtype.kind not in "iu":
+            bad = "gave GPU counts or types that are not integers"
+        elif n and (dec.gpus.min() < 0 or ((dec.gpus > 0) & ((dec.gpu_type < 0) | (
+                dec.gpu_type >= len(snap.capacity)))).any()):
+            bad = "gave a negative GPU count, or GPUs of a type the cluster does not have"
+        if bad is None:
+            if dec.state is not None:
+                self.state = dec.state
+            self.wake_at = dec.wake_at
+            try:
+                return apply(snap, dec, self.occ)
+            except PolicyError as err:
+                bad = f"made a decision the cluster cannot hold: {err}"
+        raise QuantaError(f"policy '{label}' {bad}", field="--policy")
