@@ -441,6 +441,11 @@ def write(tmp_path, text):
      "queues[a].quota.v100.borrowing_limit", "greater than or equal to 0"),
     ("queues:\n  - name: a\n    quota:\n      v100: 4\n      tpu9: 2\n", 5, "queues[a].quota.tpu9",
      "unknown GPU type 'tpu9'"),
+    # fair-share weights of an unknown type, or negative: accepted unsaid
+    ("fairshare:\n  speed: {h900: 2}\nqueues:\n  - name: a\n", 2, "fairshare.speed.h900",
+     "unknown GPU type 'h900'"),
+    ("fairshare:\n  speed:\n    v100: -2\nqueues:\n  - name: a\n", 3, "fairshare.speed.v100",
+     "must be a usage weight, 0 or more, got -2"),
     ("users: [alice]\nqueues:\n  - name: a\n    users: [bob]\n", 1, "users.alice",
      "user 'alice' is in no queue"),
     ("queues:\n  - name: a\n    parent: nope\n", 3, "queues[a].parent", "not a queue"),

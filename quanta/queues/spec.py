@@ -274,7 +274,7 @@ class QueueTree:
         usable = np.zeros((len(self.leaves), K), dtype=bool)
         for li, path in enumerate(self.paths):
             usable[li] = listed[path].any(axis=0)
-        sp = self.config.fairshare.speed
+        sp = {gpu_type(t).name: w for t, w in self.config.fairshare.speed.items()}
         speed = np.array([float(sp.get(t, GPU_TYPES[t].speed if t in GPU_TYPES else 1.0))
                           for t in canon])
         unquoted = tuple(t for k, t in enumerate(key) if not listed[:, k].any())
@@ -422,6 +422,14 @@ def build_tree(cfg: QueuesFile, src: Source, default_name: str) -> QueueTree:
         if has_kids[i] and q.aliases:         # (jobs go to leaves: they were dropped unsaid)
             raise src.error(f"queue '{q.name}' is a cohort (other queues name it as parent): "
                             f"give the aliases to one of its leaf queues", ["queues", i, "aliases"])
+    for t, w in cfg.fairshare.speed.items():   # (an unknown type or a negative weight passed)
+        try:
+            gpu_type(t)
+        except QuantaError as err:
+            raise src.error(err.bare, ["fairshare", "speed", t], key=True) from None
+        if not 0 <= w < float("inf"):
+            raise src.error(f"must be a usage weight, 0 or more, got {w:g}",
+                            ["fairshare", "speed", t])
     alias_of: dict[str, int] = {}             # an alias means one queue, and no other's name
     for i, q in enumerate(cfg.queues):
         for k, a in enumerate(q.aliases):
