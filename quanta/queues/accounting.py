@@ -42,8 +42,11 @@ def account(tree: QueueTree, interval: float | None, leaf_of: list[int], user_of
     at_c = np.minimum(at, max(len(srt) - 1, 0))
     live = (at < len(srt)) & (srt[at_c] == rows) if len(srt) else np.zeros(len(rows), bool)
     # jobs that ended since: an event-driven policy is asked at every completion, so they
-    # ran until now; a round-based one is not: until their estimated end
-    end = now if interval is None else np.minimum(now, prev["end"])
+    # ran until now, if this decision is for a completion (one that left nothing to run asked
+    # none: the next arrival's counted the time between, idle, as theirs); a round-based one is
+    # not: until their estimated end
+    done_now = interval is None and "completion" in snap.events
+    end = now if done_now else np.minimum(now, prev["end"])
     got = g * np.clip(end - t_prev, 0.0, dt)
     if live.any():
         pos = order[at_c[live]]
