@@ -317,3 +317,16 @@ def test_assign_all_matches_assign_one_by_one(gangs, down, rnd):
                 at_once.assign_all([998, 999], [spare, spare])
         assert at_once.owner.tolist() == before.tolist()
         _recounted(at_once)
+
+
+def test_resources_not_modelled_stay_unlimited_with_every_node_down():
+    """(With every node down a cluster without CPU or memory figures had 0 of them: Rubick's
+    cost unit became 0/0, a RuntimeWarning on the run's stderr.)"""
+    from quanta.model.presets import resolve_cluster
+    from quanta.placement.occupancy import Occupancy
+    for spec, want in (("v100:2x4", (np.inf, np.inf, np.inf)),
+                       ("rubick-64", (0.0, 0.0, 0.0))):
+        occ = Occupancy(resolve_cluster(spec))
+        for node in range(len(occ.cluster.nodes)):
+            occ.node_down(node)
+        assert (*occ.up_resources(), occ.up_network()) == want, spec

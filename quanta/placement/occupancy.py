@@ -83,14 +83,14 @@ class Occupancy(FreeGpuIndex):
     def up_resources(self) -> tuple[float, float]:
         """CPU threads and host memory (GB) on nodes that are up (inf where not modelled)."""
         if self._up_res is None:
-            up = self.node_up
-            self._up_res = (float(self.node_cpus[up].sum()), float(self.node_mem[up].sum()))
+            self._up_res = (_up_sum(self.node_cpus, self.node_up),
+                            _up_sum(self.node_mem, self.node_up))
         return self._up_res
 
     def up_network(self) -> float:
         """Node network bandwidth (GB/s) on nodes that are up (inf where not modelled)."""
         if self._up_net is None:
-            self._up_net = float(self.node_net[self.node_up].sum())
+            self._up_net = _up_sum(self.node_net, self.node_up)
         return self._up_net
 
     def room(self, nodes: np.ndarray | slice, cpus_per_gpu: float, mem_per_gpu: float,
@@ -501,3 +501,11 @@ class Occupancy(FreeGpuIndex):
         self._up_res = None
         self._up_net = None
         self._set_free(node, int(np.sum(self.owner[first:first + size] == FREE)))
+
+
+def _up_sum(per_node: np.ndarray, up: np.ndarray) -> float:
+    """A node resource summed over the nodes that are up: inf where it is not modelled (every
+    node's inf) even with every node down (0 then made Rubick's cost unit 0/0)."""
+    if not up.any() and len(per_node) and np.isinf(per_node).all():
+        return float("inf")
+    return float(per_node[up].sum())

@@ -129,10 +129,13 @@ def enforce(tree: QueueTree, snap: Snapshot, dec: Decision, plan: Plan, comp: Co
             free = np.minimum(trimmed, cfree).tolist()
             refused = set(drop)
             reqs = jobs.req[wait].tolist()
+            smin = np.minimum.accumulate(jobs.req[wait][::-1])[::-1].tolist()
             ok_rows = (jobs.allowed[wait] & ts.comp.usable[plan.leaf[wait]]).tolist()
             rates = jobs.rates[wait].tolist()
             leaf_w = plan.leaf[wait].tolist()
             for j, i in enumerate(wait.tolist()):
+                if max(cfree) < smin[j]:        # (no job left fits anywhere)
+                    break
                 pool = cfree if i in refused else free
                 r = reqs[j]
                 li = leaf_w[j]
