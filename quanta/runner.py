@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from quanta.core.jobtable import JobTable, never_fits
+from quanta.core.jobtable import JobTable, mixes_types, never_fits
 from quanta.errors import QuantaError
 from quanta.model.cluster import Cluster
 from quanta.model.job import JobSpec, Trace
@@ -161,7 +161,7 @@ def check_feasible(specs: Sequence[JobSpec], impossible: np.ndarray, trace: Trac
     else:
         caps = [int(cluster.capacity[cluster.type_index(t)]) for t in allowed]
         has = f"its usable GPU types together have {sum(caps)}" \
-            if getattr(policy, "mixes_types", False) else \
+            if mixes_types(policy) else \
             f"the largest usable GPU type of cluster '{cluster.name}' has {max(caps)}"
         field, what = "num_gpus", f"job {spec.job_id} asks for {spec.num_gpus} GPUs{under}; {has}"
     more = f" ({len(bad) - 1} more such jobs)" if len(bad) > 1 else ""

@@ -126,13 +126,17 @@ class JobTable:
         self.phase_ends.update({n + i: e for i, e in fresh.phase_ends.items()})
         return np.arange(n, n + len(fresh.specs))
 
-    def never_fits(self, across_types: bool = False) -> np.ndarray:
-        """Jobs no allowed GPU type of the whole cluster could ever hold (across_types: for a
-        policy that may mix types, jobs that all allowed types together could not hold)."""
+    def never_fits(self, across_types: bool = False, rows: np.ndarray | None = None
+                   ) -> np.ndarray:
+        """Jobs (of `rows`, default all) no allowed GPU type of the whole cluster could ever hold
+        (across_types: for a policy that may mix types, jobs that all allowed types together
+        could not hold)."""
         cap = self.cluster.capacity
+        allowed, req = (self.allowed, self.req) if rows is None else \
+            (self.allowed[rows], self.req[rows])
         if across_types:
-            return ~((self.allowed @ cap >= self.req) & (self.req > 0))
-        fits = self.allowed & (cap[None, :] >= self.req[:, None]) & (self.req[:, None] > 0)
+            return ~((allowed @ cap >= req) & (req > 0))
+        fits = allowed & (cap[None, :] >= req[:, None]) & (req[:, None] > 0)
         return ~fits.any(axis=1)
 
     # -- lazy quantities -------------------------------------------------------------------------
@@ -399,8 +403,12 @@ class JobTable:
         self.net_gbps[row] = 0.0
 
 
-def never_fits(table: JobTable, policy) -> np.ndarray:
-    """The jobs of `table` that `policy` could never run on the whole cluster (a policy that
-    gives one job GPUs of several types says so: `mixes_types`); the simulator's and the
-    runtime's."""
-    return table.never_fits(bool(getattr(policy, "mixes_types", False)))
+def mixes_types(policy) -> bool:
+    """Whether `policy` gives one job GPUs of several types (it says so: `mixes_types`)."""
+    return bool(getattr(policy, "mixes_types", False))
+
+
+def never_fits(table: JobTable, policy, rows: np.ndarray | None = None) -> np.ndarray:
+    """The jobs of `table` (of `rows`, default all) that `policy` could never run on the whole
+    cluster; the simulator's and the runtime's."""
+    return table.never_fits(mixes_types(policy), rows)

@@ -7,12 +7,12 @@ from typing import Any
 
 import numpy as np
 
+from quanta.core.decision import Decision
 from quanta.core.jobtable import JobTable
 from quanta.core.mechanism import Transition, apply
 from quanta.core.snapshot import Snapshot
 from quanta.errors import QuantaError
 from quanta.placement.occupancy import Occupancy
-from quanta.core.decision import Decision
 from quanta.policies.base import Policy, PolicyError
 
 
@@ -52,18 +52,24 @@ class DecisionLoop:
                         node_up=self.occ.node_up.copy(), state=self.state, events=events,
                         resources=self.occ.up_resources(), network=self.occ.up_network())
         start = time.perf_counter()
-        if self.user_policy:
-            return self._user_step(snap, start)
-        dec = self.policy.decide(snap)
+        dec = self._user_decide(snap) if self.user_policy else self.policy.decide(snap)
         self.decide_seconds += time.perf_counter() - start
         self.decisions += 1
         if dec.state is not None:
             self.state = dec.state
         self.wake_at = dec.wake_at
-        return apply(snap, dec, self.occ)
+        if not self.user_policy:
+            return apply(snap, dec, self.occ)
+        try:
+            return apply(snap, dec, self.occ)
+        except PolicyError as err:
+            raise QuantaError(f"policy '{self.policy.label()}' made a decision the cluster "
+                              f"cannot hold: {err}", field="--policy") from None
 
-    def _user_step(self, snap: Snapshot, start: float) -> list[Transition]:
-        """`step` for a plugin policy: its exceptions and bad decisions one line naming it."""
+    def _user_decide(self, snap: Snapshot) -> Decision:
+        """A plugin policy's decision, checked where the mechanism trusts Quanta's own policies
+        (its type, its arrays' shapes and kinds, no negative count, no type the cluster lacks):
+        what it raises, and what fails a check, one line naming it."""
         label = self.policy.label()
         try:
             dec = self.policy.decide(snap)
@@ -72,8 +78,6 @@ class DecisionLoop:
             frame = traceback.extract_tb(err.__traceback__)[-1]
             raise QuantaError(f"policy '{label}' raised {type(err).__name__}: {err} (at "
                               f"{frame.filename}:{frame.lineno})", field="--policy") from err
-        self.decide_seconds += time.perf_counter() - start
-        self.decisions += 1
         n = len(snap.jobs)
         bad = None
         if not isinstance(dec, Decision):
@@ -87,12 +91,6 @@ class DecisionLoop:
         elif n and (dec.gpus.min() < 0 or ((dec.gpus > 0) & ((dec.gpu_type < 0) | (
                 dec.gpu_type >= len(snap.capacity)))).any()):
             bad = "gave a negative GPU count, or GPUs of a type the cluster does not have"
-        if bad is None:
-            if dec.state is not None:
-                self.state = dec.state
-            self.wake_at = dec.wake_at
-            try:
-                return apply(snap, dec, self.occ)
-            except PolicyError as err:
-                bad = f"made a decision the cluster cannot hold: {err}"
-        raise QuantaError(f"policy '{label}' {bad}", field="--policy")
+        if bad is not None:
+            raise QuantaError(f"policy '{label}' {bad}", field="--policy")
+        return dec

@@ -525,7 +525,7 @@ class Runtime(RuntimeRecovery, RuntimeLaunching, RuntimeQueues, RuntimeProgress)
         fits = (t.allowed[pending] & (free[None, :] >= t.req[pending, None])).any(axis=1)
         # a job the whole cluster could never hold (admitted by a larger one, before a restart
         # with --cluster changed): Slurm's BadConstraints, not Resources, which free up
-        never = never_fits(t, self.policy)[pending]
+        never = never_fits(t, self.policy, pending)
         updates = []
         for row, ok, bad in zip(pending.tolist(), fits.tolist(), never.tolist()):
             reason = "BadConstraints" if bad else said.get(row) or ("Priority" if ok else "Resources")
