@@ -50,15 +50,16 @@ def _indent(tree, name: str) -> str:
 
 
 def simulate_until(file: Path, trace: str, fmt: str, cluster: str, policy: str, seed: int,
-                   max_jobs: Optional[int], at_h: Optional[float]):
+                   max_jobs: Optional[int], at_h: Optional[float], drop_impossible: bool = False):
     """Run `policy` under the queues on the trace until `at_h` hours (None: to the end); returns
-    (layer, simulator, result)."""
+    (layer, simulator, result, notes). Jobs the cluster can never fit stop it with `quanta
+    simulate`'s error, or with `drop_impossible` are a note (and stay unschedulable)."""
     from quanta.model.presets import resolve_cluster
     from quanta.perf.catalog_model import CatalogModel
     from quanta.policies import make_policy
     from quanta.queues.layer import QueueLayer
     from quanta.queues.spec import load_queues
-    from quanta.runner import load_any_trace
+    from quanta.runner import check_feasible, load_any_trace
     from quanta.sim.engine import Simulator
     from quanta.workloads.builder import build_workload
     tree = load_queues(file)
@@ -70,8 +71,9 @@ def simulate_until(file: Path, trace: str, fmt: str, cluster: str, policy: str, 
     tree.check_jobs(specs, tr.source or trace)
     layer = QueueLayer(make_policy(policy), tree)
     sim = Simulator(specs, cl, layer, perf, until=at_h * 3600.0 if at_h is not None else None)
+    notes = check_feasible(specs, sim.impossible, tr, cl, drop_impossible, layer)
     res = sim.run()
-    return layer, sim, res
+    return layer, sim, res, notes
 
 
 def render_report(console, report: dict, title: str) -> None:
@@ -134,6 +136,8 @@ def register(app: typer.Typer, console: Callable) -> None:
                                              "over the whole run)"),
         jobs: bool = typer.Option(False, "--jobs", help="with --at-h: the waiting jobs, their "
                                   "reason, position and estimated start"),
+        drop_impossible: bool = typer.Option(False, "--drop-impossible", help="report jobs the "
+                                             "cluster can never fit and go on (default: stop)"),
         as_json: bool = typer.Option(False, "--json", help="print JSON"),
         url: Optional[str] = typer.Option(None, "--url", help="service URL (without FILE; default "
                                           "$QUANTA_URL or http://127.0.0.1:8472)"),
@@ -169,7 +173,8 @@ def register(app: typer.Typer, console: Callable) -> None:
                               field="--at-h")
         if trace is None:
             for flag, given in (("--format", format != "auto"), ("--policy", bool(policies)),
-                                ("--seed", seed != 0), ("--max-jobs", max_jobs is not None)):
+                                ("--seed", seed != 0), ("--max-jobs", max_jobs is not None),
+                                ("--drop-impossible", drop_impossible)):
                 if given:
                     raise QuantaError(f"{flag} is for a simulated trace: give --trace too",
                                       field=flag)
@@ -202,7 +207,13 @@ def register(app: typer.Typer, console: Callable) -> None:
             for note in tree.notes(types):
                 console().print(rich_text(f"note: {note}", "dim"))
             return
-        layer, sim, res = simulate_until(file, trace, format, cluster, policy, seed, max_jobs, at_h)
+        layer, sim, res, notes = simulate_until(file, trace, format, cluster, policy, seed,
+                                                max_jobs, at_h, drop_impossible)
+        for note in notes:       # (on stderr with --json, which stays one document)
+            if as_json:
+                typer.echo(f"note: {note}", err=True)
+            else:
+                console().print(rich_text(f"note: {note}", "dim"))
         tree = layer.tree
         types = sim.cluster.types
         if at_h is None:

@@ -312,3 +312,29 @@ def test_per_type_gpu_hours_add_up_to_the_queues_gpu_hours(tmp_path):
         types = sum(float(v) for k, v in r.items() if k.startswith("gpu_hours_"))
         # (queues.csv keeps 6 significant digits)
         assert abs(types - float(r["gpu_hours"])) <= 1e-5 * max(1.0, float(r["gpu_hours"])), r
+
+
+def test_cli_a_job_the_cluster_can_never_fit_stops_it_as_simulate_does(tmp_path):
+    """`quanta queues FILE --trace T` ran a trace whose 16-GPU job no node of v100:2x4 holds and
+    printed the queue's averages without a word (the job simply never ran); `quanta simulate`
+    refuses it. Now the same one-line error, exit 2; --drop-impossible goes on with a note."""
+    import subprocess
+    import sys
+    (tmp_path / "q.yaml").write_text("name: t\ndefault_queue: a\nqueues:\n  - name: a\n"
+                                     "    quota: {v100: 8}\n")
+    (tmp_path / "tr.csv").write_text("job_id,submit_time,num_gpu,duration\nj1,0,1,3600\n"
+                                     "j2,0,16,3600\n")
+    cmd = [sys.executable, "-m", "quanta.cli", "queues", "q.yaml", "--trace", "tr.csv",
+           "--cluster", "v100:2x4"]
+    r = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == ("error: tr.csv:3: field 'num_gpus': job j2 asks for 16 GPUs; the largest "
+                        "usable GPU type of cluster 'v100:2x4' has 8; use --drop-impossible to "
+                        "report them and go on\n")
+    r = subprocess.run(cmd + ["--drop-impossible", "--json"], cwd=tmp_path, capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == "note: 1 jobs can never fit on this cluster and are reported as " \
+                       "unschedulable\n"
+    (row,) = json.loads(r.stdout)
+    assert row["queue"] == "a" and row["jobs"] == 2 and row["finished"] == 1
