@@ -53,6 +53,7 @@ def test_copies_on_idle_types_together_finish_the_jobs_work_sooner_than_one_copy
     # the cluster is idle: the job starts forked at the first round (V100 copy + P100 copy)
     starts = [e for e in res.event_log if e[2] in ("start", "migrate", "resize")]
     assert len(starts) == 1 and starts[0][4] == 4
+    assert starts[0][3] == (0, 1)             # both types named (it named the V100s alone)
     assert t.end[0] == pytest.approx(t.first_start[0] + spec[0].total_steps / forked)
     assert t.end[0] < hadar.table.end[0]                        # sooner than one copy
     assert res.busy.max(axis=0).tolist() == [2, 2]
@@ -233,3 +234,20 @@ def test_busy_gpus_per_type_stay_within_the_cluster():
     _rows, _header, (res,) = run_simulations(req, keep_results=True)
     assert (res.busy <= resolve_cluster(spec).capacity).all()
     assert (res.busy >= 0).all()
+
+
+def test_events_csv_names_every_type_a_forked_allocation_holds(tmp_path):
+    """events.csv's gpu_type named one type for an allocation over two (jobs.csv named both)."""
+    import csv
+
+    from quanta.report.output import write_run
+    spec = [JobSpec("a", 0.0, 2, RN, total_steps=2 * 20 * R)]
+    res = Simulator(spec, cluster(), make_policy("hadare"), toy(), restart=RestartCost(30.0),
+                    record_events=True).run()
+    write_run(tmp_path, [res], plots=False)
+    with open(tmp_path / "hadare" / "events.csv", newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["event"] == "start"]
+    assert [(r["gpu_type"], r["gpus"]) for r in rows] == [("v100+p100", "4")]
+    with open(tmp_path / "hadare" / "jobs.csv", newline="") as f:
+        (job,) = csv.DictReader(f)
+    assert "v100+p100" in job.values()

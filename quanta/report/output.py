@@ -70,6 +70,7 @@ def write_run(out: Path, results: Sequence[SimResult], *, header: Sequence[str] 
                 specs, types = res.table.specs, res.cluster.types
                 for when, row, what, ty, n, nodes, mode in res.event_log:
                     w.writerow([_fmt(float(when)), specs[row].job_id, what,
+                                "+".join(types[k] for k in ty) if isinstance(ty, tuple) else
                                 types[ty] if ty >= 0 else "", n, nodes, mode])
             files.append(d / "events.csv")
     figures: list[Path] = []

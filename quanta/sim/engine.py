@@ -107,8 +107,9 @@ class Simulator(ReferenceRounds, PartnersLeft):
         self.outages = tuple(outages)
         self.until = until
         self.progress_cb = progress
-        # (time, job row, what, GPU type index, GPUs, nodes, sharing mode) per job event, if asked
-        self.event_log: list[tuple[float, int, str, int, int, int, str]] | None = \
+        # (time, job row, what, GPU type index (a tuple of them for an allocation over several
+        # types), GPUs, nodes, sharing mode) per job event, if asked
+        self.event_log: list[tuple[float, int, str, int | tuple[int, ...], int, int, str]] | None = \
             [] if record_events else None
         self.impossible = never_fits(self.table, policy)
         self.restart_s = np.array([self.restart(s) for s in self.table.specs], dtype=float)
@@ -237,6 +238,10 @@ class Simulator(ReferenceRounds, PartnersLeft):
             t.apply_transitions(now, rows, kind, gtype, list(gpus_l), rate, delay, consolidated=cons,
                                 count=count, goes_on=goes_on, **more)
         if self.event_log is not None:
+            if t.mix:                      # an allocation over several types: each of them
+                mix = t.mix
+                types_l = [tuple(np.flatnonzero(mix[r]).tolist()) if r in mix else ty
+                           for r, ty in zip(rows_l, types_l)]
             self.event_log.extend((now, r, KIND_NAME[k], ty, c, nd, m) for r, k, ty, c, nd, m in
                                   zip(rows_l, kind_l, types_l, count.tolist(), nodes_l, mode_l))
         version[rows] += 1
