@@ -137,13 +137,25 @@ def expand(spec: SweepSpec) -> list[Cell]:
                         config = {**common, "trace": trace, "trace_digest": tdig,
                                   "cluster": cluster, "cluster_digest": cdig, "policy": pcfg,
                                   "seed": int(seed), "load_scale": float(scale)}
-                        key = cell_key(config)
+                        key = cell_key(_by_content(config))
                         if key in seen:
                             continue
                         seen.add(key)
                         cells.append(Cell(len(cells), trace, cluster, pol, int(seed),
                                           float(scale), config, key))
     return cells
+
+
+def _by_content(config: dict) -> dict:
+    """What a cell's key is made of: its config with each input file (trace, cluster, queues)
+    known by its bytes alone, so that one file named another way (`t.csv`, `./t.csv`, an absolute
+    path) keeps its cells. (Nothing a cell stores depends on the path's text: formats are told
+    from a file's content.)"""
+    out = dict(config)
+    for name in ("trace", "cluster", "queues"):
+        if out.get(f"{name}_digest") is not None:
+            out[name] = None
+    return out
 
 
 def _rate_text(r: float) -> str:

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -430,3 +431,29 @@ def test_work_in_flight_when_stopped_is_given_not_dropped():
     with pytest.raises(KeyboardInterrupt):
         run_local(time.sleep, [0.1, 1.0] + [2.0] * 6, 2, on_result)
     assert got[:2] == [0, 1]          # the second, running when stopped, kept
+
+
+def test_one_trace_file_named_three_ways_keeps_its_cells(tmp_path):
+    retry_if_code_changed(check_trace_named_three_ways, tmp_path)
+
+
+def check_trace_named_three_ways(tmp_path):
+    """A cell's key held the trace's path text: `t.csv`, `./t.csv` and its absolute path, the
+    same bytes, ran the cell three times. Keyed by the file's content now; the rows name the
+    trace as given."""
+    tmp_path.mkdir()
+    lines = (Path(__file__).parents[1] / "quanta/data/traces/philly_sample.csv").read_text()
+    (tmp_path / "t.csv").write_text("".join(lines.splitlines(keepends=True)[:31]))
+    base = ["sweep", "--cluster", "v100:2x8", "--policy", "fifo", "--seeds", "0", "--workers",
+            "1", "--out", "o"]
+    said = []
+    for name in ("t.csv", "./t.csv", str(tmp_path / "t.csv")):
+        r = quanta(*base, "--trace", name, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        said.append(r.stdout)
+        assert rows(tmp_path / "o" / "results.csv")[0]["trace"] == name
+    assert "1 cells (1 run, 0 reused)" in said[0]
+    assert all("1 cells (0 run, 1 reused)" in s for s in said[1:])
+    (tmp_path / "t.csv").write_text("".join(lines.splitlines(keepends=True)[:21]))
+    r = quanta(*base, "--trace", "t.csv", cwd=tmp_path)        # other bytes: run again
+    assert "1 cells (1 run, 0 reused)" in r.stdout
