@@ -433,3 +433,16 @@ def test_few_transitions_apply_as_many_do(perf, monkeypatch, policy, cluster, re
     for name in ("times", "busy", "pending", "running", "shared", "active_integral_end"):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
     assert a.event_log == b.event_log and a.transitions == b.transitions
+
+
+def test_jobs_that_ran_alone_at_full_speed_are_not_counted_unfair():
+    """ftf_unfair_frac counted rho > 1 exactly: a job alone at full speed has JCT = ideal, but
+    end - submit and total / rate round apart (rho 1.0000000000000002), so an idle cluster
+    under FIFO reported a fifth or more of its jobs as unfair."""
+    import quanta
+    res = quanta.simulate("synthetic:6:20", "gavel-108", ["fifo"]).results[0]
+    m = job_metrics(res)
+    rho = m.rho[m.finished]
+    assert ((rho > 1.0) & (rho < 1.0 + 1e-12)).sum() >= 2     # the rounding the test is about
+    assert (rho <= 1.0 + 1e-12).all()                         # nobody waited: FIFO, idle cluster
+    assert summary(res)["ftf_unfair_frac"] == 0.0
