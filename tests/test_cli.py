@@ -171,6 +171,9 @@ def test_queues_json_is_json_with_no_nan():
 
 def test_service_addresses_and_state_folders_no_one_can_use_are_one_line(tmp_path):
     (tmp_path / "afile").write_text("x")
+    with socket.socket() as s:      # (not the default port: a service of the user's may hold it)
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
     cases = [
         (["serve", "--port", "70000"], {}, "Invalid value for '--port'"),
         (["serve", "--state", str(tmp_path / "st")], {"QUANTA_URL": "http://127.0.0.1:70000"},
@@ -203,6 +206,8 @@ def test_service_addresses_and_state_folders_no_one_can_use_are_one_line(tmp_pat
          "field '$QUANTA_RETRY_S': want a number of seconds, 0 or more, got 'abc'"),
     ]
     for args, env, needle in cases:
+        if args[0] == "serve" and "--port" not in args and "QUANTA_URL" not in env:
+            args = [*args, "--port", port]
         t0 = time.monotonic()
         r = subprocess.run([sys.executable, "-m", "quanta.cli", *args], capture_output=True,
                            text=True, timeout=60, env={**os.environ, **env})
