@@ -390,9 +390,6 @@ BAD_FILES = [
     ("normalized", "n.csv", NORMALIZED_HEAD + "a,0,1,10\nb,5,two,10\n", 3, "num_gpus"),
     ("normalized", "n.csv", NORMALIZED_HEAD + "a,0,1,10\nb,5,1\n", 3, "duration_s"),
     ("normalized", "n.csv", NORMALIZED_HEAD + "a,0,1,10\n\nb,5,1,-4\n", 4, "duration_s"),
-    # a quote not closed: its row runs to the end of the file, named by the line it opens on
-    ("normalized", "n.csv", NORMALIZED_HEAD + "a,0,1,10\n\"b,5,1,10\nc,6,1,10\nd,7,1,10\n", 3,
-     "submit_time_s"),
     ("normalized", "n.csv", "job_id,submit_time_s,duration_s\na,0,10\n", 1, "num_gpus"),
     ("normalized", "n.csv", "job_id,submit_time_s,num_gpus,duration_s,num_gpus\na,0,1,10,2\n", 1,
      "num_gpus"),                                            # a column twice: it used the first
@@ -434,6 +431,26 @@ def test_bad_rows_name_file_line_and_field(tmp_path, fmt, filename, content, lin
         assert f"{p}:{line}" in msg, msg
         assert f"'{field}'" in msg, msg
         assert (e.value.source, e.value.line, e.value.field) == (str(p), line, field)
+
+
+@pytest.mark.parametrize("fmt,content,line,why", [
+    # a quote never closed took every later line into one field: with it in a column no job
+    # reads, the later jobs were lost without a word (exit 0, 2 jobs of 4)
+    ("normalized", "job_id,submit_time_s,num_gpus,duration_s,vc\na,0,1,10,x\nb,5,1,10,\"x\n"
+     "c,6,1,10,y\nd,7,1,10,y\n", 3, "a quoted field is never closed"),
+    ("normalized", NORMALIZED_HEAD + "a,0,1,10\n\"b,5,1,10\nc,6,1,10\nd,7,1,10\n", 3,
+     "a quoted field is never closed"),
+    ("philly", PHILLY_HEAD + '2017-11-08 07:33:10,1896.0,1,1896.0,"6c71a0\n'
+     "2017-11-08 07:34:10,1896.0,1,1896.0,6c71a0\n", 6, "a quoted field is never closed"),
+    ("normalized", NORMALIZED_HEAD + 'a,0,1,10\n"b"c,5,1,10\n', 3, "',' expected after '\"'"),
+])
+def test_quotes_that_do_not_close_name_their_line(tmp_path, fmt, content, line, why):
+    p = write(tmp_path, "t.csv", content)
+    for how in (fmt, "auto"):
+        with pytest.raises(QuantaError) as e:
+            load_trace(p, how)
+        assert str(e.value) == f"{p}:{line}: malformed CSV: " + why + \
+            (" (its quote opens the row on this line)" if "never" in why else "")
 
 
 def test_a_byte_that_is_no_text_names_its_line(tmp_path):
@@ -585,3 +602,59 @@ def test_repeated_job_ids_get_a_suffix_no_job_has(tmp_path):
     tr = load_trace(p)
     assert [j.job_id for j in tr.jobs] == ["a", "a#3", "a#2", "a#4", "b", "b#2"]
     assert "3 repeated job ids made unique with a '#<n>' suffix" in tr.notes
+
+
+HELIOS_HEAD = "job_id,user,vc,jobname,gpu_num,cpu_num,node_num,state,submit_time,start_time," \
+              "end_time,duration,queue\n"
+PAI_ROW = "j1,t1,1,Terminated,1000,1100,600,29.3,100,V100\n"
+GAVEL_ROW = "ResNet-18 (batch size 16)\t1\t1\t1\t1\t1000\t1\t1\t-1\t0\n"
+
+
+@pytest.mark.parametrize("fmt,content,line,field,message", [
+    # a column's times given two ways were taken both ways: seconds among dates counted from
+    # 1970, a time zone among naive times shifted by it (makespans of decades, no word)
+    ("philly", PHILLY_HEAD + "-5,1896.0,1,1896.0,6c71a0\n", 6, "timestamp",
+     "'-5' is seconds, but the column's first value (line 2) is a date-time"),
+    ("helios", HELIOS_HEAD + "1,u,v,j,1,4,1,COMPLETED,2020-04-01 00:00:07,2020-04-01 00:00:08,"
+     "2020-04-01 02:10:08,7800,1\n2,u,v,j,1,4,1,COMPLETED,2020-04-01 00:01:00+05:00,"
+     "2020-04-01 00:01:01,2020-04-01 00:05:31,240,1\n", 3, "submit_time",
+     "is a date-time with a time zone, but the column's first value (line 2) is a date-time"),
+    ("pai", "j1,t1,1,Terminated,1000,2020-01-01 00:00:00,600,29.3,100,V100\n", 1, "end_time",
+     "'2020-01-01 00:00:00' is a date-time, but the first start_time/end_time (line 1) is "
+     "seconds: give every time one way"),
+    ("helios", HELIOS_HEAD + "1,u,v,j,1,4,1,COMPLETED,2020-04-01 00:00:07,100,"
+     "2020-04-01 02:10:08,,1\n", 2, "start_time", "'100' is seconds, but the first "
+     "start_time/end_time (line 2) is a date-time"),
+    # a GPU request beyond int64 was a traceback (OverflowError); half an instance was taken
+    ("pai", "j1,t1,10000000,Terminated,1000,1100,600,29.3,1e15,V100\n", 1, "plan_gpu",
+     "is 1e+20 GPUs, above the maximum 1e+15"),
+    ("pai", "j1,t1,0.5,Terminated,1000,1100,600,29.3,100,V100\n", 1, "inst_num",
+     "'0.5' is not a whole number"),
+    # a headerless row with more fields than the format's was read
+    ("pai", PAI_ROW + PAI_ROW.replace("V100\n", "V100,extra\n"), 2, None,
+     "row has 11 fields, the pai format's columns 10"),
+    # the fast path for Gavel's rows took a weight or an SLO of 1e308 (the field-by-field
+    # path refuses numbers above 1e15)
+    ("gavel", GAVEL_ROW.replace("\t1\t-1\t0", "\t1e308\t-1\t0"), 1, "priority_weight",
+     "1e308 is above the maximum 1e+15"),
+    ("gavel", GAVEL_ROW.replace("\t-1\t0", "\t1e308\t0"), 1, "SLO", "1e308 is above the maximum"),
+    # a 3D plan of 48 GPUs on a 3-GPU job ran on 3, unsaid
+    ("rubick", "name,submission_time,duration,application,num_gpus,num_cpus,bandwidth,exec_plan,"
+     "steps,is_sla\nt5-1,0,3312,t5,3,32,0,344,8109,0\n", 2, "exec_plan",
+     "plan 344 (PP 3 x TP 4 x DP 4) uses 48 GPUs, the job asks for 3"),
+])
+def test_values_the_reader_probe_found_taken_or_crashing(tmp_path, fmt, content, line, field,
+                                                         message):
+    p = write(tmp_path, "t.trace" if fmt == "gavel" else "t.csv", content)
+    with pytest.raises(QuantaError) as e:
+        load_trace(p, fmt)
+    assert message in str(e.value), str(e.value)
+    assert (e.value.source, e.value.line, e.value.field) == (str(p), line, field)
+
+
+def test_an_eight_digit_number_of_seconds_is_not_read_as_a_date(tmp_path):
+    """20000101 in a Philly timestamp column of seconds was read as 1 January 2000 (Python
+    3.11's fromisoformat takes the ISO basic form): seconds, as the column's other values."""
+    p = write(tmp_path, "t.csv", "timestamp,duration,num_gpus\n0,100,1\n10000000,100,1\n"
+                                 "20000101,100,1\n")
+    assert [j.submit_time for j in load_trace(p, "philly").jobs] == [0.0, 1e7, 20000101.0]

@@ -69,13 +69,14 @@ def check_file(path: str | Path) -> Path:
 def csv_rows(path: Path, delimiter: str = ",", *, quoting: int = csv.QUOTE_MINIMAL
              ) -> Iterator[tuple[int, list[str]]]:
     """(line number, fields) of every non-blank row (the line it starts on: a quoted field may
-    run over lines, to the end of the file where a quote is not closed); QuantaError when there
-    is no row at all."""
+    run over lines); QuantaError when there is no row at all, or where a quote is never closed
+    (read leniently, that field took every later line and their jobs were lost without a word)
+    or text follows a closing quote."""
     seen = False
+    ended = 0                           # the line the last row ended on
     try:
         with open(path, newline="", encoding="utf-8-sig") as f:
-            reader = csv.reader(f, delimiter=delimiter, quoting=quoting)
-            ended = 0                   # the line the last row ended on
+            reader = csv.reader(f, delimiter=delimiter, quoting=quoting, strict=True)
             for row in reader:
                 first, ended = ended + 1, reader.line_num
                 if not row or (len(row) == 1 and not row[0].strip()):
@@ -86,7 +87,9 @@ def csv_rows(path: Path, delimiter: str = ",", *, quoting: int = csv.QUOTE_MINIM
         raise QuantaError(f"not a text file ({e.reason})", source=str(path),
                           line=_undecodable_line(path)) from None
     except csv.Error as e:
-        raise QuantaError(f"malformed CSV: {e}", source=str(path)) from None
+        why = "a quoted field is never closed (its quote opens the row on this line)" \
+            if str(e) == "unexpected end of data" else str(e)
+        raise QuantaError(f"malformed CSV: {why}", source=str(path), line=ended + 1) from None
     if not seen:
         raise QuantaError("the file is empty", source=str(path))
 
@@ -158,6 +161,8 @@ class Parser:
         self.index: dict[str, int] = {}
         self.width = 0
         self.header_width = 0     # fields of the header row (0: none; more in a row is an error)
+        self.headerless = False   # columns named by the format (`columns`), not by a header row
+        self.time_forms: dict[str, tuple[str, int]] = {}   # column (or group) -> first (form, line)
 
     def error(self, message: str, field: str | None = None, line: int | None = None) -> QuantaError:
         return QuantaError(message, source=self.path, line=self.line if line is None else line,
@@ -181,16 +186,18 @@ class Parser:
         self.width = 1 + max(self.index[c] for c in required) if required else 0
 
     def columns(self, names: Sequence[str]) -> None:
-        """Name the columns of a headerless file, in order."""
+        """Name the columns of a headerless file, in order (a row with more is an error)."""
         self.index = {n: i for i, n in enumerate(names)}
-        self.width = len(names)
+        self.width = self.header_width = len(names)
+        self.headerless = True
 
     def has(self, name: str) -> bool:
         return name in self.index
 
     def check_width(self, row: list[str]) -> None:
         if self.header_width and len(row) > self.header_width and any(row[self.header_width:]):
-            raise self.error(f"row has {len(row)} fields, the header {self.header_width}")
+            of = f"the {self.fmt} format's columns" if self.headerless else "the header"
+            raise self.error(f"row has {len(row)} fields, {of} {self.header_width}")
         if len(row) < self.width:
             missing = next(n for n, i in sorted(self.index.items(), key=lambda kv: kv[1])
                            if i >= len(row))
@@ -239,12 +246,17 @@ class Parser:
     def date_time(self, text: str, field: str) -> float:
         """Like `time`, trying the date-time form first (the fast path for date-time columns)."""
         try:
-            return parse_iso(text)
+            v, form = parse_iso_form(text)
         except ValueError:
             return self.time(text, field)
+        self._same_form(field, form, text)
+        return v
 
-    def time(self, text: str, field: str) -> float:
-        """Seconds: a number (epoch or relative seconds) or a naive ISO date-time string."""
+    def time(self, text: str, field: str, group: str | None = None) -> float:
+        """Seconds: a number (epoch or relative seconds) or an ISO date-time string; a column
+        keeps the form of its first value (seconds, a date-time, one with a time zone), and so do
+        columns of one `group` (times subtracted from each other, e.g. 'start_time/end_time'):
+        mixed, the times would be out by decades or hours, without a word."""
         try:
             v = float(text)
         except ValueError:
@@ -252,20 +264,44 @@ class Parser:
         if v is not None:
             if not math.isfinite(v):
                 raise self.error(f"'{text}' is not a finite time", field=field)
+            self._same_form(field, SECONDS, text, group)
             return v
         try:
-            return parse_iso(text)
+            v, form = parse_iso_form(text)
         except ValueError:
             what = "empty" if not text else f"'{text}'"
             raise self.error(f"{what} is neither seconds nor a date-time", field=field) from None
+        self._same_form(field, form, text, group)
+        return v
+
+    def _same_form(self, field: str, form: str, text: str, group: str | None = None) -> None:
+        first = self.time_forms.get(group or field)
+        if first is None:
+            self.time_forms[group or field] = (form, self.line)
+        elif first[0] != form:
+            where = f"the first {group}" if group else "the column's first value"
+            raise self.error(f"'{text}' is {form}, but {where} (line {first[1]}) is {first[0]}: "
+                             f"give every time {'of a column ' if not group else ''}one way",
+                             field=field)
+
+
+SECONDS, DATE, ZONED = "seconds", "a date-time", "a date-time with a time zone"
 
 
 def parse_iso(text: str) -> float:
     """Naive date-time -> seconds since 1970, no time zone or DST (differences are wall-clock)."""
+    return parse_iso_form(text)[0]
+
+
+def parse_iso_form(text: str) -> tuple[float, str]:
+    """(seconds since 1970, DATE or ZONED); ValueError if `text` is no ISO date-time or is a
+    plain number (the one that is also an ISO date, the basic form 20000101, is seconds)."""
     dt = datetime.fromisoformat(text)
+    if len(text) == 8 and text.isdigit():
+        raise ValueError(f"{text!r} is a number")
     if dt.tzinfo is not None:
-        return dt.timestamp()
-    return (dt - _EPOCH).total_seconds()
+        return dt.timestamp(), ZONED
+    return (dt - _EPOCH).total_seconds(), DATE
 
 
 def build_trace(path: Path, fmt: str, rows: list[dict[str, Any]], notes: list[str], *,

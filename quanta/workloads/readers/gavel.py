@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from quanta.model.job import Trace
-from quanta.workloads.readers._base import (MAX_WHOLE, Parser, Sample, build_trace, check_file,
-                                           csv_rows)
+from quanta.workloads.readers._base import (MAX_NUMBER, MAX_WHOLE, Parser, Sample, build_trace,
+                                           check_file, csv_rows)
 
 FORMAT = "gavel"
 DESCRIPTION = "Gavel .trace, tab-separated, old 7-column or new 10-column layout"
@@ -108,19 +108,17 @@ def _plain_row(row: list[str], new: bool, index: int, line: int) -> dict[str, An
             steps, arrival, sf = float(row[4]), float(row[5]), int(row[6])
     except ValueError:
         return None
-    if not (job_type and 0.0 <= arrival < _INF and 0.0 < steps < _INF and 1 <= sf <= MAX_WHOLE):
+    if not (job_type and 0.0 <= arrival <= MAX_NUMBER and 0.0 < steps <= MAX_NUMBER
+            and 1 <= sf <= MAX_WHOLE):
         return None
     m = _BATCH.search(job_type)
     r: dict[str, Any] = {"job_id": f"{FORMAT}-{index:06d}", "submit_time": arrival,
                          "num_gpus": sf, "job_type": job_type, "total_steps": steps,
                          "batch_size": int(m.group(1)) if m else 0, "source_line": line}
     if new:
-        if not (0.0 < weight < _INF and -_INF < slo < _INF):
+        if not (0.0 < weight <= MAX_NUMBER and abs(slo) <= MAX_NUMBER):   # (NaN: read again)
             return None
         r["weight"] = weight
         if slo > 0:
             r["deadline"] = arrival + slo
     return r
-
-
-_INF = float("inf")

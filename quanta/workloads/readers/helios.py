@@ -49,7 +49,8 @@ def read(path: str | Path, *, max_jobs: int | None = None) -> Trace:
             if not (t_start and t_end):
                 never_ran += 1
                 continue
-            duration = p.time(t_end, "end_time") - p.time(t_start, "start_time")
+            duration = p.time(t_end, "end_time", "start_time/end_time") - \
+                p.time(t_start, "start_time", "start_time/end_time")
             if duration < 0:
                 raise p.error(f"end {t_end} is before start {t_start} (negative duration)",
                               field="end_time")

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from quanta.model.job import Trace
-from quanta.workloads.readers._base import (Parser, Sample, build_trace, check_file, count_note,
-                                            csv_rows, norm)
+from quanta.workloads.readers._base import (MAX_WHOLE, Parser, Sample, build_trace, check_file,
+                                            count_note, csv_rows, norm)
 
 FORMAT = "pai"
 DESCRIPTION = "Alibaba PAI 2020 pai_task_table (headerless or with header; plan_gpu in % of a GPU)"
@@ -82,15 +82,17 @@ def read(path: str | Path, *, max_jobs: int | None = None) -> Trace:
         if not (t_start and t_end):
             no_time += 1
             continue
-        begin, end = p.time(t_start, "start_time"), p.time(t_end, "end_time")
+        begin = p.time(t_start, "start_time", "start_time/end_time")
+        end = p.time(t_end, "end_time", "start_time/end_time")
         if end < begin:
             raise p.error(f"end {t_end} is before start {t_start} (negative duration)",
                           field="end_time")
         inst_text = p.opt(row, "inst_num")
-        inst = p.number(inst_text, "inst_num") if inst_text else 1.0
-        if inst <= 0:
-            raise p.error(f"{inst_text} instances", field="inst_num")
+        inst = p.whole(inst_text, "inst_num", minimum=1) if inst_text else 1
         total = plan_gpu * inst / 100.0
+        if total > MAX_WHOLE:
+            raise p.error(f"plan_gpu {gpu_text} x inst_num {inst} / 100 is {total:.3g} GPUs, above "
+                          f"the maximum {MAX_WHOLE:.0e}", field="plan_gpu")
         task = p.opt(row, "task_name")
         name = p.get(row, "job_name") or f"{FORMAT}-{len(rows):06d}"
         cpu, mem = p.opt(row, "plan_cpu"), p.opt(row, "plan_mem")

@@ -28,17 +28,21 @@ def _row(p: Parser, row: list[str], i: int) -> dict[str, Any]:
     sla = p.opt(row, "is_sla")
     if sla and p.whole(sla, "is_sla") not in (0, 1):        # (2 ran as best-effort, unsaid)
         raise p.error(f"'{sla}' is not 0 or 1", field="is_sla")
+    gpus = p.whole(p.get(row, "num_gpus"), "num_gpus", minimum=1)
     plan = p.opt(row, "exec_plan")
     if plan:
         from quanta.perf.plan import parse_plan
         try:
-            parse_plan(plan, 1)
+            ep = parse_plan(plan, gpus)
         except ValueError as err:     # (an unknown plan was kept, and the best plan run instead)
             raise p.error(str(err), field="exec_plan") from None
+        if ep.num_gpus != gpus:      # (a 3D plan names its own size; it ran on num_gpus, unsaid)
+            raise p.error(f"plan {plan} (PP {ep.pp} x TP {ep.tp} x DP {ep.dp}) uses {ep.num_gpus} "
+                          f"GPUs, the job asks for {gpus}", field="exec_plan")
     return {
         "job_id": p.get(row, "name") or f"{FORMAT}-{i:06d}",
         "submit_time": p.number(p.get(row, "submission_time"), "submission_time"),
-        "num_gpus": p.whole(p.get(row, "num_gpus"), "num_gpus", minimum=1),
+        "num_gpus": gpus,
         "duration_s": p.number(p.get(row, "duration"), "duration"),
         "job_type": p.get(row, "application"),
         "cpus": p.number(p.opt(row, "num_cpus") or "0", "num_cpus"),
