@@ -163,7 +163,9 @@ def check_feasible(specs: Sequence[JobSpec], impossible: np.ndarray, trace: Trac
         has = f"its usable GPU types together have {sum(caps)}" \
             if mixes_types(policy) else \
             f"the largest usable GPU type of cluster '{cluster.name}' has {max(caps)}"
-        field, what = "num_gpus", f"job {spec.job_id} asks for {spec.num_gpus} GPUs{under}; {has}"
+        from quanta.workloads.formats import column_of
+        field = column_of(trace.format, "num_gpus")
+        what = f"job {spec.job_id} asks for {spec.num_gpus} GPUs{under}; {has}"
     more = f" ({len(bad) - 1} more such jobs)" if len(bad) > 1 else ""
     raise QuantaError(f"{what}{more}; use --drop-impossible to report them and go on",
                       source=trace.source or trace.name, line=spec.source_line or None, field=field)

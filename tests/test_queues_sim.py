@@ -328,7 +328,7 @@ def test_cli_a_job_the_cluster_can_never_fit_stops_it_as_simulate_does(tmp_path)
            "--cluster", "v100:2x4"]
     r = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
     assert r.returncode == 2 and r.stdout == ""
-    assert r.stderr == ("error: tr.csv:3: field 'num_gpus': job j2 asks for 16 GPUs; the largest "
+    assert r.stderr == ("error: tr.csv:3: field 'num_gpu': job j2 asks for 16 GPUs; the largest "
                         "usable GPU type of cluster 'v100:2x4' has 8; use --drop-impossible to "
                         "report them and go on\n")
     r = subprocess.run(cmd + ["--drop-impossible", "--json"], cwd=tmp_path, capture_output=True,

@@ -658,3 +658,22 @@ def test_an_eight_digit_number_of_seconds_is_not_read_as_a_date(tmp_path):
     p = write(tmp_path, "t.csv", "timestamp,duration,num_gpus\n0,100,1\n10000000,100,1\n"
                                  "20000101,100,1\n")
     assert [j.submit_time for j in load_trace(p, "philly").jobs] == [0.0, 1e7, 20000101.0]
+
+
+@pytest.mark.parametrize("fmt,content,field", [
+    ("tiresias", "job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n"
+                 "1,1000,0,10,resnet50,100,10\n", "num_gpu"),
+    ("pollux", "name,time,application,num_replicas,batch_size\nj,0,cifar10,1000,128\n",
+     "num_replicas"),
+    ("gavel", GAVEL_ROW.replace("\t1\t1\t-1\t0", "\t1000\t1\t-1\t0"), "scale_factor"),
+    ("tiresias", "job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n"
+                 "1,1,0,10,resnet50,1e300,10\n", "duration"),
+])
+def test_errors_after_reading_name_the_files_own_column(tmp_path, fmt, content, field):
+    """A job too big for the cluster, or a duration past the maximum, found after the reader:
+    the error named the JobSpec's field (num_gpus, duration_s), not the file's column."""
+    import quanta
+    p = write(tmp_path, "t.trace" if fmt == "gavel" else "t.csv", content)
+    with pytest.raises(QuantaError) as e:
+        quanta.simulate(str(p), "v100:4x8", ["fifo"], format=fmt)
+    assert (e.value.source, e.value.line, e.value.field) == (str(p), 2 - (fmt == "gavel"), field)

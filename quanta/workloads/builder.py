@@ -39,19 +39,21 @@ def _beyond(trace: Trace, j: JobSpec, submit: float, load_scale: float) -> Quant
     """The error for a job whose arrival (after `load_scale`), duration or steps pass
     MAX_NUMBER, as every reader's own values may not (a rate of 1e-320 jobs an hour, a
     --load-scale of 1e-308, a Gavel trace's 1e300 steps ran, with times of inf or 300 digits)."""
+    from quanta.workloads.formats import column_of
     for name, value in (("duration_s", j.duration_s), ("total_steps", j.total_steps)):
         if not value <= MAX_NUMBER:
-            return QuantaError(f"job {j.job_id}: {name} {value:g} is above the maximum "
+            col = column_of(trace.format, name)
+            return QuantaError(f"job {j.job_id}: {col} {value:g} is above the maximum "
                                f"{MAX_NUMBER:g}", source=trace.source or None,
-                               line=j.source_line or None, field=name if trace.source else "--trace")
+                               line=j.source_line or None, field=col if trace.source else "--trace")
     scaled = load_scale != 1.0
     return QuantaError(f"job {j.job_id} would arrive at {submit:g} s"
                        + (f" (its arrival time divided by --load-scale {load_scale:g})" if scaled else "")
                        + f", past the {MAX_NUMBER:g} s a run may last",
                        source=None if scaled else trace.source or None,
                        line=None if scaled else j.source_line or None,
-                       field="--load-scale" if scaled else "submit_time" if trace.source
-                       else "--trace")
+                       field="--load-scale" if scaled else
+                       column_of(trace.format, "submit_time") if trace.source else "--trace")
 
 
 def build_workload(trace: Trace, perf: PerfModel, *, seed: int = 0, max_jobs: int | None = None,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
@@ -31,11 +31,13 @@ class ReaderInfo:
     description: str
     sniff: Callable[[Sample], bool]        # does the start of a file look like this format?
     columns: tuple[str, ...] = ()          # required header columns, if the format has a header
+    fields: dict[str, str] = field(default_factory=dict)   # JobSpec field -> the file's column
 
 
 def _info(module: ModuleType) -> ReaderInfo:
     columns = tuple(getattr(module, "REQUIRED", ()))
-    return ReaderInfo(module.FORMAT, module.read, module.DESCRIPTION, module.sniff, columns)
+    return ReaderInfo(module.FORMAT, module.read, module.DESCRIPTION, module.sniff, columns,
+                      dict(getattr(module, "FIELDS", {})))
 
 
 # Order matters for detection: the most specific header sets first.
@@ -47,6 +49,13 @@ def register_format(info: ReaderInfo) -> None:
     """Add (or replace) a format; it is tried last in detection."""
     FORMATS.pop(info.name, None)
     FORMATS[info.name] = info
+
+
+def column_of(fmt: str, name: str) -> str:
+    """The column of a `fmt` file that gave the JobSpec field `name` (an error found after
+    reading names the file's own column: tiresias' num_gpu, not num_gpus)."""
+    info = FORMATS.get(fmt)
+    return info.fields.get(name, name) if info is not None else name
 
 
 def known_formats() -> str:

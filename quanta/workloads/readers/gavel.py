@@ -23,6 +23,8 @@ from quanta.workloads.readers._base import (MAX_NUMBER, MAX_WHOLE, Parser, Sampl
 
 FORMAT = "gavel"
 DESCRIPTION = "Gavel .trace, tab-separated, old 7-column or new 10-column layout"
+# the file's column of each JobSpec field whose name differs (errors after reading name it)
+FIELDS = {"submit_time": "arrival_time", "num_gpus": "scale_factor"}
 OLD = ("job_type", "command", "num_steps_arg", "needs_data_dir", "total_steps", "arrival_time",
        "scale_factor")
 NEW = ("job_type", "command", "working_directory", "num_steps_arg", "needs_data_dir", "total_steps",

@@ -18,6 +18,8 @@ from quanta.workloads.readers._base import Sample, build_trace, count_note, star
 
 FORMAT = "helios"
 DESCRIPTION = "SenseTime Helios Slurm log (job_id,user,vc,jobname,gpu_num,...,submit_time,...)"
+# the file's column of each JobSpec field whose name differs (errors after reading name it)
+FIELDS = {"num_gpus": "gpu_num", "duration_s": "duration"}
 REQUIRED = ("job_id", "gpu_num", "submit_time")
 
 

@@ -17,6 +17,8 @@ from quanta.workloads.readers._base import Sample, build_trace, start
 
 FORMAT = "itp"
 DESCRIPTION = "Microsoft ITP via ElasticFlow (job_id,submission_time,duration,num_gpu[,...])"
+# the file's column of each JobSpec field whose name differs (errors after reading name it)
+FIELDS = {"submit_time": "submission_time", "num_gpus": "num_gpu", "duration_s": "duration"}
 REQUIRED = ("job_id", "submission_time", "duration", "num_gpu")
 
 

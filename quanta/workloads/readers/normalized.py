@@ -20,6 +20,8 @@ from quanta.workloads.readers._base import GUARANTEED_QOS, Sample, build_trace, 
 FORMAT = "normalized"
 DESCRIPTION = ("normalized CSV (job_id,submit_time_s,num_gpus,duration_s"
                "[,vc,status,gpu_fraction,qos,censored])")
+# the file's column of each JobSpec field whose name differs (errors after reading name it)
+FIELDS = {"submit_time": "submit_time_s"}
 REQUIRED = ("job_id", "submit_time_s", "num_gpus", "duration_s")
 
 

@@ -16,6 +16,8 @@ from quanta.workloads.readers._base import Sample, build_trace, start
 
 FORMAT = "philly"
 DESCRIPTION = "Philly 2017 via Pollux/Sia (timestamp,duration,num_gpus,gpu_time,cluster)"
+# the file's column of each JobSpec field whose name differs (errors after reading name it)
+FIELDS = {"submit_time": "timestamp", "duration_s": "duration"}
 REQUIRED = ("timestamp", "duration", "num_gpus")
 
 

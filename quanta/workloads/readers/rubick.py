@@ -17,6 +17,8 @@ from quanta.workloads.readers._base import Parser, Sample, build_trace, parse_ro
 FORMAT = "rubick"
 DESCRIPTION = ("Rubick workload (name,submission_time,duration,application,num_gpus,num_cpus,"
                "bandwidth,exec_plan,steps,is_sla)")
+# the file's column of each JobSpec field whose name differs (errors after reading name it)
+FIELDS = {"submit_time": "submission_time", "duration_s": "duration"}
 REQUIRED = ("name", "submission_time", "duration", "application", "num_gpus")
 
 

@@ -16,6 +16,8 @@ from quanta.workloads.readers._base import Parser, Sample, build_trace, parse_ro
 
 FORMAT = "tiresias"
 DESCRIPTION = "Tiresias trace (job_id,num_gpu,submit_time,iterations,model_name,duration,interval)"
+# the file's column of each JobSpec field whose name differs (errors after reading name it)
+FIELDS = {"num_gpus": "num_gpu", "duration_s": "duration"}
 REQUIRED = ("job_id", "num_gpu", "submit_time", "duration")
 
 
