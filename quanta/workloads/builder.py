@@ -65,6 +65,10 @@ def build_workload(trace: Trace, perf: PerfModel, *, seed: int = 0, max_jobs: in
         raise QuantaError(f"--load-scale must be positive, got {load_scale}", field="--load-scale")
     jobs = trace.jobs[:max_jobs] if max_jobs else list(trace.jobs)
     notes = list(trace.notes)
+    if len(jobs) < len(trace.jobs):   # (the trace's own notes, e.g. its applications, count all)
+        notes.append(f"kept the first {len(jobs)} of the trace's {len(trace.jobs)} jobs by submit "
+                     f"time (max jobs)" + (f"; the notes above count all {len(trace.jobs)}"
+                                           if trace.notes else ""))
     rng = None                  # made at the first draw (most traces draw nothing: no numpy.random)
 
     def draws() -> np.random.Generator:
