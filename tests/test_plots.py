@@ -133,3 +133,16 @@ def test_wrap_breaks_long_names_at_commas_slashes_or_anywhere():
     assert "".join(lines).replace(" ", "") == text.replace(" ", "")
     assert plots._wrap("x" * 130, plots.WIDTH).count("\n") == 2
     assert plots._wrap("JCT CDF\ntrace on cluster", plots.WIDTH) == "JCT CDF\ntrace on cluster"
+
+
+@pytest.mark.parametrize("fmt", ["svg", "pdf", "png"])
+def test_a_seed_gives_the_same_figure_files_byte_for_byte(results, tmp_path, fmt):
+    """SVGs took a random salt for their ids and a date, PDFs a date: every run's figures
+    differed (a seed promises the same files)."""
+    made = []
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+        made.append(sorted(plots.run_figures(results[:2], tmp_path / d, fmt)))
+    assert len(made[0]) == len(plots.RUN_FIGURES)
+    for a, b in zip(*made):
+        assert a.read_bytes() == b.read_bytes(), a.name

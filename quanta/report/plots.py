@@ -36,7 +36,8 @@ HATCHES = ["", "///", "...", "xxx", "\\\\\\", "++", "oo", "OO"]
 RC = {"font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8, "legend.fontsize": 7,
       "xtick.labelsize": 7, "ytick.labelsize": 7, "lines.linewidth": 1.3, "lines.markersize": 4,
       "legend.handlelength": 2.6, "legend.columnspacing": 1.2, "legend.handletextpad": 0.5,
-      "savefig.dpi": 200, "svg.fonttype": "none", "pdf.fonttype": 42}
+      "savefig.dpi": 200, "svg.fonttype": "none", "pdf.fonttype": 42,
+      "svg.hashsalt": "quanta"}       # (the SVG's ids: a random salt made every file differ)
 WIDTH = 3.4     # inches: one paper column
 MARKS = 6       # markers per line
 LEGEND_COLUMNS = 4      # at most, in a column-wide figure
@@ -86,8 +87,12 @@ def _title(fig, name: str, title: str) -> None:
                  fontsize=RC["axes.titlesize"])
 
 
+# no date in a figure's file, so that a seed gives the same bytes (PNG carries none)
+_UNDATED = {".svg": {"Date": None}, ".pdf": {"CreationDate": None}}
+
+
 def _save(fig, path: Path) -> None:
-    fig.savefig(path)
+    fig.savefig(path, metadata=_UNDATED.get(path.suffix.lower()))
     plt.close(fig)
 
 
