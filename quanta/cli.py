@@ -67,7 +67,8 @@ def simulate(
                                                help="policy NAME[:key=value,...]; repeat to "
                                                "compare [default: fifo, sjf, srtf, las]"),
     seed: int = typer.Option(0, metavar="N", help="seed for everything random (model draws, "
-                             "synthetic traces, faults)"),
+                             "synthetic traces, faults, a policy's own draws unless it is "
+                             "given seed=)"),
     out: str = typer.Option("quanta-out", metavar="DIR", help="output folder (holding an "
                             "earlier run: see --force)"),
     force: bool = typer.Option(False, "--force", help="replace an earlier run's files in the "

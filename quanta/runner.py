@@ -82,9 +82,23 @@ def build_policy(p: str | Policy, world, seed: int) -> Policy:
     if not isinstance(p, str):
         raise QuantaError(f"a policy is a name[:k=v,...] or a quanta.policies.Policy object, "
                           f"not {type(p).__name__}", field="policies")
-    pol = make_policy(world.policy_spec(p, seed))
+    pol = make_policy(with_run_seed(world.policy_spec(p, seed), seed))
     pol.name = make_policy(p).label()      # labelled as the user named it
     return pol
+
+
+def with_run_seed(spec: str, seed: int) -> str:
+    """`spec` with `seed=` the run's seed where the policy has a seed of its own (Gavel's
+    agnostic type shuffle, Pollux's genetic search) that neither the user nor the world set:
+    --seed is the seed of everything random in a run."""
+    from quanta.policies.registry import param_items, parameters, policy_info, split_spec
+    name, params = split_spec(spec)
+    info = policy_info(name)
+    items = param_items(params)
+    if "seed" in info.defaults or any(i.partition("=")[0].strip() == "seed" for i in items) \
+            or "seed" not in {f.name for f in parameters(info.cls)}:
+        return spec
+    return f"{name}:{','.join(items + [f'seed={seed}'])}"
 
 
 def check_distinct(policies: Sequence[Policy], named: Sequence[bool]) -> None:

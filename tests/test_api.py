@@ -207,3 +207,18 @@ def test_sweep_refuses_arguments_of_the_wrong_kind_before_running(kw, field, say
         quanta.sweep(**args)
     assert f"field '{field}'" in str(e.value) and says in str(e.value), str(e.value)
     assert list(tmp_path.iterdir()) == []                     # no cell ran
+
+
+def test_the_run_seed_reaches_a_policys_own_random_stream():
+    """--seed is "the seed for everything random", but in Quanta's world a policy's own seed
+    (Gavel's agnostic FIFO type draws, Pollux's genetic search) stayed 0 whatever the run's:
+    three seeds gave one result. Now the run's seed, unless the user gives the policy one."""
+    from quanta.api import simulate
+
+    def jobs(seed, spec="gavel-fifo-agnostic"):
+        res = simulate("tiresias-60", "gavel-108", [spec], seed=seed).results[0]
+        return res.table.end.tolist()
+    runs = [jobs(s) for s in (0, 1, 2)]
+    assert runs[0] != runs[1] and runs[1] != runs[2] and runs[0] != runs[2]
+    assert jobs(0, "gavel-fifo-agnostic:seed=1") == runs[1]     # the policy's own seed wins
+    assert jobs(2, "gavel-fifo-agnostic:seed=0") == runs[0]
