@@ -457,3 +457,15 @@ def check_trace_named_three_ways(tmp_path):
     (tmp_path / "t.csv").write_text("".join(lines.splitlines(keepends=True)[:21]))
     r = quanta(*base, "--trace", "t.csv", cwd=tmp_path)        # other bytes: run again
     assert "1 cells (1 run, 0 reused)" in r.stdout
+
+
+def test_aggregates_do_not_depend_on_the_order_the_seeds_are_listed():
+    """`--seeds 0-5` and `--seeds 5,3,1,4,2,0` are one set of cells, but the means and
+    intervals summed them in the order given and differed in their last bits."""
+    from quanta.report.tables import GROUP_COLUMNS, METRIC_COLUMNS, aggregate
+    vals = [0.09252126264436357, 0.1, 0.30000000000000004, 1e-3, 7.7, 0.123456789]
+    rows = [{**{c: "" for c in GROUP_COLUMNS}, "seed": s,
+             **{m: v * (1 + s) for m in METRIC_COLUMNS}} for s, v in enumerate(vals)]
+    a = aggregate(rows)
+    b = aggregate([rows[i] for i in (5, 3, 1, 4, 2, 0)])
+    assert a == b and a[0]["seed_list"] == "0,1,2,3,4,5"

@@ -56,6 +56,8 @@ def job_metrics(res: SimResult) -> JobMetrics:
     gpu_s = np.where(t.state == DONE, t.att0, gpu_s)
     held = np.where(t.state == DONE, t.run0, t.executed(rows, last))
     queue = jct - held
+    # (a job preempted a dozen times sums its runs' lengths a few ulps past its JCT: -1e-10 s)
+    queue = np.where(queue < 0.0, 0.0, queue)
     best = t.rates.max(axis=1) if n else np.zeros(0)
     ideal = np.where(best > 0, t.total / np.maximum(best, 1e-12), np.nan)
     for r, ends in t.phase_ends.items():    # rates change by training phase: sum the phases

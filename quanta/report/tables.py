@@ -66,12 +66,15 @@ def mean_ci95(values: Sequence[float]) -> tuple[float, float]:
 
 
 def aggregate(rows: Sequence[dict]) -> list[dict]:
-    """One row per group of cells that differ only in their seed, in first-seen order."""
+    """One row per group of cells that differ only in their seed, in first-seen order; each
+    group's statistics over its seeds in ascending order (the same bits whatever order the
+    seeds were listed in: sums in another order round apart)."""
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault(tuple(r[c] for c in GROUP_COLUMNS), []).append(r)
     out = []
     for key, members in groups.items():
+        members = sorted(members, key=lambda m: m["seed"])
         row = dict(zip(GROUP_COLUMNS, key))
         row["seeds"] = len(members)
         row["seed_list"] = ",".join(str(m["seed"]) for m in members)
