@@ -20,20 +20,20 @@ def section() -> str:
     return re.search(r"## Sweeps\n(.*?)\n## ", text, re.S).group(1)
 
 
-def test_readme_sweeps_section_verbatim():
+def test_readme_sweeps_section_verbatim(tmp_path):
     """If Quanta's own files change mid-test (an edit in the checkout), its cells rightly run
     again: then the test runs again."""
     from quanta.cellstore import code_version
     for i in range(3):
         before = code_version.__wrapped__()
         try:
-            return check_readme()
+            return check_readme(tmp_path / f"try{i}")
         except AssertionError:
             if code_version.__wrapped__() == before or i == 2:
                 raise
 
 
-def check_readme():
+def check_readme(tmp_path):
     sec = section()
     bash = re.search(r"```bash\n(.*?)```", sec, re.S).group(1)
     lines = [ln.split("#", 1)[0].strip() for ln in bash.splitlines()]
@@ -60,3 +60,12 @@ def check_readme():
                        text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "avg_jct_s_ci95" in r.stdout and "las" in r.stdout and "gpu_util" in r.stdout
+    # saved as a script and run where no earlier sweep left its cells: its workers start (and
+    # import the script; without the README's __main__ guard they re-ran it and failed)
+    (tmp_path / "fresh").mkdir(parents=True)
+    (tmp_path / "fresh" / "snippet.py").write_text(py)
+    r = subprocess.run([sys.executable, "snippet.py"], cwd=tmp_path / "fresh", env=ENV,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "avg_jct_s_ci95" in r.stdout and "error" not in r.stderr
+    assert len(list((tmp_path / "fresh" / "quanta-out" / "sweep" / "cells").glob("*.json"))) == 12
