@@ -255,3 +255,37 @@ def test_preemptive_walk_moves_a_squeezed_job_back_to_the_fast_type(perf):
     snap, _ = snapshot(specs, c, perf, running={0: (1, 1)})          # on the K80, V100 idle
     assert make_policy("las").decide(snap).gpu_type[0] == 0           # preemptive: moves back
     assert make_policy("fifo").decide(snap).gpu_type[0] == 1          # non-preemptive: stays
+
+
+@pytest.mark.parametrize("spec,says", [
+    # p = 1000 overflowed speedup ** p to inf: a scipy traceback (exit 1); p near 0 makes every
+    # configuration worth 1: the run scheduled nothing (exit 0, 0 of 40 finished)
+    ("pollux:p=1000", "pollux: p must be a power from -100 to -0.01 or 0.01 to 100, got 1000"),
+    ("pollux:p=0", "pollux: p must be a power"),
+    ("sia:p=0", "sia: p must be a power from -100 to -0.01 or 0.01 to 100, got 0"),
+    ("sia:p=1e-9", "sia: p must be a power"),
+    # negative threads per GPU: a PolicyError traceback; none, or inf: nothing ran
+    ("rubick:cpu_options=-1", "rubick: cpu_options must be CPU threads per GPU to try"),
+    ("rubick:cpu_options=", "got 'nothing'"),
+    ("rubick:cpu_options=inf", "got 'inf'"),
+    # an unknown GPU type was passed over unsaid
+    ("sia:learn=true,project_order=bogus", "sia project_order: unknown GPU type 'bogus'"),
+    # (these named the parameter as the field; every other policy error names --policy)
+    ("rubick:scale_cap=bogus", "rubick: scale_cap must be one of"),
+    ("pollux:search=x", "pollux: search must be ilp or ga"),
+    ("sia:ties=x", "sia: ties must be search or milp"),
+])
+def test_policy_parameters_no_run_can_use_are_refused_naming_the_policy(spec, says):
+    with pytest.raises(QuantaError) as e:
+        make_policy(spec)
+    assert says in str(e.value) and e.value.field == "--policy", str(e.value)
+
+
+def test_spaces_around_a_parameters_equals_sign_are_read_and_the_label_is_canonical():
+    """`las:backfill = false` was 'unknown parameter 'backfill '' while `las: backfill=false`
+    was taken (and labelled with its spaces: the two were not seen as one policy)."""
+    for spec in ("las:backfill = false", "las: backfill=false", "las:backfill= false,"):
+        p = make_policy(spec)
+        assert p.backfill is False and p.label() == "las:backfill=false"
+    p = make_policy("sia:learn=true,project_order=A100/RTX/T4")
+    assert p.project_order == "a100/rtx/t4"          # (upper case was passed over unsaid)

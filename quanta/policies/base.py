@@ -36,6 +36,18 @@ def require(ok: bool, policy: str, name: str, value, want: str) -> None:
 
 
 INF = float("inf")
+POWER = "a power from -100 to -0.01 or 0.01 to 100"     # Sia's / Pollux's p
+
+
+def gpu_type_names(text: str, policy: str, name: str) -> str:
+    """A parameter's GPU type names (`a/b/c`) canonical ('A100' -> 'a100'); an unknown name is
+    a one-line QuantaError (it was passed over unsaid)."""
+    from quanta.errors import QuantaError
+    from quanta.model.gpu import gpu_type
+    try:
+        return "/".join(gpu_type(t).name for t in text.split("/") if t.strip())
+    except QuantaError as e:
+        raise QuantaError(f"{policy} {name}: {e.bare}", field="--policy") from None
 
 
 class PolicyError(RuntimeError):

@@ -56,7 +56,7 @@ from quanta.core.snapshot import Snapshot
 from quanta.errors import QuantaError
 from quanta.perf.base import ADAPTIVE_BATCH, rate_with
 from quanta.perf.pollux_online import MERGED, pollux_goodput, record_trained
-from quanta.policies.base import INF, Policy, require
+from quanta.policies.base import INF, POWER, Policy, require
 from quanta.policies.config_candidates import (
     Candidates,
     RateMemo,
@@ -117,18 +117,20 @@ class Pollux(Policy):
     def __post_init__(self) -> None:
         if self.search not in ("ilp", "ga"):
             raise QuantaError(f"pollux: search must be ilp or ga, not '{self.search}'",
-                              field="search")
+                              field="--policy")
         if self.ties not in TIES:
             raise QuantaError(f"pollux: ties must be search or milp, not '{self.ties}'",
-                              field="ties")
+                              field="--policy")
         if self.carry not in ("job", "position"):
             raise QuantaError(f"pollux: carry must be job or position, not '{self.carry}'",
-                              field="carry")
+                              field="--policy")
         if self.learn and self.aware:
             raise QuantaError("pollux: learn=true is the heterogeneity-unaware Pollux of Sia's "
                               "simulator (one learned model for every GPU type); use aware=false",
-                              field="learn")
-        require(-INF < self.p < INF, "pollux", "p", self.p, "a finite power")
+                              field="--policy")
+        # (speedup ** p: past 100 it overflows to inf, which no solver takes; near 0 every
+        # configuration is worth 1 and none is chosen: nothing runs)
+        require(0.01 <= abs(self.p) <= 100, "pollux", "p", self.p, POWER)
         require(0 <= self.restart_delay < INF, "pollux", "restart_delay", self.restart_delay,
                 "a number of seconds, 0 or more")
         require(self.max_gpus >= 1, "pollux", "max_gpus", self.max_gpus, "1 or more")

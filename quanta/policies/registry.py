@@ -236,8 +236,10 @@ def make_policy(spec: str) -> Policy:
     fields = {f.name: f for f in parameters(info.cls)}
     hints = field_types(info.cls) if fields else {}
     given: set[str] = set()
+    canonical: list[str] = []        # the label's parameters: `key=value`, no spaces
     for item in param_items(params):
         key, eq, value = item.partition("=")
+        key, value = key.strip(), value.strip()      # (`backfill = false` as `backfill=false`)
         if key in given:
             raise QuantaError(f"policy '{spec}': parameter '{key}' is given twice",
                               field="--policy")
@@ -253,6 +255,7 @@ def make_policy(spec: str) -> Policy:
             raise QuantaError(f"policy '{spec}': parameter '{key}' is a function: give it from "
                               f"Python (quanta.simulate(policies=[...]))", field="--policy")
         kwargs[key] = _convert(value, hints.get(key, fields[key].type), key, spec)
+        canonical.append(f"{key}={value}")
     try:
         policy = info.cls(**kwargs)
     except TypeError as err:          # a plugin class whose constructor wants something else
@@ -260,5 +263,5 @@ def make_policy(spec: str) -> Policy:
                           field="--policy") from None
     except ValueError as err:         # its own check of a value (hadar's horizon, ...)
         raise QuantaError(f"policy '{spec}': {err}", field="--policy") from None
-    policy.name = spec.strip() if params else name   # type: ignore[misc]
+    policy.name = f"{name}:{','.join(canonical)}" if canonical else name   # type: ignore[misc]
     return policy

@@ -220,10 +220,13 @@ class Rubick(Policy):
         from quanta.errors import QuantaError
         if self.scale_cap not in SCALE_CAPS:
             raise QuantaError(f"rubick: scale_cap must be one of {', '.join(SCALE_CAPS)}, "
-                              f"got '{self.scale_cap}'")
+                              f"got '{self.scale_cap}'", field="--policy")
         if self.normalize not in NORMALIZE:
             raise QuantaError(f"rubick: normalize must be one of {', '.join(NORMALIZE)}, "
-                              f"got '{self.normalize}'")
+                              f"got '{self.normalize}'", field="--policy")
+        require(len(self.cpu_options) > 0 and all(0 < c < INF for c in self.cpu_options),
+                "rubick", "cpu_options", "/".join(f"{c:g}" for c in self.cpu_options) or "nothing",
+                "CPU threads per GPU to try: positive numbers, a/b/c")
         require(0 < self.sla_admit < INF, "rubick", "sla_admit", self.sla_admit,
                 "a positive number")
         require(0 <= self.release_3d < INF, "rubick", "release_3d", self.release_3d,

@@ -36,7 +36,7 @@ from quanta.errors import QuantaError
 from quanta.perf.base import ADAPTIVE_BATCH, rate_with
 from quanta.perf.goodput import adaptive_batch_up_to
 from quanta.perf.pollux_online import pollux_goodput, record_trained
-from quanta.policies.base import INF, Policy, require
+from quanta.policies.base import INF, POWER, Policy, gpu_type_names, require
 from quanta.policies.config_candidates import (
     Candidates,
     RateMemo,
@@ -117,8 +117,11 @@ class Sia(Policy):
 
     def __post_init__(self) -> None:
         if self.ties not in TIES:
-            raise QuantaError(f"sia: ties must be search or milp, not '{self.ties}'", field="ties")
-        require(-100 <= self.p <= 100, "sia", "p", self.p, "a power from -100 to 100")
+            raise QuantaError(f"sia: ties must be search or milp, not '{self.ties}'",
+                              field="--policy")
+        require(0.01 <= abs(self.p) <= 100, "sia", "p", self.p, POWER)   # (0: nothing runs)
+        if self.project_order:
+            self.project_order = gpu_type_names(self.project_order, "sia", "project_order")
         require(0 < self.lambda_n < INF, "sia", "lambda_n", self.lambda_n, "a positive number")
         require(0 <= self.restart_delay < INF, "sia", "restart_delay", self.restart_delay,
                 "a number of seconds, 0 or more")

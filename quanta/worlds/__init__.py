@@ -88,8 +88,8 @@ class World:
             return spec
         from quanta.policies.registry import param_items
         theirs = param_items(params)
-        given = {p.partition("=")[0] for p in theirs}
-        kept = [p for p in param_items(mine) if p.partition("=")[0] not in given]
+        given = {p.partition("=")[0].strip() for p in theirs}
+        kept = [p for p in param_items(mine) if p.partition("=")[0].strip() not in given]
         return f"{name}:{','.join(kept + theirs)}"
 
     def jobs_for(self, policy_name: str, specs: Sequence[JobSpec]) -> list[JobSpec]:

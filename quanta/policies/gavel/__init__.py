@@ -77,7 +77,7 @@ import numpy as np
 from quanta.core.decision import Decision
 from quanta.core.snapshot import Snapshot
 from quanta.errors import QuantaError
-from quanta.policies.base import INF, Policy, require
+from quanta.policies.base import INF, Policy, gpu_type_names, require
 from quanta.policies.gavel import allocations as alloc
 from quanta.policies.gavel import central, ecos
 from quanta.policies.gavel.pairs import PairEntries
@@ -192,12 +192,8 @@ class Gavel(PairEntries, Policy):
             if value not in known:
                 raise QuantaError(f"gavel {name} '{value}' unknown (known: "
                                   f"{', '.join(k or repr(k) for k in known)})", field="--policy")
-        if self.tie_types:           # GPU type names (an unknown one was passed over unsaid)
-            from quanta.model.gpu import gpu_type
-            try:
-                self.tie_types = "/".join(gpu_type(t).name for t in self.tie_types.split("/"))
-            except QuantaError as e:
-                raise QuantaError(f"gavel tie_types: {e.bare}", field="--policy") from None
+        if self.tie_types:
+            self.tie_types = gpu_type_names(self.tie_types, "gavel", "tie_types")
         require(0 <= self.recompute_every < INF, "gavel", "recompute_every", self.recompute_every,
                 "a number of seconds, 0 or more")
         require(-1 <= self.decimals <= 15, "gavel", "decimals", self.decimals, "-1 (off) to 15")
