@@ -84,7 +84,7 @@ def simulate(
                                          help="report jobs that can never fit instead of failing"),
     node_mtbf_h: float = typer.Option(0.0, "--node-mtbf-h", min=0.0, metavar="H",
                                       help="inject node failures: mean hours between failures "
-                                      "per node"),
+                                      "per node (0.01 or more; 0: none)"),
     repair_h: Optional[float] = typer.Option(None, "--repair-h", min=0.0, metavar="H",
                                              help="hours a failed node stays down (with "
                                              "--node-mtbf-h) [default: 1]"),

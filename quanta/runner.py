@@ -316,6 +316,24 @@ def check_seed(seed: int) -> None:
         raise QuantaError(f"must be 0 to {MAX_SEED} (2^63 - 1), got {seed}", field="--seed")
 
 
+MIN_MTBF_H = 0.01      # a node failing every 36 s or more often is no cluster: failures would
+                       # outnumber every other event without bound (1e-9 h ran for ever)
+
+
+def time_problem(name: str, v: float) -> str | None:
+    """Why a restart delay (s), a node MTBF or a repair time (h) is no value a run can use, or
+    None: negative, not finite, past the 1e15 s a run may last, an MTBF under MIN_MTBF_H."""
+    from quanta.workloads.readers._base import MAX_NUMBER
+    hours = name != "restart_delay"
+    if not 0 <= v < float("inf"):
+        return f"must be a number, 0 or more, got {v:g}"
+    if v * (3600.0 if hours else 1.0) > MAX_NUMBER:
+        return f"{v:g} {'h' if hours else 's'} is past the {MAX_NUMBER:g} s a run may last"
+    if name == "node_mtbf_h" and 0 < v < MIN_MTBF_H:
+        return f"must be 0 (no failures) or at least {MIN_MTBF_H:g} h, got {v:g}"
+    return None
+
+
 def check_request(req: SimulationRequest) -> None:
     """One-line errors for values no run can use (the CLI's and the API's alike)."""
     if not req.trace.strip():
@@ -333,10 +351,11 @@ def check_request(req: SimulationRequest) -> None:
     if not 0 < req.load_scale < float("inf"):
         raise QuantaError(f"must be a positive number, got {req.load_scale:g}",
                           field="--load-scale")
-    for name, v in (("--restart-delay", req.restart_delay), ("--node-mtbf-h", req.node_mtbf_h),
-                    ("--repair-h", req.repair_h)):
-        if not 0 <= v < float("inf"):
-            raise QuantaError(f"must be a number, 0 or more, got {v:g}", field=name)
+    for name, v in (("restart_delay", req.restart_delay), ("node_mtbf_h", req.node_mtbf_h),
+                    ("repair_h", req.repair_h)):
+        why = time_problem(name, v)
+        if why:
+            raise QuantaError(why, field="--" + name.replace("_", "-"))
     from quanta.report.outdir import FIG_FORMATS
     if req.fig_format not in FIG_FORMATS:
         raise QuantaError(f"unknown figure format '{req.fig_format}' (png, pdf or svg)",

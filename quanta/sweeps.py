@@ -186,10 +186,11 @@ def check_values(spec: SweepSpec) -> None:
     if spec.until_h is not None and not spec.until_h > 0:
         raise QuantaError(f"until_h {spec.until_h:g} is not a positive number of hours",
                           field="until_h")
+    from quanta.runner import time_problem
     for name in ("restart_delay", "node_mtbf_h", "repair_h"):
-        v = getattr(spec, name)
-        if not 0 <= v < float("inf"):
-            raise QuantaError(f"{name} {v:g} is not 0 or more", field=name)
+        why = time_problem(name, getattr(spec, name))
+        if why:
+            raise QuantaError(why, field=name)
 
 
 def validate(spec: SweepSpec) -> None:

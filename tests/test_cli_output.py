@@ -201,6 +201,12 @@ GAVEL_ROWS = ("ResNet-18 (batch size 256)\tpython3 main.py\timage_classification
     (["--trace", "synthetic:3:20000000"], "job count a positive integer up to 10,000,000"),
     (["--cluster", "v100:1000000x1000"], "1,000,000,000 GPUs is more than the 10,000,000"),
     (["--cluster", "v100:600000x1,k80:600000x1"], "1,200,000 nodes is more than the 1,000,000"),
+    # a node failing every 3.6 us ran for ever; repairs and restarts past the longest run were
+    # taken (JCTs of 1.5e17 s)
+    (["--node-mtbf-h", "1e-9"], "field '--node-mtbf-h': must be 0 (no failures) or at least 0.01 h"),
+    (["--node-mtbf-h", "1", "--repair-h", "1e12"],
+     "field '--repair-h': 1e+12 h is past the 1e+15 s a run may last"),
+    (["--restart-delay", "1e16"], "field '--restart-delay': 1e+16 s is past the 1e+15 s"),
 ])
 def test_sizes_no_run_can_hold_are_one_line_exit_2(args, says, tmp_path):
     if args[1].startswith("G:"):

@@ -213,7 +213,7 @@ BAD_YAML = [
     ("rates: [2]\nmax_jobs: 0\n", "sweep.yaml:2", "max_jobs", "max_jobs 0 is not positive"),
     ("rates: [2]\njobs: -10\n", "sweep.yaml:2", "jobs", "jobs -10 is not positive"),
     ("rate: [2, .nan]\n", "sweep.yaml:1", "rate", "rate nan is not a positive number"),
-    ("rates: [2]\nrestart_delay: -5\n", "sweep.yaml:2", "restart_delay", "is not 0 or more"),
+    ("rates: [2]\nrestart_delay: -5\n", "sweep.yaml:2", "restart_delay", "0 or more, got -5"),
     ("", "sweep.yaml", None, "the sweep file is empty"),
     # a file the sweep file names that is not there: named at the sweep file's line
     ("rates: [2]\nqueues: nope.yaml\n", "sweep.yaml:2", "queues", "nope.yaml: cannot read it"),
