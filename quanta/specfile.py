@@ -134,8 +134,22 @@ def error_message(e: dict) -> str:
 def first_error(errors: list[dict]) -> tuple[list[str], str]:
     """(field path, message) of pydantic's first error. A field of several kinds (int | str)
     fails once per kind, each under the kind's tag (`priority.int`, `priority.str`): one message
-    for the field then, its kinds' words joined ("a valid integer or a valid string")."""
+    for the field then, its kinds' words joined ("a valid integer or a valid string"). A field
+    missing beside a key the model does not know is most likely that key misspelt: the unknown
+    key is named, with the missing field it may mean."""
     e = errors[0]
+    if e["type"] == "missing":
+        parent = [str(p) for p in e["loc"][:-1]]
+        extra = [x for x in errors if x["type"] == "extra_forbidden"
+                 and [str(p) for p in x["loc"][:-1]] == parent]
+        if extra:
+            import difflib
+            missing = [str(x["loc"][-1]) for x in errors if x["type"] == "missing"
+                       and [str(p) for p in x["loc"][:-1]] == parent]
+            key = str(extra[0]["loc"][-1])
+            near = difflib.get_close_matches(key, missing, n=1, cutoff=0.6)
+            return parent + [key], f"unknown key{f' (a misspelt {near[0]!r}?)' if near else ''}; " \
+                f"missing: {', '.join(missing)}"
     loc = [str(p) for p in e["loc"]]
     same = [x for x in errors if len(x["loc"]) == len(loc) and
             [str(p) for p in x["loc"][:-1]] == loc[:-1]]

@@ -371,3 +371,17 @@ def test_a_format_the_file_is_not_says_what_the_file_looks_like(tmp_path):
     line = one_line_error(quanta("simulate", "--trace", str(tmp_path / "odd.csv"), "--format",
                                  "gavel", "-q", "--out", str(tmp_path / "o")))
     assert "looks like" not in line and "odd.csv:1" in line, line
+
+
+def test_a_misspelt_key_is_named_not_only_the_field_it_left_missing(tmp_path):
+    """`nodez:` in a cluster file said only "field 'nodes': Field required": the key the user
+    wrote was never named."""
+    (tmp_path / "c.yaml").write_text("nodez: []\n")
+    line = one_line_error(quanta("simulate", "--cluster", str(tmp_path / "c.yaml"), "-q",
+                                 "--out", str(tmp_path / "o")))
+    assert line.endswith("c.yaml: field 'nodez': unknown key (a misspelt 'nodes'?); missing: nodes")
+    (tmp_path / "c.yaml").write_text("nodes:\n  - {name: a, gpu_typ: v100, gpus: 4}\n")
+    line = one_line_error(quanta("simulate", "--cluster", str(tmp_path / "c.yaml"), "-q",
+                                 "--out", str(tmp_path / "o")))
+    assert line.endswith("field 'nodes.0.gpu_typ': unknown key (a misspelt 'gpu_type'?); "
+                         "missing: gpu_type")
