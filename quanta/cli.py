@@ -425,10 +425,21 @@ def worlds() -> None:
 
 
 @app.command()
-def policies() -> None:
-    """List the scheduling policies."""
+def policies(name: Optional[str] = typer.Argument(None, metavar="[NAME]", help="a policy (or "
+                                                  "module:Class): its parameters")) -> None:
+    """List the scheduling policies; with NAME, that policy's parameters (NAME:key=value,...)."""
     from quanta.policies import POLICIES
     from quanta.policies.plugins import entry_point_infos
+    if name is not None:
+        from quanta.policies.registry import policy_info, policy_parameters
+        info = policy_info(name.strip())
+        typer.echo(f"{info.name}: {info.description}")       # (one line, piped or not)
+        rows = [(f"{key}={default}", kind) for key, kind, default in policy_parameters(info.name)]
+        if rows:
+            print_listing(rows, max(len(r[0]) for r in rows) + 2, indent=2)
+        else:
+            typer.echo("  no parameters")
+        return
     rows = [(name, info.description + (f" (from {info.origin})" if info.origin else ""))
             for name, info in sorted(POLICIES.items())]
     rows += [(info.name, f"{info.description} (plugin: {info.origin})")

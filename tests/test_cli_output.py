@@ -385,3 +385,23 @@ def test_a_misspelt_key_is_named_not_only_the_field_it_left_missing(tmp_path):
                                  "--out", str(tmp_path / "o")))
     assert line.endswith("field 'nodes.0.gpu_typ': unknown key (a misspelt 'gpu_type'?); "
                          "missing: gpu_type")
+
+
+def test_policies_name_lists_its_parameters_with_their_defaults():
+    """The parameters `NAME:key=value` takes appeared nowhere but in an unknown-parameter error."""
+    from quanta.policies import make_policy
+    r = quanta("policies", "sia")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("sia: ")
+    rows = dict(ln.split()[:2] for ln in lines[1:])
+    assert rows["p=-0.5"] == "float" and rows["ties=search"] == "str"
+    # every default listed is what the policy takes, written back as a spec
+    spec = "sia:" + ",".join(k for k in rows)
+    assert make_policy(spec) == make_policy("sia")
+    r = quanta("policies", "las")
+    assert r.stdout.splitlines()[1].split() == ["backfill=true", "bool"]
+    r = quanta("policies", "hadar")
+    assert "from Python only" in r.stdout          # (a function: not a key=value)
+    r = quanta("policies", "nope")
+    assert r.returncode == 2 and "unknown policy 'nope'" in r.stderr

@@ -289,3 +289,14 @@ def test_spaces_around_a_parameters_equals_sign_are_read_and_the_label_is_canoni
         assert p.backfill is False and p.label() == "las:backfill=false"
     p = make_policy("sia:learn=true,project_order=A100/RTX/T4")
     assert p.project_order == "a100/rtx/t4"          # (upper case was passed over unsaid)
+
+
+def test_every_policys_listed_defaults_written_back_are_its_defaults():
+    """`quanta policies NAME` lists key=default: each, given back as a spec, builds the policy
+    its name alone builds (so the listing says what a run takes)."""
+    from quanta.policies.registry import policy_parameters
+    for name in POLICIES:
+        items = [f"{k}={d}" for k, kind, d in policy_parameters(name)
+                 if kind != "from Python only" and d != "(none)"]
+        assert make_policy(f"{name}:{','.join(items)}" if items else name) == make_policy(name), \
+            name

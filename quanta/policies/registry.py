@@ -123,6 +123,43 @@ def _from_python_only(f: dataclasses.Field) -> bool:
     return "Callable" in str(f.type)
 
 
+def policy_parameters(name: str) -> list[tuple[str, str, str]]:
+    """(key, kind, default as `key=value` writes it) of each parameter of policy `name` (a
+    registered name or a plugin's `module:Class`); a function's kind is 'from Python only'."""
+    info = policy_info(name)
+    hints = field_types(info.cls)
+    out = []
+    for f in parameters(info.cls):
+        if f.name in info.defaults:
+            value = info.defaults[f.name]
+        elif f.default is not dataclasses.MISSING:
+            value = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            value = f.default_factory()
+        else:
+            value = None
+        kind = hints.get(f.name, f.type)
+        kind = "from Python only" if _from_python_only(f) else \
+            getattr(kind, "__name__", None) if isinstance(kind, type) else str(kind)
+        out.append((f.name, str(kind).replace("typing.", ""), _spec_text(value)))
+    return out
+
+
+def _spec_text(value: Any) -> str:
+    """A default as a spec gives it: true/false, a/b/c, 0.5, text."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (tuple, list)):
+        return "/".join(_spec_text(v) for v in value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, enum.Enum):
+        return value.name
+    if value is None:
+        return "(none)"
+    return str(value) if not callable(value) else getattr(value, "__name__", "a function")
+
+
 def field_types(cls: type) -> dict[str, Any]:
     """A policy class's annotations as types (`typing.get_type_hints`), or {} where they cannot
     be resolved (a name its module does not define): the fields' text is read then."""
