@@ -677,3 +677,14 @@ def test_errors_after_reading_name_the_files_own_column(tmp_path, fmt, content, 
     with pytest.raises(QuantaError) as e:
         quanta.simulate(str(p), "v100:4x8", ["fifo"], format=fmt)
     assert (e.value.source, e.value.line, e.value.field) == (str(p), 2 - (fmt == "gavel"), field)
+
+
+def test_a_tab_separated_header_of_seven_columns_is_not_taken_for_gavel(tmp_path):
+    """Any first line of 7 or 10 tab-separated fields was Gavel's: a TSV tiresias file failed
+    with "field 'arrival_time': 'duration' is not a number". A Gavel line's numbers must be."""
+    p = write(tmp_path, "t.txt", "job_id\tnum_gpu\tsubmit_time\titerations\tmodel_name\tduration"
+                                 "\tinterval\n1\t1\t0\t10\tresnet50\t100\t10\n")
+    with pytest.raises(QuantaError, match="cannot tell the trace format from the first line"):
+        load_trace(p)
+    p = write(tmp_path, "g.txt", GAVEL_ROW)                   # Gavel's own, named otherwise
+    assert detect_format(p) == "gavel" and len(load_trace(p).jobs) == 1

@@ -31,6 +31,7 @@ class Sample:
     header: frozenset[str]      # the same fields, stripped and lower-cased
     tabs: int                   # number of tab-separated fields in the first row (1 = no tab)
     suffix: str                 # lower-case file extension, with the dot
+    line: str = ""              # the first non-blank line as it is (no line end)
 
 
 # the largest count a trace may give (GPUs, batch sizes): well inside int64; and the largest
@@ -51,7 +52,7 @@ def sample_file(path: Path) -> Sample:
     except csv.Error:                # (Python 3.10's csv refuses a NUL byte; 3.11 reads it)
         first = line.split(",")
     return Sample(path, first, frozenset(norm(c) for c in first), len(line.split("\t")),
-                  path.suffix.lower())
+                  path.suffix.lower(), line)
 
 
 def check_file(path: str | Path) -> Path:

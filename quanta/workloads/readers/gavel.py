@@ -33,7 +33,21 @@ _BATCH = re.compile(r"\(batch size (\d+)\)")
 
 
 def sniff(s: Sample) -> bool:
-    return s.tabs in (len(OLD), len(NEW)) or (s.suffix == ".trace" and s.tabs > 1)
+    """A `.trace` file of tab-separated fields, or a first line of 7 or 10 of them whose step
+    count, arrival and scale factor are numbers (a tab-separated file with a header row of
+    another format is not taken for Gavel's, to fail on its header's words)."""
+    if s.suffix == ".trace" and s.tabs > 1:
+        return True
+    if s.tabs not in (len(OLD), len(NEW)):
+        return False
+    fields = s.line.split("\t")
+    numbers = fields[4:7] if s.tabs == len(OLD) else fields[5:10]
+    try:
+        for x in numbers:
+            float(x)
+    except ValueError:
+        return False
+    return True
 
 
 def read(path: str | Path, *, max_jobs: int | None = None) -> Trace:
