@@ -688,3 +688,18 @@ def test_a_tab_separated_header_of_seven_columns_is_not_taken_for_gavel(tmp_path
         load_trace(p)
     p = write(tmp_path, "g.txt", GAVEL_ROW)                   # Gavel's own, named otherwise
     assert detect_format(p) == "gavel" and len(load_trace(p).jobs) == 1
+
+
+def test_a_run_cut_by_max_jobs_says_so_and_that_the_traces_notes_count_all(tmp_path):
+    """A 20-job run of a 160-job Pollux workload listed the applications of all 160 and never
+    said it was cut."""
+    from quanta.perf.catalog_model import CatalogModel
+    from quanta.workloads.builder import build_workload
+    p = write(tmp_path, "w.csv", "name,time,application,num_replicas,batch_size\n" +
+              "".join(f"j{i},{i},{'bert' if i < 2 else 'cifar10'},1,128\n" for i in range(5)))
+    tr = load_trace(p)
+    wl = build_workload(tr, CatalogModel(), max_jobs=2)
+    assert len(wl.specs) == 2 and "application: cifar10 3, bert 2" in tr.notes
+    assert "kept the first 2 of the trace's 5 jobs by submit time (max jobs); the notes above " \
+           "count all 5" in wl.notes
+    assert not any("kept the first" in n for n in build_workload(tr, CatalogModel()).notes)
