@@ -132,7 +132,7 @@ def test_nonsensical_values_are_one_line_exit_2(args, flag, tmp_path):
     # each policy's own values (tracebacks, or runs that finished no job, before)
     (["hadar:horizon=0"], "horizon must be a number of rounds >= 1"),
     (["hadar:eta=-1"], "hadar: eta must be a positive number, got -1"),
-    (["pollux:p=inf"], "pollux: p must be a finite power, got inf"),
+    (["pollux:p=inf"], "pollux: p must be a power from -100 to -0.01 or 0.01 to 100, got inf"),
     (["pollux:search=ga,population=0"], "pollux: population must be 1 or more"),
     (["sia:decimals=400"], "sia: decimals must be -1 (off) to 15, got 400"),
     (["sia:max_gpus=0"], "sia: max_gpus must be 1 or more"),
