@@ -638,6 +638,14 @@ GAVEL_ROW = "ResNet-18 (batch size 16)\t1\t1\t1\t1\t1000\t1\t1\t-1\t0\n"
     ("gavel", GAVEL_ROW.replace("\t1\t-1\t0", "\t1e308\t-1\t0"), 1, "priority_weight",
      "1e308 is above the maximum 1e+15"),
     ("gavel", GAVEL_ROW.replace("\t-1\t0", "\t1e308\t0"), 1, "SLO", "1e308 is above the maximum"),
+    # an empty application drew a model, unsaid (Pollux's reader refuses it)
+    ("rubick", "name,submission_time,duration,application,num_gpus\nj,0,100,,1\n", 2,
+     "application", "empty application"),
+    # a NUL or other control character in a job id went into every output file
+    ("normalized", NORMALIZED_HEAD + "a,0,1,10\nb\x01c,5,1,10\n", 3, "job_id",
+     "job id 'b\\x01c' holds a control character"),
+    ("pollux", "name,time,application,num_replicas,batch_size\nj\x00k,0,bert,1,128\n", 2, "name",
+     "holds a control character"),
     # a 3D plan of 48 GPUs on a 3-GPU job ran on 3, unsaid
     ("rubick", "name,submission_time,duration,application,num_gpus,num_cpus,bandwidth,exec_plan,"
      "steps,is_sla\nt5-1,0,3312,t5,3,32,0,344,8109,0\n", 2, "exec_plan",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -287,6 +288,7 @@ class Parser:
 
 
 SECONDS, DATE, ZONED = "seconds", "a date-time", "a date-time with a time zone"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def parse_iso(text: str) -> float:
@@ -315,6 +317,12 @@ def build_trace(path: Path, fmt: str, rows: list[dict[str, Any]], notes: list[st
     if not rows:
         why = f" ({'; '.join(notes)})" if notes else ""
         raise QuantaError(f"no jobs in this {fmt} trace{why}", source=str(path))
+    for r in rows:                   # (a NUL or line break in an id corrupts every file naming it)
+        jid = r["job_id"]
+        if isinstance(jid, str) and _CONTROL.search(jid):
+            from quanta.workloads.formats import column_of
+            raise QuantaError(f"job id {jid!r} holds a control character", source=str(path),
+                              line=r.get("source_line"), field=column_of(fmt, "job_id"))
     _dedupe_ids(rows, notes)
     total = len(rows)
     if max_jobs is not None and max_jobs < total:

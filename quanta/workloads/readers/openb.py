@@ -20,7 +20,8 @@ from quanta.workloads.readers._base import GUARANTEED_QOS, Sample, build_trace, 
 FORMAT = "openb"
 DESCRIPTION = "Alibaba openb pod list (FGD ATC'23): GPU sharing, GPU-type constraints, QoS"
 # the file's column of each JobSpec field whose name differs (errors after reading name it)
-FIELDS = {"submit_time": "creation_time", "num_gpus": "num_gpu", "duration_s": "deletion_time"}
+FIELDS = {"job_id": "name", "submit_time": "creation_time", "num_gpus": "num_gpu",
+          "duration_s": "deletion_time"}
 REQUIRED = ("name", "num_gpu", "creation_time", "deletion_time", "scheduled_time")
 
 

@@ -17,7 +17,7 @@ from quanta.workloads.readers._base import Parser, Sample, build_trace, count_no
 FORMAT = "pollux"
 DESCRIPTION = "Pollux/Sia workload (name,time,application,num_replicas,batch_size); no durations"
 # the file's column of each JobSpec field whose name differs (errors after reading name it)
-FIELDS = {"submit_time": "time", "num_gpus": "num_replicas"}
+FIELDS = {"job_id": "name", "submit_time": "time", "num_gpus": "num_replicas"}
 REQUIRED = ("name", "time", "application", "num_replicas")
 
 

@@ -18,7 +18,7 @@ FORMAT = "rubick"
 DESCRIPTION = ("Rubick workload (name,submission_time,duration,application,num_gpus,num_cpus,"
                "bandwidth,exec_plan,steps,is_sla)")
 # the file's column of each JobSpec field whose name differs (errors after reading name it)
-FIELDS = {"submit_time": "submission_time", "duration_s": "duration"}
+FIELDS = {"job_id": "name", "submit_time": "submission_time", "duration_s": "duration"}
 REQUIRED = ("name", "submission_time", "duration", "application", "num_gpus")
 
 
@@ -27,6 +27,8 @@ def sniff(s: Sample) -> bool:
 
 
 def _row(p: Parser, row: list[str], i: int) -> dict[str, Any]:
+    if not p.get(row, "application"):      # (a model was drawn for it, unsaid; Pollux's refuse)
+        raise p.error("empty application", field="application")
     sla = p.opt(row, "is_sla")
     if sla and p.whole(sla, "is_sla") not in (0, 1):        # (2 ran as best-effort, unsaid)
         raise p.error(f"'{sla}' is not 0 or 1", field="is_sla")
