@@ -59,7 +59,7 @@ def simulate_until(file: Path, trace: str, fmt: str, cluster: str, policy: str, 
     from quanta.policies import make_policy
     from quanta.queues.layer import QueueLayer
     from quanta.queues.spec import load_queues
-    from quanta.runner import check_feasible, load_any_trace
+    from quanta.runner import check_feasible, load_any_trace, with_run_seed
     from quanta.sim.engine import Simulator
     from quanta.workloads.builder import build_workload
     tree = load_queues(file)
@@ -69,7 +69,7 @@ def simulate_until(file: Path, trace: str, fmt: str, cluster: str, policy: str, 
     wl = build_workload(tr, perf, seed=seed, max_jobs=max_jobs)
     specs = tree.resolve_priorities(wl.specs, tr.source or trace)
     tree.check_jobs(specs, tr.source or trace)
-    layer = QueueLayer(make_policy(policy), tree)
+    layer = QueueLayer(make_policy(with_run_seed(policy, seed)), tree)
     sim = Simulator(specs, cl, layer, perf, until=at_h * 3600.0 if at_h is not None else None)
     notes = check_feasible(specs, sim.impossible, tr, cl, drop_impossible, layer)
     res = sim.run()
