@@ -140,8 +140,8 @@ def first_error(errors: list[dict]) -> tuple[list[str], str]:
     e = errors[0]
     if e["type"] == "missing":
         parent = [str(p) for p in e["loc"][:-1]]
-        extra = [x for x in errors if x["type"] == "extra_forbidden"
-                 and [str(p) for p in x["loc"][:-1]] == parent]
+        extra = [x for x in errors if x["type"] == "extra_forbidden" and str(x["loc"][-1]).strip()
+                 and [str(p) for p in x["loc"][:-1]] == parent]      # (a blank key names nothing)
         if extra:
             import difflib
             missing = [str(x["loc"][-1]) for x in errors if x["type"] == "missing"

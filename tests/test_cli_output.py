@@ -405,3 +405,14 @@ def test_policies_name_lists_its_parameters_with_their_defaults():
     assert "from Python only" in r.stdout          # (a function: not a key=value)
     r = quanta("policies", "nope")
     assert r.returncode == 2 and "unknown policy 'nope'" in r.stderr
+
+
+def test_a_blank_unknown_key_beside_a_missing_field_still_names_a_field():
+    """(The misspelt-key message took a blank key for the field: the service's 422 named none;
+    found by the service fuzz test, body {"": None}.)"""
+    from quanta.errors import QuantaError
+    from quanta.runtime.spec import JobSubmission
+    from quanta.specfile import validated
+    with pytest.raises(QuantaError) as e:
+        validated(JobSubmission, {"": None})
+    assert e.value.field == "name" and "Field required" in str(e.value)
