@@ -291,14 +291,11 @@ SECONDS, DATE, ZONED = "seconds", "a date-time", "a date-time with a time zone"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-def parse_iso(text: str) -> float:
-    """Naive date-time -> seconds since 1970, no time zone or DST (differences are wall-clock)."""
-    return parse_iso_form(text)[0]
-
-
 def parse_iso_form(text: str) -> tuple[float, str]:
-    """(seconds since 1970, DATE or ZONED); ValueError if `text` is no ISO date-time or is a
-    plain number (the one that is also an ISO date, the basic form 20000101, is seconds)."""
+    """(seconds since 1970, DATE or ZONED): a naive date-time without time zone or DST
+    (differences are wall-clock), an aware one as its timestamp; ValueError if `text` is no ISO
+    date-time or is a plain number (the one that is also an ISO date, the basic form 20000101,
+    is seconds)."""
     dt = datetime.fromisoformat(text)
     if len(text) == 8 and text.isdigit():
         raise ValueError(f"{text!r} is a number")
