@@ -638,6 +638,10 @@ GAVEL_ROW = "ResNet-18 (batch size 16)\t1\t1\t1\t1\t1000\t1\t1\t-1\t0\n"
     ("gavel", GAVEL_ROW.replace("\t1\t-1\t0", "\t1e308\t-1\t0"), 1, "priority_weight",
      "1e308 is above the maximum 1e+15"),
     ("gavel", GAVEL_ROW.replace("\t-1\t0", "\t1e308\t0"), 1, "SLO", "1e308 is above the maximum"),
+    # a bad GPU share on a multi-GPU pod was never read
+    ("openb", "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
+     "deletion_time,scheduled_time\np,1000,1024,2,abc,,BE,Running,0,100,10\n", 2, "gpu_milli",
+     "'abc' is not a number"),
     # an empty application drew a model, unsaid (Pollux's reader refuses it)
     ("rubick", "name,submission_time,duration,application,num_gpus\nj,0,100,,1\n", 2,
      "application", "empty application"),

@@ -65,11 +65,12 @@ def read(path: str | Path, *, max_jobs: int | None = None) -> Trace:
             "_qos": p.opt(row, "qos"),
         }
         milli = p.opt(row, "gpu_milli")
-        if milli and gpus == 1:
+        if milli:                          # (read on every pod: 'abc' on a 2-GPU one was taken)
             m = p.number(milli, "gpu_milli")
             if not 0 < m <= 1000:
                 raise p.error(f"{milli} is not in (0, 1000]", field="gpu_milli")
-            r["gpu_fraction"] = m / 1000.0
+            if gpus == 1:                  # a share of one GPU; a multi-GPU pod holds them whole
+                r["gpu_fraction"] = m / 1000.0
         spec = p.opt(row, "gpu_spec")
         if spec and spec.lower() != "nan":
             r["gpu_types"] = tuple(t.strip().lower() for t in spec.split("|") if t.strip())
