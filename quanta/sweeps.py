@@ -148,13 +148,13 @@ def expand(spec: SweepSpec) -> list[Cell]:
 
 def _by_content(config: dict) -> dict:
     """What a cell's key is made of: its config with each input file (trace, cluster, queues)
-    known by its bytes alone, so that one file named another way (`t.csv`, `./t.csv`, an absolute
-    path) keeps its cells. (Nothing a cell stores depends on the path's text: formats are told
-    from a file's content.)"""
+    known by its bytes and its extension alone, so that one file named another way (`t.csv`,
+    `./t.csv`, an absolute path) keeps its cells. (Nothing a cell stores depends on the rest of
+    the path's text; the extension may: a `.trace` file of tab-separated fields is Gavel's.)"""
     out = dict(config)
     for name in ("trace", "cluster", "queues"):
         if out.get(f"{name}_digest") is not None:
-            out[name] = None
+            out[name] = Path(out[name]).suffix.lower()
     return out
 
 

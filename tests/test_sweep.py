@@ -457,6 +457,9 @@ def check_trace_named_three_ways(tmp_path):
     (tmp_path / "t.csv").write_text("".join(lines.splitlines(keepends=True)[:21]))
     r = quanta(*base, "--trace", "t.csv", cwd=tmp_path)        # other bytes: run again
     assert "1 cells (1 run, 0 reused)" in r.stdout
+    (tmp_path / "t.trace").write_bytes((tmp_path / "t.csv").read_bytes())
+    r = quanta(*base, "--trace", "t.trace", cwd=tmp_path)      # another extension: its own
+    assert "1 cells (1 run, 0 reused)" in r.stdout, r.stdout + r.stderr   # (.trace may be Gavel's)
 
 
 def test_aggregates_do_not_depend_on_the_order_the_seeds_are_listed():
