@@ -655,8 +655,8 @@ GAVEL_ROW = "ResNet-18 (batch size 16)\t1\t1\t1\t1\t1000\t1\t1\t-1\t0\n"
      "steps,is_sla\nt5-1,0,3312,t5,3,32,0,344,8109,0\n", 2, "exec_plan",
      "plan 344 (PP 3 x TP 4 x DP 4) uses 48 GPUs, the job asks for 3"),
 ])
-def test_values_the_reader_probe_found_taken_or_crashing(tmp_path, fmt, content, line, field,
-                                                         message):
+def test_values_a_reader_took_or_crashed_on_are_one_line_errors(tmp_path, fmt, content, line,
+                                                                field, message):
     p = write(tmp_path, "t.trace" if fmt == "gavel" else "t.csv", content)
     with pytest.raises(QuantaError) as e:
         load_trace(p, fmt)
