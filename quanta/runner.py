@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
@@ -53,18 +52,16 @@ def object_label(p: Policy) -> str:
     """A Policy object's label where it gives none: its class, and its parameters that are not
     their defaults as a spec writes them (Las(backfill=False): 'Las:backfill=false'), so that
     two settings of one class run side by side."""
-    from quanta.policies.registry import parameters
+    from quanta.policies.registry import field_default, parameters, spec_text
     changed = []
     for f in parameters(type(p)):
         v = getattr(p, f.name)
-        default = f.default if f.default is not dataclasses.MISSING else (
-            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
         try:
-            same = bool(v == default)
+            same = bool(v == field_default(f))
         except (TypeError, ValueError):       # (an array: ambiguous)
             same = False
         if not same:
-            changed.append(f"{f.name}={str(v).lower() if isinstance(v, bool) else v}")
+            changed.append(f"{f.name}={spec_text(v)}")
     return type(p).__name__ + (":" + ",".join(changed) if changed else "")
 
 

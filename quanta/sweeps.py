@@ -161,8 +161,8 @@ def _by_content(config: dict) -> dict:
 def _rate_text(r: float) -> str:
     """A rate as a synthetic trace names it: short (3, 2.5), exact (1234567.8 and 2.5000001 were
     rounded to six digits by :g, the second one merged with 2.5)."""
-    short = f"{r:g}"
-    return short if float(short) == r else repr(float(r))
+    from quanta.policies.registry import spec_text
+    return spec_text(float(r))
 
 
 def check_values(spec: SweepSpec) -> None:

@@ -130,29 +130,33 @@ def policy_parameters(name: str) -> list[tuple[str, str, str]]:
     hints = field_types(info.cls)
     out = []
     for f in parameters(info.cls):
-        if f.name in info.defaults:
-            value = info.defaults[f.name]
-        elif f.default is not dataclasses.MISSING:
-            value = f.default
-        elif f.default_factory is not dataclasses.MISSING:
-            value = f.default_factory()
-        else:
-            value = None
+        value = info.defaults[f.name] if f.name in info.defaults else field_default(f)
         kind = hints.get(f.name, f.type)
         kind = "from Python only" if _from_python_only(f) else \
             getattr(kind, "__name__", None) if isinstance(kind, type) else str(kind)
-        out.append((f.name, str(kind).replace("typing.", ""), _spec_text(value)))
+        out.append((f.name, str(kind).replace("typing.", ""), spec_text(value)))
     return out
 
 
-def _spec_text(value: Any) -> str:
-    """A default as a spec gives it: true/false, a/b/c, 0.5, text."""
+def field_default(f: dataclasses.Field) -> Any:
+    """A parameter's default (None where it has none)."""
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None
+
+
+def spec_text(value: Any) -> str:
+    """A value as `key=value` gives it: true/false, a/b/c, a number short but exact (360, 2.5,
+    1234567.8), text."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (tuple, list)):
-        return "/".join(_spec_text(v) for v in value)
+        return "/".join(spec_text(v) for v in value)
     if isinstance(value, float):
-        return f"{value:g}"
+        short = f"{value:g}"
+        return short if float(short) == value else repr(value)
     if isinstance(value, enum.Enum):
         return value.name
     if value is None:

@@ -143,11 +143,11 @@ class GavelClock:
 
 def _params(seed: int) -> dict[str, str]:
     from quanta.policies.gavel import gavel_sim_params
+    from quanta.policies.registry import spec_text
     out = {}
     for name, agnostic in GAVEL_POLICIES.values():
         p = {"interval": ROUND_S, **gavel_sim_params(agnostic, seed, name == "gavel-las-packed")}
-        out[name] = ",".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}"
-                             for k, v in p.items())
+        out[name] = ",".join(f"{k}={spec_text(v)}" for k, v in p.items())
     return out
 
 
