@@ -440,3 +440,19 @@ def test_kept_candidates_are_made_again_where_an_input_changed(monkeypatch):
     got = cands(pinned, pinned=np.array([False, True]))
     assert got is not held and got.count[got.job == 1].tolist() == [1] and \
         got.gtype[got.job == 1].tolist() == [0]
+
+
+def test_p_above_zero_admits_jobs_with_its_own_lambda_sign():
+    """Sia maximises for p > 0, where leaving a job out must cost (lambda_n < 0: Sia's
+    simulator_config: sign(lambda_n) != sign(p)); with p > 0 and the p < 0 default (+1.1) no job
+    ever ran, since a job's smallest configuration (A = 1) was worth less than leaving it out."""
+    import pytest
+    from quanta.errors import QuantaError
+    perf = LinearPerf({("x", "v100"): 1.0})
+    specs = [JobSpec(f"j{i}", 0.0, 1, "x", total_steps=1e6) for i in range(3)]
+    roomy = Cluster((NodeSpec("n", "v100", 8),))
+    for spec in ("sia:p=0.5", "sia:p=1", "sia:p=0.01", "sia:p=0.5,lambda_n=-1.1", "sia"):
+        assert list(make_policy(spec).decide(snap_of(specs, roomy, perf)).gpus) == [1, 1, 1], spec
+    for spec in ("sia:p=0.5,lambda_n=1.1", "sia:lambda_n=-1.1", "sia:lambda_n=0"):
+        with pytest.raises(QuantaError, match="lambda_n must be a number of the sign opposite"):
+            make_policy(spec)

@@ -17,7 +17,9 @@ normalised goodputs, heterogeneity- and restart-aware.
   scaled by r = max(age - restarts * delta, 0) / (age + delta), none while age < delta; a
   waiting job (new or preempted) is not penalised (sia.py:890-900);
 - ILP: binary x_jc, one configuration per job, GPUs per type within capacity; for p < 0
-  minimise sum A x + lambda_n * (unallocated jobs), lambda_n = 1.1; solved exactly
+  minimise sum A x + lambda_n * (unallocated jobs), lambda_n = 1.1; for p > 0 maximise it, with
+  lambda_n = -1.1 (Sia's simulator_config.py: sign(lambda_n) != sign(p), |lambda_n| > 1 so that
+  a job's smallest configuration, A = 1, beats leaving it out); solved exactly
   (quanta/policies/config_ilp.py: the LP relaxation, then a branch and bound bounded by its
   duals, HiGHS' MILP only past the search's limits); `ties` says who picks among optimal
   allocations (Sia's simulator: CBC's MILP, `ties=milp` under sia-sim).
@@ -80,13 +82,16 @@ def power_terms(g: np.ndarray, p: float, decimals: int = -1) -> np.ndarray:
     return np.minimum(a, 3000.0)
 
 
+LAMBDA_N = 1.1      # |lambda_n|, Sia's simulator_config.sia_default_lambda_n
+
+
 @register("sia", "Sia: per-round ILP over (GPU type, count) configurations of normalised goodput, "
                  "restart penalty, scale-up at most 2x")
 @dataclass
 class Sia(Policy):
     interval: float = 60.0
     p: float = -0.5
-    lambda_n: float = 1.1
+    lambda_n: float | None = None   # per job left out; none: 1.1 for p < 0, -1.1 for p > 0
     restart_delay: float = 30.0   # delta of the restart penalty
     max_gpus: int = 64
     adaptive: bool = True         # jobs may be given any GPU count (Sia's adaptive jobs)
@@ -122,7 +127,10 @@ class Sia(Policy):
         require(0.01 <= abs(self.p) <= 100, "sia", "p", self.p, POWER)   # (0: nothing runs)
         if self.project_order:
             self.project_order = gpu_type_names(self.project_order, "sia", "project_order")
-        require(0 < self.lambda_n < INF, "sia", "lambda_n", self.lambda_n, "a positive number")
+        if self.lambda_n is not None:
+            require(0 < self.lambda_n * -np.sign(self.p) < INF, "sia", "lambda_n", self.lambda_n,
+                    "a number of the sign opposite to p's (Sia's rule: positive for p < 0, negative "
+                    "for p > 0), or none")
         require(0 <= self.restart_delay < INF, "sia", "restart_delay", self.restart_delay,
                 "a number of seconds, 0 or more")
         require(self.max_gpus >= 1, "sia", "max_gpus", self.max_gpus, "1 or more")
@@ -168,7 +176,8 @@ class Sia(Policy):
         g = np.where(penalised, np.maximum(g * r[c.job], 1e-4), g)
         A = power_terms(g, self.p, self.decimals)
         sign = 1.0 if self.p < 0 else -1.0     # p < 0: minimise sum of A; p > 0: maximise it
-        cost = sign * A - self.lambda_n * sign
+        lambda_n = sign * LAMBDA_N if self.lambda_n is None else self.lambda_n
+        cost = sign * A - lambda_n * sign
         plans = dict.fromkeys([i for i, r in enumerate(rigid) if not r], ADAPTIVE_BATCH)
         # a pinned job's only candidate is chosen (sia.py:1021-1028: a constraint X = 1)
         return decide_configs(snap, c, cost, st, self.time_limit, plans,
