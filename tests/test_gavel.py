@@ -354,3 +354,19 @@ def test_round_state_grows_with_the_jobs_table(perf):
     assert (res.table.state == 3).all()
 
 
+
+
+def test_cost_objective_counts_a_jobs_gpus_or_one_gpus_price_as_gavel():
+    """gavel-cost values a job's throughput per dollar of the GPUs it holds (z_j GPUs at the
+    type's price); cost_of=gpu divides by one GPU's price, as Gavel's
+    ThroughputNormalizedByCostSum does (max_sum_throughput.py: T / c_k), which favours the
+    2-GPU job here (3 steps/s for 2 GPUs against 1 step/s for 1)."""
+    from test_sia import LinearPerf, snap_of
+    c = Cluster((NodeSpec("n", "v100", 2),))
+    perf = LinearPerf({("one", "v100"): 1.0, ("two", "v100"): 3.0 / 2 ** 0.9})
+    specs = [JobSpec("a", 0.0, 1, "one", total_steps=1e6), JobSpec("b", 0.0, 2, "two", total_steps=1e6)]
+    snap = snap_of(specs, c, perf)
+    assert make_policy("gavel-cost").allocation(snap)[:, 0] == pytest.approx([1.0, 0.5])
+    assert make_policy("gavel-cost:cost_of=gpu").allocation(snap)[:, 0] == pytest.approx([0.0, 1.0])
+    with pytest.raises(Exception, match="cost_of 'node' unknown"):
+        make_policy("gavel-cost:cost_of=node")

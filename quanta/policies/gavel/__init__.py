@@ -96,6 +96,7 @@ SOLUTIONS = ("vertex", "central", "ecos")
 CREDITS = ("held", "progress")
 RATE_UNITS = ("progress", "iterations")
 PROGRAMMES = ("classes", "pairs")
+COST_OF = ("job", "gpu")          # cost objective: what a job's time costs (see Gavel.cost_of)
 ENTITIES = ("queue", "user")       # what the hierarchical objective groups jobs by (JobSpec fields)
 
 # The parameters that make these policies behave as Gavel's simulator does (stanford-futuredata/
@@ -137,8 +138,9 @@ def gavel_sim_params(agnostic: bool, seed: int = 0, packed: bool = False) -> dic
 @register("gavel-throughput", "Gavel maximum total throughput (raw steps/s, as Gavel sums them; "
                               "normalised=true: each job's relative to its best type)",
           objective="throughput")
-@register("gavel-cost", "Gavel maximum throughput per dollar (steps/s per job-dollar), with "
-                        "deadlines as SLOs", objective="cost")
+@register("gavel-cost", "Gavel maximum throughput per dollar (steps/s per dollar of the job's "
+                        "GPUs; cost_of=gpu: per one GPU's price, as Gavel), with deadlines as SLOs",
+          objective="cost")
 @register("gavel-fifo", "Gavel FIFO: arrival order, each job on its fastest free type",
           objective="fifo")
 @register("gavel-fifo-agnostic", "Gavel FIFO ignoring GPU types: arrival order, a random free type "
@@ -158,6 +160,10 @@ class Gavel(PairEntries, Policy):
     # throughput objective: the jobs' rates as "progress" per second (Quanta) or "iterations" per
     # second (the perf model's `iteration_rate`; Sia's simulator's Gavel baseline, gavel.py:515-546)
     rate_units: str = "progress"
+    # cost objective: a job's throughput per dollar of the GPUs it holds, "job" (z_j GPUs at the
+    # type's price: what the job costs) or "gpu" (one GPU's price, whatever the job's GPU count:
+    # Gavel's ThroughputNormalizedByCostSum, max_sum_throughput.py:56-62, T / c_k)
+    cost_of: str = "job"
     # packed: "classes" (Quanta: a programme over classes of jobs, its own pair round) or "pairs"
     # (Gavel's max_min_fairness_packed: one variable per job and per pair of jobs, pairs as their
     # own entries in Gavel's per-type lists; `_pairs_decide`)
@@ -186,6 +192,7 @@ class Gavel(PairEntries, Policy):
                                    ("solution", self.solution, SOLUTIONS),
                                    ("credit", self.credit, CREDITS),
                                    ("rate_units", self.rate_units, RATE_UNITS),
+                                   ("cost_of", self.cost_of, COST_OF),
                                    ("programme", self.programme, PROGRAMMES),
                                    ("workers", self.workers, ("", "gavel")),
                                    ("entity", self.entity, ENTITIES)):
@@ -253,7 +260,7 @@ class Gavel(PairEntries, Policy):
                 return ecos.ecos_max_sum(T, z, N, value, snap.cluster.types)
             return alloc.max_sum(T, z, N, value)
         price = np.array([snap.cluster.gpu_types[t].price_per_hour for t in snap.cluster.types])
-        value = value / (z[:, None] * price[None, :])
+        value = value / ((z[:, None] if self.cost_of == "job" else 1) * price[None, :])
         deadline = np.array([s.deadline for s in j.specs])
         left = deadline - snap.now
         slo = np.where((deadline > 0) & (left > 0), remaining / np.maximum(left, 1e-9), np.nan)
