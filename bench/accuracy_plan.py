@@ -5,7 +5,10 @@ predicts (a) the held-out rows of placements/<model>.csv and (b) the 99 measured
 and prints mean / max relative error of the iteration time per (model, plan family) next to the
 paper's table-2 errors. Also times one PlanPerf.rate query.
 
-    python bench/accuracy_plan.py [--markdown]
+    python bench/accuracy_plan.py [--markdown] [--pp-traffic boundaries|artifact]
+
+--pp-traffic artifact fits and predicts with the artifact's pipeline-traffic term instead of
+Quanta's (quanta.perf.plan.PP_TRAFFIC).
 """
 
 from __future__ import annotations
@@ -55,7 +58,11 @@ def table(samples, models):
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--markdown", action="store_true", help="print markdown tables")
+    ap.add_argument("--pp-traffic", choices=("boundaries", "artifact"), default="boundaries",
+                    help="3D plans' pipeline traffic term (quanta.perf.plan.PP_TRAFFIC)")
     args = ap.parse_args()
+    import quanta.perf.plan as plan_model
+    plan_model.PP_TRAFFIC = args.pp_traffic
     t0 = time.perf_counter()
     models = fitted_models()
     fit_s = time.perf_counter() - t0

@@ -230,3 +230,34 @@ def test_fit_is_deterministic():
     b = fit_plan_model(samples)
     assert np.array_equal(a, b)
     assert a[0] >= 1.0 and a[1] >= 1.0
+
+
+def test_pipeline_traffic_ours_or_the_artifacts():
+    """A 3D plan's pipeline term: 4 s seqhid/tp (pp - 1) / B (ours), or the artifact's
+    16 s seqhid/tp * pp / 20 GB/s (quanta.perf.plan.PP_TRAFFIC); the TP term is the same."""
+    import quanta.perf.plan as pm
+    spec = model_specs()["t5"]
+    plan = parse_plan("242", 16)             # pp 2, tp 4, dp 2 on two 8-GPU nodes
+    pp, tp, dp = plan.pp, plan.tp, plan.dp
+    s = spec.batch / dp
+    ours = pm.features(spec, plan, (8, 8), 1.0)[4]
+    try:
+        pm.PP_TRAFFIC = "artifact"
+        pm.features.cache_clear()
+        theirs = pm.features(spec, plan, (8, 8), 1.0)[4]
+    finally:
+        pm.PP_TRAFFIC = "boundaries"
+        pm.features.cache_clear()
+    t_pp_ours = 4.0 * s * spec.seqhid / tp * (pp - 1) / pm.MIB
+    t_pp_theirs = 16.0 * s * spec.seqhid / tp / 20.0 / pm.MIB * pp
+    # same TP term on both sides: the difference is the PP terms' difference
+    assert theirs - ours == pytest.approx(t_pp_theirs - t_pp_ours / _pp_bandwidth(plan), rel=1e-9)
+    assert pm.features(spec, plan, (8, 8), 1.0)[4] == ours
+
+
+def _pp_bandwidth(plan):
+    """The PP group's bandwidth of plan 242 on (8, 8): its stages sit on different nodes."""
+    import quanta.perf.plan as pm
+    spec = model_specs()["t5"]
+    bnet = min(spec.b_nvlink, pm._net_bw((8, 8), pm.NIC_GBPS))
+    return bnet * pm._nic_share((8, 8), plan.pp, plan.tp * plan.dp, plan.num_gpus)

@@ -11,13 +11,14 @@ Iteration time of a data-parallel family plan (ga, gc, zero-dp, zero-offload[+gc
              ZeRO-2's reduce-scatter + all-gather moves the same volume)
     off    = 4 P / d / B_pcie                          (ZeRO-Offload gradient/param traffic)
     opt    = k_opt P (plain DP) | k_opt P / d (ZeRO) | k_os_offload P / (d c)  (CPU Adam, c threads/GPU)
-    T_iter = F + (alpha_f - 1) F + sync [+ k_off + off] + opt [+ k_swap + off] + k_const
+    T_iter = F + (alpha_f - 1) F + sync [+ k_off + off] + opt [+ k_swap] + k_const
 with alpha_f = 2 under gradient checkpointing (the forward is recomputed in the backward).
 3D plans (pp, tp, dp), Megatron order (tp innermost, then dp, then pp), one micro-batch per replica
 (the measured Rubick runs do not get faster with PP: the pipeline carries one micro-batch):
     s = B/dp samples per replica, F = fwd1 * s / B / tp
     T_iter = F + ((V_dp/B_dp)**g + (k_bwd F)**g)**(1/g) + k_opt P/(tp pp) + k_const + T_tp + T_pp
     V_dp = 8 P/(tp pp) (dp-1)/dp,  T_tp = 32 s seqhid L (tp-1)/tp / B_tp,  T_pp = 4 s seqhid/tp (pp-1) / B_pp
+    (the artifact: T_pp = 16 s seqhid/tp pp / 20 GB/s; PP_TRAFFIC below)
 B is the model's effective NVLink bus bandwidth when the group sits in one node, else the network
 times the group's share of each node's NICs (`_nic_share`: all groups of one dimension communicate at
 once, so a group holding g of a node's n GPUs gets g/n of that node's NIC bandwidth).
@@ -230,6 +231,15 @@ def _nic_share(nodes: Sequence[int], size: int, stride: int, total: int) -> floa
     return float(np.min(counts[spans] / np.asarray(nodes)[node[spans]]))
 
 
+# 3D plans' pipeline traffic: "boundaries" (Quanta: fp16 activations forward and their gradients
+# back, 2 + 2 bytes an element of a replica's s x seqhid / tp, across each of the pp - 1 stage
+# boundaries at the PP group's bandwidth) or "artifact" (Rubick's pred_throughput.py
+# throughput_3D: 16 bytes an element, times pp, at a fixed 20 GB/s). Read by `features` (cached:
+# set before the first model is fitted; bench/accuracy_plan.py --pp-traffic).
+PP_TRAFFIC = "boundaries"
+ARTIFACT_PP_GBPS = 20.0
+
+
 @lru_cache(maxsize=4096)
 def features(spec: ModelSpec, plan: ExecutionPlan, nodes: tuple[int, ...], threads: float,
              nvlink_scale: float = 1.0, network: float = NIC_GBPS,
@@ -258,7 +268,10 @@ def features(spec: ModelSpec, plan: ExecutionPlan, nodes: tuple[int, ...], threa
     pp_bw = bnv if _group_in_node(nodes, pp, tp * dp, d) else bnet * _nic_share(nodes, pp, tp * dp, d)
     comm = 8.0 * p / (tp * pp) * (dp - 1) / dp / dp_bw
     t_tp = 32.0 * s * spec.seqhid * spec.layers * (tp - 1) / tp / MIB / tp_bw
-    t_pp = 4.0 * s * spec.seqhid / tp * (pp - 1) / MIB / pp_bw
+    if PP_TRAFFIC == "artifact":     # pred_throughput.py throughput_3D: 20 GB/s, times pp
+        t_pp = 16.0 * s * spec.seqhid / tp / ARTIFACT_PP_GBPS / MIB * pp if pp > 1 else 0.0
+    else:
+        t_pp = 4.0 * s * spec.seqhid / tp * (pp - 1) / MIB / pp_bw
     alpha = 2.0 if plan.checkpointing else 1.0
     return (1.0, F, alpha, comm, t_tp + t_pp, 0.0, 0.0, p / (tp * pp), 0.0)
 

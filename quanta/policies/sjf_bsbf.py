@@ -37,8 +37,13 @@ last first, skipping those with 100 steps or fewer left, one at a time until it 
 already preempted stay preempted). A preempted job is waiting again and may start later in the
 same pass (on the same GPUs: the mechanism then keeps it running). A preempted host's guest keeps
 running on those GPUs as their owner (no restart).
-Gradient accumulation (`accumulate`, off by default; both drivers charge the plan: the performance
-model's rate_with / shared_rate(..., plan, other_plan)): the waiting job may run its global batch B
+Decisions come at events (arrivals, completions); the authors' loop decides every
+`schedule_interval` seconds (run.py's flag default 10 s; their run.sh runs 60 s), which
+bench/repro_sjf_bsbf.py's reference part replays by setting the policy's `interval` to 60 s.
+Gradient accumulation (`accumulate`, off by default, as the authors' scheduler: nothing in
+Lai-JX/Scheduler @ 615f7a4 picks a sub-batch, `--gradient_accumulation_steps` is only a workload
+script's flag; the paper's concept [P] is on with accumulate=true; both drivers charge the plan:
+the performance model's rate_with / shared_rate(..., plan, other_plan)): the waiting job may run its global batch B
 as k micro-batches of B/k (quanta.perf.table: memory and speed of the micro-batch are the measured
 ones of the same model at batch B/k). Only when the pair does not fit at the full batch, every k
 the model knows is tried; those whose pair fits are scored with the slowed rates and the lowest
