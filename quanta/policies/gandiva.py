@@ -14,6 +14,12 @@ and shrink back to their request when something does.
 
 Modelled differently from the paper: at most two jobs share a GPU set (the paper oversubscribes
 further); affinity-based server choice is left to the core's best-fit consolidating placement.
+Costs are the world's, as for every policy: a migration pays the run's restart delay
+(`--restart-delay`, 30 s by default; Gandiva reports ~1-2 s [S] for its own migration:
+`--restart-delay 2` gives that; on synthetic:8:300, v100:8x8, seed 0, average JCT 24.36 h at
+30 s and 24.34 h at 2 s); time-slicing costs the performance model's ~100 ms per 60 s
+(quanta/perf/table.py SLICE_OVERHEAD, Gandiva's default quantum) whatever `quantum` is, so a
+shorter quantum's extra switches are not charged.
 """
 
 from __future__ import annotations
