@@ -24,6 +24,11 @@ normalised goodputs, heterogeneity- and restart-aware.
   duals, HiGHS' MILP only past the search's limits); `ties` says who picks among optimal
   allocations (Sia's simulator: CBC's MILP, `ties=milp` under sia-sim).
 Placement, lease extension (unchanged jobs keep their GPUs) and restart costs are the core's.
+Not modelled: hybrid-parallel jobs, whose GPU counts are multiples of a scale unit (GPUs per
+pipeline replica; the artifact's gpt_pmp, whose profile is left out: every bundled application
+has scale unit 1, quanta/data/profiles/sia_pollux/PROVENANCE.md), and the replica cap
+max_batch / min_local_batch, which is 64 or more for every bundled application and so never
+binds below `max_gpus` = 64.
 """
 
 from __future__ import annotations
