@@ -456,3 +456,18 @@ def test_p_above_zero_admits_jobs_with_its_own_lambda_sign():
     for spec in ("sia:p=0.5,lambda_n=1.1", "sia:lambda_n=-1.1", "sia:lambda_n=0"):
         with pytest.raises(QuantaError, match="lambda_n must be a number of the sign opposite"):
             make_policy(spec)
+
+
+def test_a_job_gets_no_more_replicas_than_its_batch_allows():
+    """Sia's max_replicas is also capped by the application's max batch over its smallest
+    per-GPU batch: deepspeech2 (640 / 10 = 64) is offered no count above 64 even where it ran
+    on 64 and max_gpus lets it double; cifar10 (4,096 / 32 = 128) is."""
+    from quanta.perf.catalog_model import CatalogModel
+    c = Cluster(tuple(NodeSpec(f"n{i}", "v100", 8) for i in range(32)))
+    pol = make_policy("sia:max_gpus=256")
+    none = np.zeros(1, dtype=bool)
+    for app, most in (("deepspeech2", 64), ("cifar10", 128)):
+        specs = [JobSpec("j", 0.0, 1, app, total_steps=1e6)]
+        cands = pol._candidates(snap_of(specs, c, CatalogModel(), running={0: (0, 64)},
+                                        state={"seen": {}}), {(0, -1): 64}, none)
+        assert int(cands.count.max()) == most, app

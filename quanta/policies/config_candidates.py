@@ -33,6 +33,8 @@ class RateMemo:
         # (the model's rate > 0: it fits), the same for every job of that kind in every phase
         # (unaware Pollux asks it of every type it values as its main one)
         self.fits: dict[tuple, bool] = {}
+        # (job type, GPU type index) -> the most replicas its batch allows (sia.replica_cap)
+        self.replica_caps: dict[tuple[str, int], int] = {}
 
     @staticmethod
     def of(policy, snap: Snapshot) -> RateMemo | None:

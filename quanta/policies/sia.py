@@ -3,8 +3,10 @@ normalised goodputs, heterogeneity- and restart-aware.
 
 - configurations per type: single-node powers of two up to the node size, then whole nodes;
 - a job may use up to twice the largest GPU count it has run with on any type ("scale up by at
-  most 2x"; a job that never ran gets 1 GPU: Sia knows no throughput of it before its first run,
-  sia.py offers only the scale-unit configuration then), at most `max_gpus`; the largest count
+  most 2x", and no more than its application's max batch / smallest per-GPU batch: 64 to 1,024
+  for the bundled ones, binding only with `max_gpus` above 64); a job that never ran gets 1 GPU
+  (Sia knows no throughput of it before its first run, sia.py offers only the scale-unit
+  configuration then), at most `max_gpus`; the largest count
   is shared across GPU types as in the paper's runs (`--share_max_replicas`, run_experiment.sh;
   `share_max=false` keeps one per type, the simulator's default flag); a rigid job (with
   `adaptive=false`, or a spec with min_gpus = max_gpus) only its requested count;
@@ -26,9 +28,7 @@ normalised goodputs, heterogeneity- and restart-aware.
 Placement, lease extension (unchanged jobs keep their GPUs) and restart costs are the core's.
 Not modelled: hybrid-parallel jobs, whose GPU counts are multiples of a scale unit (GPUs per
 pipeline replica; the artifact's gpt_pmp, whose profile is left out: every bundled application
-has scale unit 1, quanta/data/profiles/sia_pollux/PROVENANCE.md), and the replica cap
-max_batch / min_local_batch, which is 64 or more for every bundled application and so never
-binds below `max_gpus` = 64.
+has scale unit 1, quanta/data/profiles/sia_pollux/PROVENANCE.md).
 """
 
 from __future__ import annotations
@@ -88,6 +88,18 @@ def power_terms(g: np.ndarray, p: float, decimals: int = -1) -> np.ndarray:
 
 
 LAMBDA_N = 1.1      # |lambda_n|, Sia's simulator_config.sia_default_lambda_n
+
+
+def replica_cap(snap: Snapshot, spec, k: int, memo: dict[tuple[str, int], int]) -> int:
+    """The most replicas a Pollux/Sia application may use on GPU type k: its max batch over its
+    smallest per-GPU batch (Sia's max_replicas, ALGORITHMS.md 4b); no cap for other jobs."""
+    key = (spec.job_type, k)
+    cap = memo.get(key)
+    if cap is None:
+        profile = getattr(snap.perf, "goodput_profile", None)
+        prof = profile(spec, snap.cluster.types[k]) if profile is not None else None
+        cap = memo[key] = max(prof.max_batch // max(prof.min_local, 1), 1) if prof else 1 << 30
+    return cap
 
 
 @register("sia", "Sia: per-round ILP over (GPU type, count) configurations of normalised goodput, "
@@ -257,6 +269,7 @@ class Sia(Policy):
         allowed_of = j.allowed.tolist()      # (plain lists: this loop runs every round)
         job_rows, reqs = j.rows.tolist(), j.req.tolist()
         shapes: dict[tuple, tuple] = {}      # allowed types -> (them, each one's count choices)
+        batch_caps = {} if memo is None else memo.replica_caps     # (job type, type) -> cap
         if rigid_of is None:
             rigid_of = [self._rigid(spec) for spec in j.specs]
         for i, spec in enumerate(j.specs):
@@ -272,6 +285,8 @@ class Sia(Policy):
             else:
                 caps = tuple(min(max(2 * seen.get((row, k), 0), 1), self.max_gpus)
                              for k in allowed)
+            caps = tuple(min(cap, replica_cap(snap, spec, k, batch_caps))
+                         for cap, k in zip(caps, allowed))
             if learned is not None and not rigid and snap.perf.goodput_profile(
                     spec, cl.types[allowed[0]]) is not None:
                 out = []
