@@ -19,7 +19,8 @@ bench/anchors/tiresias.md for every line cited here):
   G(a) = P(S - a <= D | S > a) / E[min(S - a, D) | S > a] over the job GPU-time distribution S, with
   a fixed quantum D = `gittins_delta` = 3,250 GPU-s (jobs.py:116) and S Tiresias' bundled YARN
   sample (run_sim.py:1984-1990). `delta_to_threshold` instead sets D to the service left before the
-  job's queue threshold; `learn_distribution` uses the GPU-time of the jobs finished so far in the
+  job's queue threshold (a secondary reading of the paper [S] has D = the threshold itself, not
+  offered: the authors' code uses neither); `learn_distribution` uses the GPU-time of the jobs finished so far in the
   run once `min_history` have finished (both earlier Quanta variants);
 - PROMOTE (off by default: the authors' `dlas-gpu` and `dlas-gpu-gittins` pass no knob,
   run_sim.py:2049,2052; `dlas-gpu-N` set N, run_sim.py:2077-2092): a waiting job in a lower queue
