@@ -68,6 +68,16 @@ from quanta.workloads.formats import load_trace
 RESTART_S = 260.0
 ARTIFACT_PARAMS = ("shrink_running=false,scale_cap=node,normalize=model8,sla_admit=1.5,fill_node=true,"
                    "release_3d=32")
+
+
+def with_params(base: str, given: str) -> str:
+    """`base` (key=value,...) with the keys of `given` replacing its own (a policy spec names each
+    key once): `--artifact --policies rubick:fill_node=false` is the artifact but for fill_node."""
+    mine = dict(kv.split("=", 1) for kv in given.split(",") if kv)
+    kept = [kv for kv in base.split(",") if kv and kv.split("=", 1)[0] not in mine]
+    return ",".join(kept + [f"{k}={v}" for k, v in mine.items()])
+
+
 REFERENCE = (Path(__file__).resolve().parents[1] / "quanta" / "data" / "reference" / "rubick"
              / "rubick_workload-base__morphling.json")
 # --ablation: (label, rubick's parameters, first start charged, run at measured throughput)
@@ -292,8 +302,7 @@ def main() -> None:
         print("|---" * 12 + "|")
         for name in a.policies.split(","):
             if a.artifact and name.split(":")[0] == "rubick":
-                name = "rubick:" + ",".join(filter(None, [ARTIFACT_PARAMS,
-                                                          name.partition(":")[2]]))
+                name = "rubick:" + with_params(ARTIFACT_PARAMS, name.partition(":")[2])
             t0 = time.perf_counter()
             res, world = simulate(sp, name, perf, first_start=first, measured=measured)
             print(row(name, res, sp, time.perf_counter() - t0), flush=True)
