@@ -138,3 +138,33 @@ def test_las_with_a_queue_trains_every_job_to_its_end(tmp_path):
             assert kinds.count("preempted") == store.job(j).preemptions, kinds
     finally:
         stop_all(rt, store)
+
+
+def test_a_jobs_submit_time_is_on_the_runtimes_clock(tmp_path):
+    """The store keeps wall-clock times and the runtime's clock starts at the service's epoch:
+    a job's submit time in the policies' snapshot is on the runtime's clock (it was the wall
+    clock, ~1.8e9 s in the future, so a policy reading ages saw them negative: pollux, hadar and
+    hadare never started a job, gavel-ftf's programme was unbounded at every round)."""
+    store, rt = make(tmp_path, "fifo")
+    add(store, "a", 10, 0.0)
+    try:
+        rt.step()
+        row = rt.row_of[next(iter(rt.row_of))]
+        assert 0.0 <= rt.table.submit[row] <= rt.now()
+        assert rt.table.specs[row].submit_time == rt.table.submit[row]
+    finally:
+        stop_all(rt, store)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["pollux:interval=1", "hadar:interval=1", "hadare:interval=1",
+                                    "gavel-ftf:interval=1"])
+def test_policies_that_read_ages_run_jobs_to_their_end(tmp_path, policy):
+    store, rt = make(tmp_path, policy, slots=2)
+    jobs = [add(store, name, 40, 0.01) for name in ("a", "b")]
+    try:
+        run_for(rt, 90, lambda: all(store.job(j).state == "finished" for j in jobs))
+        assert [store.job(j).state for j in jobs] == ["finished", "finished"], policy
+        assert not rt.error, rt.error
+    finally:
+        stop_all(rt, store)

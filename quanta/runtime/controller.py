@@ -181,7 +181,8 @@ class Runtime(RuntimeRecovery, RuntimeLaunching, RuntimeQueues, RuntimeProgress)
                 except Exception as err2:   # noqa: BLE001 - that job fails; the service goes on
                     subs.append(JobSubmission(name="invalid", command=["false"], steps=1))
                     broken.append((rec, " ".join(str(err2).split())[:300]))
-        rows = self.table.extend([sub.to_spec(str(rec.id), rec.submit, rec.user,
+        # (the store keeps wall-clock times; the table's clock starts at the epoch, as `now`)
+        rows = self.table.extend([sub.to_spec(str(rec.id), rec.submit - self.epoch, rec.user,
                                               self._priority(sub))
                                   for sub, rec in zip(subs, recs)]).tolist()
         t, now = self.table, self.now()
