@@ -319,3 +319,45 @@ def test_two_settings_of_one_policy_class_run_side_by_side_from_python():
     run = quanta.simulate(trace="synthetic:3:10", cluster="v100:2x4",
                           policies=[Las(), Las(backfill=False)], seed=0)
     assert list(run.summary["policy"]) == ["Las", "Las:backfill=false"]
+
+
+def test_a_plugins_failure_in_the_runtime_is_one_line_said_once(tmp_path, monkeypatch, capsys):
+    """Under `quanta serve` a plugin that raises is the simulator's one line naming it, in the
+    service's log once while it repeats (a traceback was printed at every poll, 4 a second), and
+    /v1/health's error clears once a step runs again."""
+    import sys
+    import time
+    from quanta.model.presets import resolve_cluster
+    from quanta.perf.catalog_model import CatalogModel
+    from quanta.policies import make_policy
+    from quanta.runtime.backends.local import LocalBackend
+    from quanta.runtime.controller import Runtime
+    from quanta.runtime.spec import parse_submission
+    from quanta.service.store import Store
+    (tmp_path / "bad.py").write_text(BAD_POLICY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    pol = make_policy("bad:Mode:mode=raise")
+    store = Store(tmp_path / "q.db")
+    rt = Runtime(store, LocalBackend(), resolve_cluster("cpu:1x1"), pol, CatalogModel(),
+                 tmp_path / "jobs", poll_s=0.01)
+    sub = parse_submission({"name": "a", "steps": 5, "command": [sys.executable, "-c", "pass"]})
+    store.add_job("u", sub.name, sub.queue, sub.model_dump(), sub.steps, time.time())
+    rt.start()
+    try:
+        deadline = time.time() + 20
+        while not rt.error and time.time() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)                      # (some 30 polls more, each raising again)
+        assert rt.error.startswith("QuantaError: field '--policy': policy 'bad:Mode:mode=raise' "
+                                   "raised ValueError: boom inside (at ")
+        pol.mode = "shape_ok"                # the plugin recovers: a step runs, the error clears
+        deadline = time.time() + 20
+        while rt.error and time.time() < deadline:
+            time.sleep(0.05)
+        assert rt.error == ""
+    finally:
+        rt.close()
+        for rec in store.jobs(states=["pending", "running"]):
+            store.request(rec.id, cancel=True)
+    err = capsys.readouterr().err
+    assert err.count("raised ValueError: boom inside") == 1 and "Traceback" not in err, err

@@ -168,3 +168,13 @@ def test_policies_that_read_ages_run_jobs_to_their_end(tmp_path, policy):
         assert not rt.error, rt.error
     finally:
         stop_all(rt, store)
+
+
+def test_the_runtime_checks_the_policys_round_length_as_the_simulator(tmp_path):
+    """`quanta serve --policy gavel-las:interval=inf` started and left every job waiting for a
+    round that never came (the decision loop checked the runtime's wrapper, which had no
+    interval); it is the simulator's one-line error now."""
+    from quanta.errors import QuantaError
+    for bad in ("inf", "-5"):
+        with pytest.raises(QuantaError, match="interval must be a positive number"):
+            make(tmp_path / bad, f"gavel-las:interval={bad}")

@@ -41,9 +41,15 @@ class DecisionLoop:
         self.decisions = 0
         self.decide_seconds = 0.0
         # a policy from outside Quanta (a plugin): what it raises, and a decision the cluster
-        # cannot hold, are one line naming it (the user's code, not Quanta's bug)
-        self.user_policy = not type(getattr(policy, "inner", policy)).__module__.startswith(
-            "quanta.")
+        # cannot hold, are one line naming it (the user's code, not Quanta's bug); wrappers (the
+        # queue layer, the runtime's recorder) name what they wrap `inner`
+        inner = policy
+        for _ in range(8):                 # (a few levels; a policy of its own may say `inner`)
+            nxt = getattr(inner, "inner", None)
+            if nxt is None or nxt is inner:
+                break
+            inner = nxt
+        self.user_policy = not type(inner).__module__.startswith("quanta.")
 
     def step(self, now: float, active: np.ndarray, events: tuple[str, ...] = ()) -> list[Transition]:
         t = self.table

@@ -16,6 +16,7 @@ jobs whose processes are gone (they resume from their last checkpoint).
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import traceback
@@ -28,6 +29,7 @@ from quanta.core.jobtable import (DONE, KIND_CODES, PENDING, RUNNING, SHARE_MODE
                                   never_fits)
 from quanta.core.loop import DecisionLoop, next_round
 from quanta.core.mechanism import Kind, Transition
+from quanta.errors import QuantaError
 from quanta.core.sharing import tenancy_rate
 from quanta.job import CHECKPOINT_ERROR, read_json
 from quanta.model.cluster import Cluster
@@ -55,13 +57,17 @@ class _Recorded:
     (with the table rows of its snapshot) for the pending reasons and positions it gives."""
 
     def __init__(self, policy: Policy):
-        self.policy = policy
+        self.inner = policy
+        self.interval = policy.interval       # (what the decision loop checks and says)
         self.rows: np.ndarray = np.empty(0, np.int64)
         self.reasons: dict[int, str] = {}
         self.positions: dict[int, tuple[int, float | None]] = {}
 
+    def label(self) -> str:
+        return self.inner.label()
+
     def decide(self, snap):
-        dec = self.policy.decide(snap)
+        dec = self.inner.decide(snap)
         self.rows, self.reasons, self.positions = snap.jobs.rows.copy(), dec.reasons, dec.positions
         return dec
 
@@ -148,15 +154,19 @@ class Runtime(RuntimeRecovery, RuntimeLaunching, RuntimeQueues, RuntimeProgress)
             while not self._stop.is_set():
                 try:
                     self.step()
+                    self.error = ""        # (/v1/health: the last step raised nothing)
                 except Exception as err:   # noqa: BLE001 - keep serving; the error is reported
-                    self.error = f"{type(err).__name__}: {err}"
-                    import traceback
-                    traceback.print_exc()
+                    said = f"{type(err).__name__}: {err}"
+                    if said != self.error:     # once while it repeats, not at every poll
+                        if isinstance(err, QuantaError):   # a plugin's error, the user's: a line
+                            print(f"error: {err}", file=sys.stderr, flush=True)
+                        else:
+                            traceback.print_exc()
+                    self.error = said
                 self._poke.wait(self.poll_s)
                 self._poke.clear()
         except BaseException as err:       # the loop itself: no job is scheduled any more
             self.error = f"the runtime's loop stopped ({type(err).__name__}: {err})"
-            import traceback
             traceback.print_exc()          # (in the service's log; /v1/health says 503)
 
     def loop_alive(self) -> bool:
