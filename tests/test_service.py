@@ -582,3 +582,29 @@ def test_yaml_base_60_is_text_not_a_number(tmp_path):
     r = cli("submit", str(spec), env={"QUANTA_URL": "http://127.0.0.1:9", "QUANTA_TOKEN": "x"})
     assert r.returncode == 2 and "job.yaml:3: field 'steps': Input should be a valid integer" \
         in r.stderr, r.stderr
+
+
+TAIL_JOB = """
+import signal, time
+from quanta.job import Job
+job = Job.from_env()
+job.report(job.alloc.total_steps, force=True)      # every step done
+signal.signal(signal.SIGTERM, signal.SIG_DFL)       # and killed by a stop, not checkpointing
+print("all steps done", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_job_stopped_after_its_last_step_is_finished_not_requeued(service, tmp_path):
+    """A job that reported all its steps and was then stopped (a hold, a preemption) before its
+    process ended was requeued as held or preempted, launched again and ran its tail twice: it
+    is finished (runtime probe: `las` preempted an example job at step 20000 of 20000)."""
+    s = service(cluster="cpu:1x1")
+    (tmp_path / "tail.py").write_text(TAIL_JOB)
+    a = s.submit(name="tail", steps=200, command=[PY, str(tmp_path / "tail.py")])
+    s.wait(a, lambda j: j["state"] == "running" and j["steps_done"] >= 200)
+    assert s.req("POST", f"/v1/jobs/{a}/hold").status_code == 200
+    j = s.wait(a, lambda j: j["state"] in ("finished", "failed", "cancelled") or
+               j["reason"] == "JobHeldUser")
+    assert (j["state"], j["steps_done"]) == ("finished", 200), j
+    assert j["preemptions"] == 0

@@ -377,8 +377,10 @@ class Runtime(RuntimeRecovery, RuntimeLaunching, RuntimeQueues, RuntimeProgress)
         steps = float(self.reported.get(row, 0.0))     # what the job reported, never an estimate
         why = proc.stopping
         # exit 0 is success (as in Slurm and Kubernetes), unless the scheduler asked the job to
-        # stop (a job of the SDK checkpoints and exits 0 then) and it had steps left
-        if ex.returncode == 0 and (not why or (sub.steps is not None and steps >= sub.steps)):
+        # stop (a job of the SDK checkpoints and exits 0 then) and it had steps left; a job told
+        # to stop after it reported its last step is done, however the stop ended its processes
+        done_all = sub.steps is not None and steps >= sub.steps
+        if (ex.returncode == 0 and (not why or done_all)) or (why and done_all):
             if why == "preempt":           # it finished before it stopped: no preemption
                 t.preemptions[row] -= 1
             self._close(row, "finished", "", now, steps_done=steps)
