@@ -274,3 +274,27 @@ def test_programmes_that_come_up_again_are_answered_from_memory():
     for i in range(A.MEMO_SIZE + 5):          # bounded
         A.max_min(T, z, N, coef * (1 + i / 1000))
     assert len(A._MEMO) == A.MEMO_SIZE
+
+
+def test_a_warm_level_solve_with_no_answer_is_solved_afresh(monkeypatch):
+    """HiGHS may end a warm start with no answer ("Unknown"): finish-time fairness on ~2,000 jobs
+    did and the run stopped with `max-min LP failed: Unknown`. The level programme is then solved
+    afresh, with the same answer as a run whose warm starts all succeed."""
+    from quanta import highs
+    rng = np.random.default_rng(3)
+    T = rng.uniform(0.5, 3.0, size=(12, 3))
+    z = rng.choice([1, 2], size=12)
+    N = np.array([4, 4, 4])
+    num, den = rng.uniform(1e3, 1e4, size=12), rng.uniform(1e3, 1e4, size=12)
+    base = rng.uniform(0, 100, size=12)
+    X0, rho0 = A.min_max_ratio(T, z, N, num, den, base)
+    real, failed = highs.LP.resolve, []
+
+    def flaky(lp, *a, **k):
+        if not a and not k:                  # the level programme's warm re-solve
+            failed.append(1)
+            return highs.Result(4, "Unknown", None, None)
+        return real(lp, *a, **k)
+    monkeypatch.setattr(highs.LP, "resolve", flaky)
+    X1, rho1 = A.min_max_ratio(T, z, N, num, den, base)
+    assert failed and rho1 == pytest.approx(rho0, rel=1e-9) and np.allclose(X1, X0, atol=1e-9)

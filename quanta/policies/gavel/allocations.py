@@ -425,15 +425,18 @@ class _LevelLP:
     def level(self, coef: np.ndarray) -> float:
         g = 1.0 / coef[self.rows]
         s = _lp.solver("level")
-        if s.owner is not self or not _lp.WARM:    # the whole programme, solved afresh
+        res = None
+        if s.owner is self and _lp.WARM:           # only the level's column changed
+            for r, v in zip(self.frow.tolist(), g.tolist()):
+                s.h.changeCoeff(r, self.tcol, v)
+            res = s.resolve()
+            # (HiGHS may end a warm start with no answer, "Unknown": under finish-time fairness
+            # with ~2,000 jobs it did, and the run was lost. Then afresh, as below.)
+        if res is None or res.status != 0:         # the whole programme, solved afresh
             A, b, lo, hi = self.model
             A = (A[0], A[1], A[2].copy())
             A[2][len(A[2]) - len(g):] = g
             res = s.solve(self.cost, A, b, lo, hi, owner=self)
-        else:                                      # only the level's column changed
-            for r, v in zip(self.frow.tolist(), g.tolist()):
-                s.h.changeCoeff(r, self.tcol, v)
-            res = s.resolve()
         if res.status != 0:
             raise RuntimeError(f"max-min LP failed: {res.message}")
         return float(res.x[-1])
