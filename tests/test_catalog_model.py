@@ -56,3 +56,17 @@ def test_pollux_jobs_get_their_work_from_the_validation_profile():
     assert cifar.duration_s == 0.0
     assert any("work to the target metric" in n for n in wl.notes)
     assert m.work_steps(JobSpec("x", 0, 1, "ResNet-18 (batch size 32)")) is None
+
+
+def test_asking_about_a_job_without_a_goodput_model_fits_none():
+    """goodput_profile / observe / atomic_throughput of a Gavel-catalog job answer None without
+    fitting the goodput model's 30 profiles (~1.7 s: Sia's replica cap asked it of every job
+    type and ran 35% slower on synthetic:3:300)."""
+    from quanta.model import JobSpec
+    from quanta.perf.catalog_model import CatalogModel
+    cm = CatalogModel()
+    job = JobSpec("a", 0.0, 1, "ResNet-50 (batch size 32)", total_steps=100.0)
+    assert cm.goodput_profile(job, "v100") is None and cm.atomic_throughput(job, "v100") is None
+    assert cm.observe(job, "v100", 1) is None
+    assert cm._goodput is None
+    assert cm.goodput_profile(JobSpec("b", 0.0, 1, "cifar10", total_steps=100.0), "v100") is not None

@@ -127,13 +127,14 @@ class CatalogModel:
         """What a Pollux/Sia job measures on an allocation (GoodputPerf.observe); None for the
         other models' jobs."""
         model = self.model_for(job)
-        return model.observe(job, gpu_type, num_gpus, num_nodes) if model is self.goodput else None
+        # (`_goodput`: asking `goodput` would fit its 30 models for a job that has none)
+        return model.observe(job, gpu_type, num_gpus, num_nodes) if model is self._goodput else None
 
     def goodput_profile(self, job: JobSpec, gpu_type: str):
         """The goodput model's per-type profile of a Pollux/Sia job (batch limits, 1-GPU seed
         throughput); None for the other models' jobs or a type it has none for."""
         model = self.model_for(job)
-        if model is not self.goodput or not model._profiled(model._app(job), gpu_type):
+        if model is not self._goodput or not model._profiled(model._app(job), gpu_type):
             return None
         return model.profile(job, gpu_type)
 
@@ -141,7 +142,7 @@ class CatalogModel:
         """Samples/s of a Pollux/Sia job's largest 1-GPU batch on a type (its seed profile: what
         Sia projects throughputs across types with); None where unknown."""
         model = self.model_for(job)
-        if model is not self.goodput:
+        if model is not self._goodput:
             return None
         try:
             return model.catalog[model._app(job)].atomic_throughput(gpu_type)
