@@ -250,8 +250,8 @@ def register(app: typer.Typer, console: Callable) -> None:
         now = time.time()
         t = rich_table(pad_edge=False)
         cols = ["JOBID", "NAME", "USER", "QUEUE", "STATE", "TIME", "GPUS", "NODES/REASON"]
-        for col in cols + (["POS", "EST START"] if pos is not None else []):
-            t.add_column(col, no_wrap=True)
+        cols += ["POS", "EST START"] if pos is not None else []
+        rows = []
         for j in jobs:
             ran = j["run_s"] if "run_s" in j else \
                 ((j["end_time"] or now) - j["start"]) if j["start"] else 0.0   # (an older service)
@@ -260,8 +260,22 @@ def register(app: typer.Typer, console: Callable) -> None:
             if pos is not None:
                 cells += ["" if j["position"] is None else j["position"],
                           "" if j["est_start"] is None else _when(j["est_start"])]
-            t.add_row(*(rich_text(plain(v)) for v in cells))
-        console().print(t)
+            rows.append([plain(v) for v in cells])
+        # where the table is wider than the screen, NODES/REASON is cut (a long reason squeezed
+        # every other column to a letter or two); the other columns keep their width
+        out, at = console(), cols.index("NODES/REASON")
+        bare = rich_table(pad_edge=False)            # the table without the reasons: its width
+        for col in cols:
+            t.add_column(col, no_wrap=True)
+            bare.add_column(col, no_wrap=True)
+        for r in rows:
+            bare.add_row(*(rich_text(v if k != at else "") for k, v in enumerate(r)))
+        room = max(len(cols[at]), out.width - out.measure(bare).maximum + len(cols[at]))
+        for r in rows:
+            if len(r[at]) > room:
+                r[at] = r[at][:room - 1] + "…"
+            t.add_row(*(rich_text(v) for v in r))
+        out.print(t)
         if nxt is not None:
             console().print(f"{len(jobs)} of {total} jobs shown; next page: quanta queue"
                             f"{' --all' if all_states else ''} --after {nxt}"

@@ -608,3 +608,18 @@ def test_a_job_stopped_after_its_last_step_is_finished_not_requeued(service, tmp
                j["reason"] == "JobHeldUser")
     assert (j["state"], j["steps_done"]) == ("finished", 200), j
     assert j["preemptions"] == 0
+
+
+def test_queue_cuts_a_long_reason_not_the_other_columns(service):
+    """`quanta queue -a | cat` (120 columns) with a job failed for a long reason squeezed every
+    other column to a letter or two (`JO… … US…`); the reason is cut instead."""
+    s = service(cluster="cpu:1x1")
+    a = s.submit(name="lost", command=["/nonexistent/" + "p" * 150, "x"])
+    s.wait(a, lambda j: j["state"] == "failed")
+    env = {"QUANTA_URL": s.url, "QUANTA_TOKEN": s.admin, "COLUMNS": "120"}
+    lines = cli("queue", "-a", env=env).stdout.splitlines()
+    assert lines[1].split() == ["JOBID", "NAME", "USER", "QUEUE", "STATE", "TIME", "GPUS",
+                                "NODES/REASON"], lines
+    row = lines[3].split()
+    assert row[:5] == [str(a), "lost", "admin", "default", "FAILED"], lines
+    assert max(len(ln) for ln in lines) <= 120 and lines[3].rstrip().endswith("…"), lines
