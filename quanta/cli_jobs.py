@@ -349,10 +349,12 @@ def register(app: typer.Typer, console: Callable) -> None:
         say(f"job {j['id']} {j['name']} ({j['user']}, queue {j['queue']}): "
             f"{j['state'].upper()}{' held' if j['held'] else ''}"
             f"{' - ' + j['reason'] if j['reason'] else ''}")
+        # (a job that is not running holds nothing: its record keeps where it last ran)
+        where = f"{j['gpus']} x {j['gpu_type'] or '-'} {j['nodes']}" if j["state"] == "running" \
+            else "no devices now" + (f" (last on {j['nodes']})" if j["nodes"] else "")
         say(f"  progress {int(j['steps_done'])}/{int(j['total_steps']) or '?'} steps, "
-            f"{j['steps_per_s']:.2f} steps/s; {j['gpus']} x {j['gpu_type'] or '-'} "
-            f"{j['nodes']}; preemptions {j['preemptions']}, failures {j['failures']}, "
-            f"attempts {j['attempt']}")
+            f"{j['steps_per_s']:.2f} steps/s; {where}; preemptions {j['preemptions']}, "
+            f"failures {j['failures']}, attempts {j['attempt']}")
         if not j["total_steps"]:
             say("  no step count: the job ends when its command exits; a job that does "
                 "not checkpoint with the job SDK restarts from scratch when preempted")
