@@ -136,7 +136,7 @@ def test_nonsensical_values_are_one_line_exit_2(args, flag, tmp_path):
     (["pollux:search=ga,population=0"], "pollux: population must be 1 or more"),
     (["sia:decimals=400"], "sia: decimals must be -1 (off) to 15, got 400"),
     (["sia:max_gpus=0"], "sia: max_gpus must be 1 or more"),
-    (["sia:lambda_n=-1"], "sia: lambda_n must be a positive number"),
+    (["sia:lambda_n=-1"], "sia: lambda_n must be a number of the sign opposite to p's"),
     (["gandiva:quantum=0"], "gandiva: quantum must be a positive number of seconds"),
     (["rubick:max_restarts=-1"], "rubick: max_restarts must be 0 or more"),
     (["tiresias-las:pack_limit=-1"], "tiresias: pack_limit must be a share in [0, 1]"),
