@@ -134,7 +134,10 @@ def policy_parameters(name: str) -> list[tuple[str, str, str]]:
         kind = hints.get(f.name, f.type)
         kind = "from Python only" if _from_python_only(f) else \
             getattr(kind, "__name__", None) if isinstance(kind, type) else str(kind)
-        out.append((f.name, str(kind).replace("typing.", ""), spec_text(value)))
+        given = f.name in info.defaults or f.default is not dataclasses.MISSING or \
+            f.default_factory is not dataclasses.MISSING
+        out.append((f.name, str(kind).replace("typing.", ""),
+                    spec_text(value) if given else "(none)"))
     return out
 
 
@@ -160,7 +163,7 @@ def spec_text(value: Any) -> str:
     if isinstance(value, enum.Enum):
         return value.name
     if value is None:
-        return "(none)"
+        return "none"             # (what an Optional parameter reads as None)
     return str(value) if not callable(value) else getattr(value, "__name__", "a function")
 
 
