@@ -29,8 +29,8 @@ from quanta.core.jobtable import (DONE, KIND_CODES, PENDING, RUNNING, SHARE_MODE
                                   never_fits)
 from quanta.core.loop import DecisionLoop, next_round
 from quanta.core.mechanism import Kind, Transition
-from quanta.errors import QuantaError
 from quanta.core.sharing import tenancy_rate
+from quanta.errors import QuantaError
 from quanta.job import CHECKPOINT_ERROR, read_json
 from quanta.model.cluster import Cluster
 from quanta.perf.base import PerfModel, allocation_rate
@@ -380,7 +380,7 @@ class Runtime(RuntimeRecovery, RuntimeLaunching, RuntimeQueues, RuntimeProgress)
         # stop (a job of the SDK checkpoints and exits 0 then) and it had steps left; a job told
         # to stop after it reported its last step is done, however the stop ended its processes
         done_all = sub.steps is not None and steps >= sub.steps
-        if (ex.returncode == 0 and (not why or done_all)) or (why and done_all):
+        if done_all if why else ex.returncode == 0:
             if why == "preempt":           # it finished before it stopped: no preemption
                 t.preemptions[row] -= 1
             self._close(row, "finished", "", now, steps_done=steps)
