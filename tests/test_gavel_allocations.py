@@ -298,3 +298,13 @@ def test_a_warm_level_solve_with_no_answer_is_solved_afresh(monkeypatch):
     monkeypatch.setattr(highs.LP, "resolve", flaky)
     X1, rho1 = A.min_max_ratio(T, z, N, num, den, base)
     assert failed and rho1 == pytest.approx(rho0, rel=1e-9) and np.allclose(X1, X0, atol=1e-9)
+
+
+def test_a_job_with_almost_no_steps_left_does_not_unbound_the_level():
+    """Finish-time fairness with a lone job all but done at the runtime's fallback 0.02 steps/s:
+    its coefficient (5e10) put 2e-11 in the level programme, which HiGHS reads as 0, and the
+    level was unbounded (`max-min LP failed: Unbounded`, found by the slow runtime test)."""
+    for num in (1e-9, 1e-12):
+        X, rho = A.min_max_ratio(np.array([[0.02]]), np.array([1]), np.array([2]),
+                                 np.array([num]), np.array([100.0]), np.array([5.0]))
+        assert X[0, 0] == pytest.approx(1.0) and rho == pytest.approx(0.05, rel=1e-2)

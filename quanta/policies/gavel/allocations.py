@@ -357,7 +357,13 @@ def min_max_ratio(T: np.ndarray, z: np.ndarray, N: np.ndarray, num: np.ndarray, 
             # its level the one the search's programme found at rho (its second stage alone)
             return max_min(T, z, N, (rho * den - base) / num, refine=True, known=raw.get(rho))
         coef, scale = sane_coefficients((rho * den - base) / num, T)
-        raw[rho] = search.level(coef)
+        # the level programme's rows hold 1 / coef, and HiGHS takes an entry under 1e-9 for 0
+        # (the level then unbounded: a lone job with almost no steps left at 0.02 steps/s): such
+        # coefficients are divided by one factor there, the level multiplied back (raw: in
+        # sane_coefficients' units, as max_min's `known` reads it)
+        top = float(coef.max()) if coef.size else 0.0
+        f = top / 1e8 if top > 1e9 else 1.0
+        raw[rho] = search.level(coef / f) * f
         return None, raw[rho] * scale
 
     lo = float(np.max(base / den)) * (1 + 1e-9) + 1e-12   # below this some job can never make it
