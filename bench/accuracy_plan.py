@@ -24,7 +24,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from quanta.model.job import JobSpec
-from quanta.perf.plan import RUBICK_DIR, PlanPerf, read_csv
+from quanta.perf.plan import RUBICK_DIR, read_csv
+from quanta.perf.plan_perf import PlanPerf
 from quanta.perf.plan_fit import (
     FAMILIES,
     fitted_models,

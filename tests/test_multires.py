@@ -235,7 +235,7 @@ def test_placement_skips_nodes_without_enough_network_bandwidth_and_release_free
 
 
 def test_a_multi_node_plan_job_granted_less_network_runs_slower_and_the_simulator_charges_it():
-    from quanta.perf.plan import PlanPerf
+    from quanta.perf.plan_perf import PlanPerf
     perf = PlanPerf()
     job = JobSpec("a", 0.0, 16, "gpt2", total_steps=1e6)
     full = perf.rate(job, "a800", 16, 2, True)

@@ -12,7 +12,6 @@ from quanta.perf.base import Provenance
 from quanta.perf.plan import (
     RUBICK_DIR,
     ExecutionPlan,
-    PlanPerf,
     Resources,
     best_plan,
     feasible,
@@ -22,6 +21,7 @@ from quanta.perf.plan import (
     read_csv,
     sensitivity_curve,
 )
+from quanta.perf.plan_perf import PlanPerf
 from quanta.perf.plan_fit import (
     FAMILIES,
     fit_plan_model,

@@ -41,7 +41,7 @@ class CatalogModel:
     @property
     def plan(self):
         if self._plan is None:
-            from quanta.perf.plan import PlanPerf
+            from quanta.perf.plan_perf import PlanPerf
             self._plan = PlanPerf(fallback=self.table)
         return self._plan
 

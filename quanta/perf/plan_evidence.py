@@ -49,7 +49,7 @@ def measured_range(family: str) -> dict[str, tuple[int, int]]:
 def plan_perf_of(perf, job):
     """The PlanPerf that answers for `job` inside `perf` (PlanPerf itself, a CatalogModel's plan
     model, or either behind wrappers that expose `base`); None if no plan model does."""
-    from quanta.perf.plan import PlanPerf
+    from quanta.perf.plan_perf import PlanPerf
     seen = 0
     while perf is not None and seen < 8:
         if isinstance(perf, PlanPerf):

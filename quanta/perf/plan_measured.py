@@ -32,7 +32,8 @@ import numpy as np
 
 from quanta.model.job import JobSpec
 from quanta.perf.base import ADAPTIVE_BATCH, rate_with
-from quanta.perf.plan import REFERENCE_TYPE, ExecutionPlan, PlanPerf
+from quanta.perf.plan import ExecutionPlan
+from quanta.perf.plan_perf import REFERENCE_TYPE, PlanPerf
 from quanta.perf.plan_evidence import plan_perf_of
 
 
