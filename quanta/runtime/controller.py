@@ -58,10 +58,13 @@ class _Recorded:
 
     def __init__(self, policy: Policy):
         self.inner = policy
-        self.interval = policy.interval       # (what the decision loop checks and says)
         self.rows: np.ndarray = np.empty(0, np.int64)
         self.reasons: dict[int, str] = {}
         self.positions: dict[int, tuple[int, float | None]] = {}
+
+    @property
+    def interval(self) -> float | None:     # (what the decision loop checks and says)
+        return self.inner.interval
 
     def label(self) -> str:
         return self.inner.label()
