@@ -11,7 +11,31 @@ from typing import List, Optional
 
 import typer
 
-from quanta import cli_options
+
+def _unshadow() -> None:
+    """`python -m quanta.cli` puts the working folder first on sys.path; a folder there named
+    quanta (an output folder: `--out quanta`) then shadows an editable install's package as an
+    empty namespace package (no version, no file: `run_config` failed with a traceback). The
+    package this file belongs to is put in its place."""
+    import importlib.util
+    import os
+    pkg = sys.modules.get("quanta")
+    if pkg is None or getattr(pkg, "__file__", None):
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    spec = importlib.util.spec_from_file_location("quanta", os.path.join(here, "__init__.py"),
+                                                  submodule_search_locations=[here])
+    real = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(real)
+    for name, mod in list(sys.modules.items()):      # submodules already imported, as attributes
+        if name.startswith("quanta.") and name.count(".") == 1:
+            setattr(real, name.partition(".")[2], mod)
+    sys.modules["quanta"] = real
+
+
+_unshadow()
+
+from quanta import cli_options  # noqa: E402
 from quanta.cli_print import console, print_listing, rich_table, rich_text
 from quanta.errors import QuantaError
 

@@ -379,3 +379,15 @@ def test_a_run_cut_short_counts_running_jobs_to_the_cut(tmp_path):
     assert jobs["j1"]["state"] == "running" and float(jobs["j1"]["gpu_seconds"]) == 3500
     row = next(csv.DictReader(open(tmp_path / "o/summary.csv")))
     assert float(row["gpu_hours"]) == 3510 / 3600 and float(row["gpu_util"]) == 3510 / 3600
+
+
+def test_python_m_from_a_folder_holding_a_folder_named_quanta(tmp_path):
+    """`python -m` puts the working folder first on sys.path: a folder there named quanta (an
+    earlier run's `--out quanta`) made an editable install's package an empty namespace package,
+    and the run's config.yaml failed with a traceback (no `quanta.__version__`)."""
+    (tmp_path / "quanta").mkdir()
+    r = quanta("simulate", "--trace", "synthetic:3:10", "--cluster", "v100:1x8", "-p", "fifo",
+               "--quiet", "--no-plots", "--out", "o", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "quanta_version: 0.1.0" in (tmp_path / "o" / "config.yaml").read_text()
+    assert quanta("--version", cwd=tmp_path).stdout.strip() == "quanta 0.1.0"
