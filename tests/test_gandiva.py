@@ -131,3 +131,34 @@ def test_jobs_submitted_together_time_slice_from_the_start():
         ends = res.table.end
         assert abs(ends[0] - ends[1]) < 5.0        # sliced: both finish together
     assert starts[0.0] == [0.0, 0.0] and starts[1.0] == [0.0, 1.0]
+
+
+def test_a_waiting_job_slices_with_the_first_arrived_unshared_job_of_its_size():
+    """The host a waiting job time-slices with: among running jobs holding as many GPUs as it
+    asks for, and jobs started by the same decision, not sharing yet, the first to arrive; a
+    job with no such host waits (the policy's per-size host heaps, against the rule)."""
+    from quanta.policies.gandiva import Gandiva
+
+    seen = []
+
+    class Recorded(Gandiva):
+        def decide(self, snap):
+            dec = super().decide(snap)
+            rows = snap.jobs.rows
+            seen.append((snap.now, {int(rows[g]): int(rows[h]) for g, (h, _m) in dec.share.items()}))
+            return dec
+
+    long = 50_000.0
+    jobs = [JobSpec("a", 0.0, 2, "", total_steps=long), JobSpec("b", 5.0, 1, "", total_steps=long),
+            JobSpec("b2", 6.0, 1, "", total_steps=long),
+            JobSpec("c", 10.0, 1, "", total_steps=long), JobSpec("d", 10.0, 2, "", total_steps=long),
+            JobSpec("e", 20.0, 1, "", total_steps=long), JobSpec("f", 20.0, 1, "", total_steps=long)]
+    Simulator(jobs, homogeneous(1, 4), Recorded(pack=False), _perf(), restart=RestartCost(0.0)).run()
+    at = dict(seen)
+    assert at[10.0] == {3: 1, 4: 0}          # c with b (not b2, later; not a, 2 GPUs), d with a
+    assert at[20.0] == {3: 1, 4: 0, 5: 2}    # e with b2; f waits: no unshared 1-GPU job left
+    # jobs arriving together on an empty one-GPU cluster: the second slices with the first at once
+    seen.clear()
+    pair = [JobSpec("x", 0.0, 1, "", total_steps=long), JobSpec("y", 0.0, 1, "", total_steps=long)]
+    Simulator(pair, homogeneous(1, 1), Recorded(pack=False), _perf(), restart=RestartCost(0.0)).run()
+    assert seen[0] == (0.0, {1: 0})

@@ -20,8 +20,10 @@ def read_sharing(dec: Decision, tgt_g: np.ndarray, tgt_t: np.ndarray, on: np.nda
     """Validate the decision's sharing and return, per snapshot row, the partner's driver row
     (-1 none; a spanning guest's: the host `share` names), whether the row is a guest, the mode of
     every shared row, and the hosts and GPUs of each spanning guest (snapshot rows)."""
-    partner = np.full(n, -1, dtype=np.int64)
-    guest = np.zeros(n, dtype=bool)
+    # (Python lists: a decision may hold a pair on every GPU of the cluster)
+    tgt_g, tgt_t, on, rows_d = tgt_g.tolist(), tgt_t.tolist(), on.tolist(), rows_d.tolist()
+    partner = [-1] * n
+    guest = [False] * n
     mode_of: dict[int, str] = {}
     used: dict[int, int] = {}          # host -> GPUs it gives guests
     whole: set[int] = set()            # hosts of a plain (whole, same-size) pair
@@ -33,7 +35,7 @@ def read_sharing(dec: Decision, tgt_g: np.ndarray, tgt_t: np.ndarray, on: np.nda
         if mode not in ("pack", "slice"):
             raise PolicyError(f"sharing mode '{mode}' is not pack or slice")
         span = dec.span.get(g)
-        parts = [(int(x), int(c)) for x, c in span.items()] if span else [(h, int(tgt_g[h]))]
+        parts = [(int(x), int(c)) for x, c in span.items()] if span else [(h, tgt_g[h])]
         if span is not None and h not in span:
             raise PolicyError("a spanning guest's share must name one of its hosts")
         if not on[g] or any(not on[x] or x == g for x, _c in parts):
@@ -58,7 +60,7 @@ def read_sharing(dec: Decision, tgt_g: np.ndarray, tgt_t: np.ndarray, on: np.nda
         mode_of[g] = mode
         if span:
             spans[g] = parts
-    return partner, guest, mode_of, spans
+    return np.array(partner, dtype=np.int64), np.array(guest, dtype=bool), mode_of, spans
 
 
 def _want_layout(dec: Decision, spans: dict[int, list[tuple[int, int]]], rows_d: np.ndarray,

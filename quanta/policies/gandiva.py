@@ -24,6 +24,7 @@ shorter quantum's extra switches are not charged.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,48 +55,56 @@ class Gandiva(Policy):
         now = snap.now
         st = snap.state if snap.state else {"trial": {}, "no_pack": set()}
         rows = j.rows
-        pos = {int(r): i for i, r in enumerate(rows.tolist())}
+        pos = dict(zip(rows.tolist(), range(len(rows))))     # driver row -> snapshot row
         dec = Decision.empty(snap)
         free = snap.capacity.astype(np.int64).copy()
         req = j.req
         # 1. running owners keep their GPUs (never preempted); elastic ones at their request
         owners = np.flatnonzero(j.running & ~j.is_guest)
-        for i in owners.tolist():
-            g = int(req[i]) if self.grow and j.gpus[i] > req[i] else int(j.gpus[i])
-            dec.gpus[i], dec.gpu_type[i] = g, j.gtype[i]
-            free[j.gtype[i]] -= g
+        held = j.gpus[owners]
+        keep = np.where(held > req[owners], req[owners], held) if self.grow else held
+        dec.gpus[owners], dec.gpu_type[owners] = keep, j.gtype[owners]
+        np.add.at(free, j.gtype[owners], -keep)
         # 2. sharing jobs migrate to freed GPUs, else keep sharing (mode from introspection)
         hosts_taken: set[int] = set()
-        for i in np.flatnonzero(j.is_guest).tolist():
-            t = int(j.gtype[i])
-            if free[t] >= req[i]:
-                dec.gpus[i], dec.gpu_type[i] = req[i], t
-                free[t] -= req[i]
+        guests = np.flatnonzero(j.is_guest)
+        gpus_l, type_l = dec.gpus.tolist(), dec.gpu_type.tolist()     # (a pair on every GPU)
+        for i, t, n, mate in zip(guests.tolist(), j.gtype[guests].tolist(), req[guests].tolist(),
+                                 j.partner[guests].tolist()):
+            if free[t] >= n:
+                dec.gpus[i], dec.gpu_type[i] = gpus_l[i], type_l[i] = n, t
+                free[t] -= n
                 continue
-            h = pos.get(int(j.partner[i]))
-            if h is None or dec.gpus[h] != req[i] or dec.gpu_type[h] != t:
+            h = pos.get(mate)
+            if h is None or gpus_l[h] != n or type_l[h] != t:
                 continue        # its host shrank or left: it waits
-            dec.gpus[i], dec.gpu_type[i] = req[i], t
+            dec.gpus[i], dec.gpu_type[i] = gpus_l[i], type_l[i] = n, t
             dec.share[i] = (h, self._mode(st, snap, i, h))
             hosts_taken.add(h)
         # 3. waiting jobs in arrival order: free GPUs, else time-slice with a same-size job
         waiting = np.flatnonzero(~j.running)
         waiting = waiting[np.lexsort((j.rows[waiting], j.submit[waiting]))]
         still_waiting = 0
-        for i in waiting.tolist():
-            room = j.allowed[i] & (free >= req[i])
-            if room.any():
-                t = int(np.argmax(np.where(room, j.rates[i], -1.0)))
-                dec.gpus[i], dec.gpu_type[i] = req[i], t
-                free[t] -= req[i]
-                continue
-            h = self._host_for(snap, dec, i, hosts_taken)
+        hosts = _Hosts(snap, dec, hosts_taken)
+        free_l = free.tolist()
+        for i, n, ok in zip(waiting.tolist(), req[waiting].tolist(),
+                            j.allowed[waiting].tolist()):
+            if n <= max(free_l):
+                room = [a and f >= n for a, f in zip(ok, free_l)]
+                if any(room):
+                    t = int(np.argmax(np.where(room, j.rates[i], -1.0)))
+                    dec.gpus[i], dec.gpu_type[i] = n, t
+                    free_l[t] -= n
+                    hosts.add(i, n, t)          # started now: a host for the jobs after it
+                    continue
+            h = hosts.take(n, ok)
             if h is None:
                 still_waiting += 1
                 continue
-            dec.gpus[i], dec.gpu_type[i] = req[i], dec.gpu_type[h]
+            dec.gpus[i], dec.gpu_type[i] = n, dec.gpu_type[h]
             dec.share[i] = (h, "slice")
             hosts_taken.add(h)
+        free[:] = free_l
         # 4. grow elastic owners onto idle GPUs while nothing waits
         if self.grow and still_waiting == 0:
             for i in owners.tolist():
@@ -111,22 +120,6 @@ class Gandiva(Policy):
         dec.state = st
         dec.wake_at = now + self.quantum if dec.share else None
         return dec
-
-    def _host_for(self, snap: Snapshot, dec: Decision, i: int, taken: set[int]) -> int | None:
-        """A running job of the same size, on a type job i may use, with no partner yet: the
-        one that arrived first (Gandiva time-slices the least loaded GPUs; all unshared ones
-        carry one job)."""
-        j = snap.jobs
-        # owners that keep running, and jobs started by this very decision (jobs submitted
-        # together, e.g. a hyper-parameter search, slice from the start)
-        started = ~j.running & (dec.gpus > 0)
-        cand = np.flatnonzero(((j.running & ~j.is_guest & (j.gpus == j.req[i])) | started)
-                              & (dec.gpus == j.req[i]))
-        cand = [h for h in cand.tolist()
-                if h not in taken and h not in dec.share and j.allowed[i, int(dec.gpu_type[h])]]
-        if not cand:
-            return None
-        return min(cand, key=lambda h: (j.submit[h], int(j.rows[h])))
 
     def _mode(self, st: dict, snap: Snapshot, g: int, h: int) -> str:
         """Introspection for a sharing pair: try packing, measure, keep or revert."""
@@ -167,3 +160,40 @@ class Gandiva(Policy):
     def _forget(st: dict, live: set[int]) -> None:
         for key in [k for k in st["trial"] if k[0] not in live or k[1] not in live]:
             del st["trial"][key]
+
+
+class _Hosts:
+    """The jobs a waiting job may time-slice with, as `Gandiva.decide` walks the queue: running
+    owners kept at the GPUs they hold and jobs started by this very decision (jobs submitted
+    together, e.g. a hyper-parameter search, slice from the start), not sharing yet. A job of
+    n GPUs takes, among those holding n GPUs of a type it may use, the one that arrived first
+    (Gandiva time-slices the least loaded GPUs; all unshared ones carry one job). Kept per
+    (GPUs, type) in heaps, so a decision costs the queue's length, not its square."""
+
+    def __init__(self, snap: Snapshot, dec: Decision, taken: set[int]) -> None:
+        j = snap.jobs
+        self.submit, self.rows = j.submit, j.rows
+        self.heaps: dict[tuple[int, int], list[tuple[float, int, int]]] = {}
+        own = np.flatnonzero(j.running & ~j.is_guest & (j.gpus == dec.gpus))
+        for h, n, t, at, row in zip(own.tolist(), j.gpus[own].tolist(),
+                                    dec.gpu_type[own].tolist(), j.submit[own].tolist(),
+                                    j.rows[own].tolist()):
+            if h not in taken:
+                self.heaps.setdefault((n, t), []).append((at, row, h))
+        for heap in self.heaps.values():
+            heapq.heapify(heap)
+
+    def add(self, h: int, n: int, t: int) -> None:
+        heapq.heappush(self.heaps.setdefault((n, t), []),
+                       (float(self.submit[h]), int(self.rows[h]), h))
+
+    def take(self, n: int, allowed: list[bool]) -> int | None:
+        """The first-arrived host of n GPUs on a type in `allowed`, taken; None if none."""
+        best = None
+        for t, ok in enumerate(allowed):
+            heap = self.heaps.get((n, t))
+            if ok and heap and (best is None or heap[0] < best[0]):
+                best = (heap[0], heap)
+        if best is None:
+            return None
+        return heapq.heappop(best[1])[2]
