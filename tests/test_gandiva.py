@@ -162,3 +162,15 @@ def test_a_waiting_job_slices_with_the_first_arrived_unshared_job_of_its_size():
     pair = [JobSpec("x", 0.0, 1, "", total_steps=long), JobSpec("y", 0.0, 1, "", total_steps=long)]
     Simulator(pair, homogeneous(1, 1), Recorded(pack=False), _perf(), restart=RestartCost(0.0)).run()
     assert seen[0] == (0.0, {1: 0})
+
+
+def test_jobs_the_performance_model_cannot_share_wait_instead_of_time_slicing():
+    """Pollux's and Sia's catalog jobs share GPUs with no one (their rate shared is 0): gandiva
+    time-sliced them when the cluster was full anyway, and the mechanism stopped the run
+    ('gandiva put job ... where it cannot run'). They wait for free GPUs now."""
+    import quanta
+
+    sim = quanta.simulate("sia-philly-1", "sia-64", ["gandiva", "fifo"], max_jobs=16)
+    rows = {r["policy"]: r for r in sim.summary.to_dict("records")}
+    assert rows["gandiva"]["finished"] == rows["fifo"]["finished"] == 16
+    assert sim.results[0].table.migrations.sum() == 0

@@ -97,7 +97,7 @@ class Gandiva(Policy):
                     free_l[t] -= n
                     hosts.add(i, n, t)          # started now: a host for the jobs after it
                     continue
-            h = hosts.take(n, ok)
+            h = hosts.take(i, n, ok)
             if h is None:
                 still_waiting += 1
                 continue
@@ -166,13 +166,15 @@ class _Hosts:
     """The jobs a waiting job may time-slice with, as `Gandiva.decide` walks the queue: running
     owners kept at the GPUs they hold and jobs started by this very decision (jobs submitted
     together, e.g. a hyper-parameter search, slice from the start), not sharing yet. A job of
-    n GPUs takes, among those holding n GPUs of a type it may use, the one that arrived first
-    (Gandiva time-slices the least loaded GPUs; all unshared ones carry one job). Kept per
-    (GPUs, type) in heaps, so a decision costs the queue's length, not its square."""
+    n GPUs takes, among those holding n GPUs of a type it may use, with which the performance
+    model lets it take turns (Pollux's, Sia's and Rubick's jobs share with no one), the one
+    that arrived first (Gandiva time-slices the least loaded GPUs; all unshared ones carry one
+    job). Kept per (GPUs, type) in heaps, so a decision costs the queue's length, not its
+    square."""
 
     def __init__(self, snap: Snapshot, dec: Decision, taken: set[int]) -> None:
         j = snap.jobs
-        self.submit, self.rows = j.submit, j.rows
+        self.snap = snap
         self.heaps: dict[tuple[int, int], list[tuple[float, int, int]]] = {}
         own = np.flatnonzero(j.running & ~j.is_guest & (j.gpus == dec.gpus))
         for h, n, t, at, row in zip(own.tolist(), j.gpus[own].tolist(),
@@ -184,16 +186,31 @@ class _Hosts:
             heapq.heapify(heap)
 
     def add(self, h: int, n: int, t: int) -> None:
-        heapq.heappush(self.heaps.setdefault((n, t), []),
-                       (float(self.submit[h]), int(self.rows[h]), h))
+        j = self.snap.jobs
+        heapq.heappush(self.heaps.setdefault((n, t), []), (float(j.submit[h]), int(j.rows[h]), h))
 
-    def take(self, n: int, allowed: list[bool]) -> int | None:
-        """The first-arrived host of n GPUs on a type in `allowed`, taken; None if none."""
-        best = None
-        for t, ok in enumerate(allowed):
-            heap = self.heaps.get((n, t))
-            if ok and heap and (best is None or heap[0] < best[0]):
-                best = (heap[0], heap)
-        if best is None:
-            return None
-        return heapq.heappop(best[1])[2]
+    def take(self, i: int, n: int, allowed: list[bool]) -> int | None:
+        """Job i's host (n GPUs, a type in `allowed`), taken; None if it has none."""
+        heaps = [(t, self.heaps.get((n, t))) for t, ok in enumerate(allowed) if ok]
+        heaps = [(t, heap) for t, heap in heaps if heap]
+        passed: list[tuple[list, tuple]] = []
+        found = None
+        while heaps:
+            t, heap = min(heaps, key=lambda th: th[1][0])
+            entry = heapq.heappop(heap)
+            if not heap:
+                heaps.remove((t, heap))
+            if self._slice(i, entry[2], t, n):
+                found = entry[2]
+                break
+            passed.append((self.heaps[n, t], entry))
+        for heap, entry in passed:
+            heapq.heappush(heap, entry)
+        return found
+
+    def _slice(self, i: int, h: int, t: int, n: int) -> bool:
+        """Whether jobs i and h can take turns on n GPUs of type t (both progress)."""
+        snap = self.snap
+        a, b, gpu = snap.jobs.specs[i], snap.jobs.specs[h], snap.cluster.types[t]
+        return snap.perf.shared_rate(a, b, gpu, n, mode="slice") > 0 and \
+            snap.perf.shared_rate(b, a, gpu, n, mode="slice") > 0
