@@ -71,3 +71,50 @@ def test_what_an_ended_rank_leaves_behind_is_killed(tmp_path):
     finally:
         if _alive(child):
             os.kill(child, signal.SIGKILL)
+
+
+def test_a_launcher_killed_outright_leaves_no_rank_behind(tmp_path):
+    """(A launcher killed with SIGKILL left its ranks training as orphans in sessions of their
+    own; the service requeued the job and launched a second copy beside them.) Its rank dies
+    with it (the parent-death signal), and what the rank started carries the launch's token, by
+    which the backend kills it."""
+    from quanta.runtime.launch import kill_leftovers
+    p, job, child = _launch(tmp_path, "sleep 300 & echo $! > child.pid; echo $$ > rank.pid; wait")
+    rank = int((job / "rank.pid").read_text())
+    try:
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(timeout=20)
+        assert _gone(rank, 5), "the rank outlived its launcher"
+        assert _alive(child)                           # in the rank's session, left to the sweep
+        assert kill_leftovers("t1") == 1 and _gone(child, 5)
+        assert kill_leftovers("t1") == 0 and kill_leftovers("") == 0
+    finally:
+        if _alive(child):
+            os.kill(child, signal.SIGKILL)
+
+
+def test_the_local_backend_sweeps_a_dead_launchers_processes(tmp_path):
+    """LocalBackend.poll, finding its launcher killed, kills what the ranks left (the job is then
+    requeued: its next launch never runs beside the last one)."""
+    from quanta.runtime.backends.base import Launch, Rank
+    from quanta.runtime.backends.local import LocalBackend
+    be = LocalBackend()
+    job = tmp_path / "job"
+    be.launch(Launch("7", job, ["sh", "-c", "sleep 300 & echo $! > child.pid; wait"],
+                     [Rank(0, 0, "")], "cpu", 0, cwd=str(job), token="t7"))
+    deadline = time.monotonic() + 20
+    while not (job / "child.pid").exists() or not (job / "child.pid").read_text().strip():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    child = int((job / "child.pid").read_text())
+    try:
+        os.kill(be.procs["7"].pid, signal.SIGKILL)
+        deadline = time.monotonic() + 20
+        while not (done := be.poll()):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert "launcher was killed" in done[0].message
+        assert _gone(child, 5)
+    finally:
+        if _alive(child):
+            os.kill(child, signal.SIGKILL)

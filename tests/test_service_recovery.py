@@ -72,6 +72,25 @@ def test_restart_requeues_a_job_whose_processes_died(service):
     assert j["steps_done"] == 300 and "step 1/300" in log and log.count("step 1/300") == 1
 
 
+@pytest.mark.slow
+def test_a_launcher_killed_while_no_scheduler_watches_leaves_no_second_copy(service):
+    """(Only the launcher killed, the service down: the training process, started by a wrapper,
+    trained on as an orphan while the restarted service launched the job again beside it.) The
+    restarted service kills what the dead launch left before launching it again."""
+    s = service(cluster="cpu:1x1")
+    wrapped = ["sh", "-c", " ".join(train("0.02")) + "; true"]     # (sh forks: not an exec)
+    run = s.submit(name="run", steps=300, checkpoint_every=20, command=wrapped)
+    s.wait(run, lambda j: j["steps_done"] >= 45)
+    s.kill9()
+    os.kill(_launcher_pid(s.state, run), signal.SIGKILL)          # the launcher alone
+    s2 = Service(s.state, cluster="cpu:1x1").start()
+    s.proc = s2.proc
+    j = s2.wait(run, finished, timeout=120)
+    assert j["failures"] == 1 and j["steps_done"] == 300
+    log = (s.state / "jobs" / str(run) / "job.log").read_text()
+    assert log.count("step 300/300") == 1, "two copies of the job trained to the end"
+
+
 def _launcher_pid(state: Path, job_id: int) -> int:
     import sqlite3
     with sqlite3.connect(state / "quanta.db") as db:

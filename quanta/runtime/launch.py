@@ -12,6 +12,10 @@ signals every process of a job step): a rank whose command is a wrapper (`sh -c 
 ..."`) has its training process stopped with it, never left to train on as an orphan beside the
 job's next launch. Processes a rank leaves behind in its group when it ends are killed then (no
 process outlives its job), or, while the job is being stopped, at the end of the grace period.
+A launcher killed outright (SIGKILL, the out-of-memory killer) cannot do that: each rank it
+started dies with it (the kernel's parent-death signal), and every process of the launch carries
+QUANTA_LAUNCH=<token> in its environment, so that the backend kills what the ranks started
+(`kill_leftovers`) before the job is launched again: one copy of a job, never two.
 
 `python -m quanta.runtime.launch JOB_DIR TOKEN`: the token (the scheduler's record of this launch)
 is on the command line, so a scheduler that died before recording the launch finds it, and in
@@ -36,6 +40,7 @@ from pathlib import Path
 from quanta.job import read_json, write_json
 
 POLL_S = 0.05
+MARKER = "QUANTA_LAUNCH"          # in every rank's environment: the launch's token
 
 
 def rank_env(spec: dict, rank: int, base: dict) -> dict:
@@ -47,7 +52,57 @@ def rank_env(spec: dict, rank: int, base: dict) -> dict:
                 "MASTER_PORT": str(spec["master_port"]), "OMP_NUM_THREADS": str(r.get("threads", 1)),
                 "MKL_NUM_THREADS": str(r.get("threads", 1)),
                 "CUDA_VISIBLE_DEVICES": r.get("cuda_visible_devices", "")})
+    if spec.get("token"):
+        env[MARKER] = str(spec["token"])
     return env
+
+
+def kill_leftovers(token: str) -> int:
+    """SIGKILL every process of the launch `token` still running (its ranks and whatever they
+    started carry QUANTA_LAUNCH=token in their environment), once its launcher is gone. Returns
+    how many were killed. A process can only be found so by its own launch's token: a job that
+    copies another's token into its environment gets its own processes killed, nobody else's."""
+    if not token:
+        return 0
+    want = f"{MARKER}={token}".encode()
+    killed = 0
+    try:
+        entries = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
+    except OSError:
+        return 0
+    for name in entries:
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                found = want in f.read().split(b"\0")
+        except OSError:            # gone, or not ours to read
+            continue
+        if found and int(name) != os.getpid():
+            try:
+                os.kill(int(name), signal.SIGKILL)
+                killed += 1
+            except OSError:
+                pass
+    return killed
+
+
+def die_with_parent(then=None):
+    """A preexec_fn: the rank is killed when the launcher that starts it dies (Linux's
+    PR_SET_PDEATHSIG; set after any change of account, which clears it), then `then()`."""
+    parent = os.getpid()
+    try:
+        import ctypes
+        prctl = ctypes.CDLL(None, use_errno=True).prctl     # (looked up before the fork)
+    except (OSError, AttributeError):
+        prctl = None
+
+    def preexec() -> None:
+        if prctl is not None:
+            prctl(1, signal.SIGKILL)          # PR_SET_PDEATHSIG
+            if os.getppid() != parent:        # the launcher died before the call
+                os.kill(os.getpid(), signal.SIGKILL)
+        if then is not None:
+            then()
+    return preexec
 
 
 # errors of starting a rank that starting it again would repeat (the program or folder is missing,
@@ -161,6 +216,7 @@ def main(argv: list[str]) -> int:
                 if rank == 0:
                     enter_check(acct, cwd)
                 extra = as_account(acct, env, cwd)
+            extra["preexec_fn"] = die_with_parent(extra.get("preexec_fn"))
             procs.append(subprocess.Popen(spec["command"], env=env, stdout=out,
                                           stderr=subprocess.STDOUT, umask=0o077,
                                           start_new_session=True, **extra))

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from quanta.job import read_json, write_json
 from quanta.runtime.backends.base import Exit, Launch
+from quanta.runtime.launch import kill_leftovers
 
 KILL_MARGIN_S = 5.0
 
@@ -81,6 +82,7 @@ class _Proc:
     workdir: Path
     popen: subprocess.Popen | None     # None when adopted from an earlier scheduler
     grace_s: float
+    token: str = ""
     stop_at: float | None = None
 
 
@@ -124,7 +126,7 @@ class LocalBackend:
                                      stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
         finally:
             os.close(log)
-        self.procs[job.job_id] = _Proc(popen.pid, workdir, popen, job.grace_s)
+        self.procs[job.job_id] = _Proc(popen.pid, workdir, popen, job.grace_s, job.token)
         return str(popen.pid)
 
     def stop(self, job_id: str) -> None:
@@ -143,7 +145,7 @@ class LocalBackend:
         workdir = Path(workdir).resolve()
         if pid <= 0 or not (pid_alive(pid) and is_launcher(pid, workdir, token)):
             return False
-        self.procs[job_id] = _Proc(pid, workdir, None, grace_s)
+        self.procs[job_id] = _Proc(pid, workdir, None, grace_s, token)
         return True
 
     def find(self, job_id: str, workdir: Path, token: str, grace_s: float, world: int) -> str:
@@ -151,8 +153,12 @@ class LocalBackend:
         pid = find_launcher(workdir, token) if token else None
         if pid is None:
             return ""
-        self.procs[job_id] = _Proc(pid, workdir, None, grace_s)
+        self.procs[job_id] = _Proc(pid, workdir, None, grace_s, token)
         return str(pid)
+
+    def sweep(self, token: str) -> int:
+        """Kill what is left of a launch whose launcher is gone (its ranks, what they started)."""
+        return kill_leftovers(token)
 
     def poll(self) -> list[Exit]:
         done: list[Exit] = []
@@ -176,6 +182,7 @@ class LocalBackend:
                     os.killpg(p.pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
+                kill_leftovers(p.token)
                 code = (p.popen.returncode if p.popen is not None else 0) or -9
                 why = "was killed" if code < 0 else f"failed with exit code {code}"
                 last = _last_line(p.workdir / "launcher.log")
