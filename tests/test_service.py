@@ -176,6 +176,8 @@ def test_tokens_separate_users(service):
     assert s.req("GET", "/v1/jobs", token="").status_code == 401
     assert s.req("GET", "/v1/jobs", token="wrong").status_code == 401
     assert s.req("POST", "/v1/users", token=alice, json={"name": "eve"}).status_code == 403
+    loose = s.req("POST", "/v1/users", json={"name": "carol", "admin": "yes"})   # (made an admin)
+    assert loose.status_code == 422 and "admin" in loose.text
     ja = s.submit(token=alice, steps=5)
     assert s.req("GET", f"/v1/jobs/{ja}", token=bob).status_code == 403
     assert s.req("POST", f"/v1/jobs/{ja}/cancel", token=bob).status_code == 403
@@ -306,6 +308,7 @@ def test_launch_errors_are_checked_shown_and_not_retried(service, tmp_path):
     ok = {"name": "x", "command": [PY, "-c", "pass"]}
     for body, status, needle in [
         ({**ok, "cwd": str(tmp_path / "nowhere")}, 400, "field 'cwd'"),
+        ({**ok, "cwd": "/" + "a" * 300}, 400, "File name too long"),     # (was a 500)
         ({**ok, "command": ["a\0b"]}, 422, "field 'command'"),
         ({**ok, "env": {"A B": "1"}}, 422, "field 'env'"),
         ({**ok, "env": {"A": "x\0"}}, 422, "field 'env'"),

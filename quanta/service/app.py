@@ -28,7 +28,7 @@ from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, Res
 from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from quanta.errors import QuantaError
@@ -92,6 +92,7 @@ class Caller:
 
 
 class UserIn(BaseModel):
+    model_config = ConfigDict(strict=True)     # ("admin": "yes" is no role: a typo decides none)
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     admin: bool | None = Field(None, description="make (true) or unmake (false) an admin; "
                                "absent: a new user is not one, an existing user keeps its role")
@@ -135,9 +136,15 @@ def check_launchable(sub: JobSubmission, backend: str, run_as: RunAs | None = No
         if run_as is not None:
             run_as.check_cwd(sub.cwd, acct)
         cwd = Path(sub.cwd)     # a relative one is in the job's folder; on Ray, an absolute one
-        if backend == "local" and cwd.is_absolute() and not cwd.is_dir():   # is on the nodes
-            raise QuantaError(f"{sub.cwd} is not a directory on the scheduler's machine",
-                              field="cwd")
+        if backend == "local" and cwd.is_absolute():                        # is on the nodes
+            try:
+                there = cwd.is_dir()
+            except OSError as err:          # a name too long, a folder the service cannot search
+                raise QuantaError(f"{sub.cwd[:100]}{'...' if len(sub.cwd) > 100 else ''}: "
+                                  f"{err.strerror}", field="cwd") from None
+            if not there:
+                raise QuantaError(f"{sub.cwd} is not a directory on the scheduler's machine",
+                                  field="cwd")
 
 
 def tail_lines(path: Path, n: int, max_bytes: int = MAX_LOG_BYTES) -> str:
