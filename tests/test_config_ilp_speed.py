@@ -416,3 +416,25 @@ def test_sias_round_of_5000_jobs_is_the_relaxation_rounded(monkeypatch):
     bound = _relaxed(int(cj.max()) + 1, cj, ct, cn, cost, cap)
     total = float(cost[got].sum())
     assert bound <= total and total - bound <= cs.MIP_REL_GAP * abs(total)
+
+
+def test_no_wall_clock_limit_unless_one_is_asked_for(monkeypatch):
+    """(Sia's and Pollux's MILP ran under a 10 s wall-clock limit by default: reached, the
+    answer depended on the machine's speed and runs were not repeatable.) By default no limit
+    reaches HiGHS; one given does."""
+    import scipy.optimize
+
+    from quanta.policies import make_policy
+    seen = []
+    real = scipy.optimize.milp
+
+    def spy(*args, **kw):
+        seen.append(dict(kw.get("options") or {}))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(scipy.optimize, "milp", spy)
+    prog = _programme(np.random.default_rng(1), 6)
+    ci._milp(*prog, make_policy("sia").time_limit)
+    ci._milp(*prog, make_policy("pollux").time_limit)
+    ci._milp(*prog, make_policy("sia:time_limit=2").time_limit)
+    assert [("time_limit" in o) for o in seen] == [False, False, True] and seen[2]["time_limit"] == 2

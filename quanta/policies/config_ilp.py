@@ -135,7 +135,7 @@ def _matrix(n_jobs: int, cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndar
 
 
 def choose_configs(n_jobs: int, cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray,
-                   cost: np.ndarray, capacity: np.ndarray, time_limit: float = 10.0,
+                   cost: np.ndarray, capacity: np.ndarray, time_limit: float = np.inf,
                    warm: Warm | None = None, fixed: np.ndarray | None = None,
                    ties: str = "search", job_ids: np.ndarray | None = None
                    ) -> np.ndarray | None:
@@ -353,9 +353,12 @@ def _milp(n_jobs: int, cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarra
                           shape=(len(capacity), m)).tocsr()
     cons = [LinearConstraint(per_job, -np.inf, 1.0),
             LinearConstraint(per_type, -np.inf, capacity.astype(float))]
+    options = {"mip_rel_gap": MIP_REL_GAP}
+    if time_limit < np.inf:        # (a wall-clock limit: reached, the answer is the machine's)
+        options["time_limit"] = time_limit
     with silent_stdout():
         return milp(cost, integrality=np.ones(m), bounds=(0, 1), constraints=cons,
-                    options={"mip_rel_gap": MIP_REL_GAP, "time_limit": time_limit}).x
+                    options=options).x
 
 
 def _uncontended(cand_j: np.ndarray, cand_t: np.ndarray, cand_n: np.ndarray, cost: np.ndarray,

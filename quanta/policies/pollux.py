@@ -91,7 +91,10 @@ class Pollux(Policy):
     restart_delay: float = 30.0
     max_gpus: int = 64
     aware: bool = False      # Pollux is heterogeneity-unaware: every type looks like the main one
-    time_limit: float = 10.0
+    # seconds HiGHS' MILP may take (where the exact search and the rounded relaxation give no
+    # answer); inf: no limit. A limit reached makes the answer depend on the machine's speed,
+    # so that runs are no longer repeatable bit for bit (10 s before 2026-12-07)
+    time_limit: float = INF
     # the configuration programme is re-solved from the last round's basis, its answer taken
     # where it is certainly a fresh solve's (config_ilp._certified: the results are the fresh
     # solves'); warm_start=true takes it wherever (faster still; where optima tie it may pick
@@ -134,8 +137,8 @@ class Pollux(Policy):
         require(0 <= self.restart_delay < INF, "pollux", "restart_delay", self.restart_delay,
                 "a number of seconds, 0 or more")
         require(self.max_gpus >= 1, "pollux", "max_gpus", self.max_gpus, "1 or more")
-        require(0 < self.time_limit < INF, "pollux", "time_limit", self.time_limit,
-                "a positive number of seconds")
+        require(0 < self.time_limit <= INF, "pollux", "time_limit", self.time_limit,
+                "a positive number of seconds, or inf (none)")
         require(self.seed >= 0, "pollux", "seed", self.seed, "0 or more")
         require(self.population >= 1, "pollux", "population", self.population, "1 or more")
         require(self.generations >= 0, "pollux", "generations", self.generations, "0 or more")

@@ -127,7 +127,10 @@ class Sia(Policy):
     learn: bool = False           # know a job only from what it measured where it ran (Sia's
                                   # simulator; sia-sim pins it): see `_learned`
     project_order: str = ""       # with `learn`: GPU types to project from, in order ("t4/a100/rtx")
-    time_limit: float = 10.0
+    # seconds HiGHS' MILP may take (where the exact search and the rounded relaxation give no
+    # answer); inf: no limit. A limit reached makes the answer depend on the machine's speed,
+    # so that runs are no longer repeatable bit for bit (10 s before 2026-12-07)
+    time_limit: float = INF
     # the configuration programme is re-solved from the last round's basis, its answer taken
     # where it is certainly a fresh solve's (config_ilp._certified: the results are the fresh
     # solves'); warm_start=true takes it wherever (faster still; where optima tie it may pick
@@ -152,8 +155,8 @@ class Sia(Policy):
                 "a number of seconds, 0 or more")
         require(self.max_gpus >= 1, "sia", "max_gpus", self.max_gpus, "1 or more")
         require(-1 <= self.decimals <= 15, "sia", "decimals", self.decimals, "-1 (off) to 15")
-        require(0 < self.time_limit < INF, "sia", "time_limit", self.time_limit,
-                "a positive number of seconds")
+        require(0 < self.time_limit <= INF, "sia", "time_limit", self.time_limit,
+                "a positive number of seconds, or inf (none)")
 
     def decide(self, snap: Snapshot) -> Decision:
         j = snap.jobs
