@@ -190,6 +190,11 @@ def test_policy_that_never_schedules_stalls_instead_of_hanging(perf):
     res = Simulator(random_jobs(5), homogeneous(1), NeverSchedules(), perf).run()
     assert res.stalled
     assert not np.any(res.table.state == DONE)
+    from quanta.report.metrics import summary
+    from quanta.report.output import markdown_report
+    text = markdown_report([summary(res)], [res], ["a", "b", "c"], [])
+    # (the report said the jobs "could never be scheduled": other policies run them)
+    assert "the policy started none of the jobs still waiting" in text
 
 
 def test_openb_preset_is_the_alibaba_node_list():

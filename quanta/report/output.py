@@ -131,8 +131,8 @@ def markdown_report(rows: Sequence[dict], results: Sequence[SimResult], header: 
         parts.append(f"- `{r.policy}`: {r.events} events, {r.decisions} decisions, "
                      f"simulated in {r.wall_s:.2f} s (policy {r.decide_s:.2f} s); "
                      f"{int((~m.finished).sum())} jobs not finished"
-                     + ("; stopped: the remaining jobs could never be scheduled"
-                        if r.stalled else ""))
+                     + ("; stopped: nothing ran, nothing was left to arrive, and the policy "
+                        "started none of the jobs still waiting" if r.stalled else ""))
     if figures:
         parts += ["", "## Figures", ""] + [f"- [{f}]({f})" for f in figures]
     return "\n".join(parts) + "\n"
