@@ -77,3 +77,25 @@ def test_ray_backend_places_runs_survives_node_loss(ray_cluster, tmp_path):
     log = (tmp_path / "jobs" / str(ddp) / "job.log").read_text()
     assert log.count("step 1/400") == 1          # resumed from a checkpoint, not from scratch
     assert [e["kind"] for e in store.events(None)].count("node-up") == 1
+
+
+def test_a_rank_whose_actor_is_killed_does_not_train_beside_its_next_launch(ray_cluster, tmp_path):
+    """(kill -9 of a one-worker job's rank actor left the rank training in a session of its own;
+    the job was requeued and ran twice at once.) The backend kills what the lost rank left on its
+    node before the job is launched again."""
+    import os
+    import signal
+    backend = RayBackend()
+    store = Store(tmp_path / "q.db")
+    rt = Runtime(store, backend, backend.cluster, make_policy("fifo"), CatalogModel(), tmp_path / "jobs")
+    rt.recover()
+    one = submit(store, "one", 300, 1, 0.03)
+    job = lambda: store.job(one)  # noqa: E731
+    run_until(rt, store, lambda: job().state == "running" and job().steps_done >= 20)
+    actor = ray.get(backend.jobs[str(one)].actors[0].__ray_call__.remote(lambda self: os.getpid()))
+    os.kill(actor, signal.SIGKILL)
+    run_until(rt, store, lambda: job().state == "finished", timeout=180)
+    kinds = [e["kind"] for e in store.events(one)]
+    assert "requeued" in kinds or "failure" in kinds, kinds
+    log = (tmp_path / "jobs" / str(one) / "job.log").read_text()
+    assert log.count("step 300/300") == 1, "the lost rank trained on beside the next launch"

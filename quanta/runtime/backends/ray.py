@@ -148,6 +148,8 @@ class _Job:
     codes: list = field(default_factory=list)
     stop_at: float | None = None
     failed: str = ""
+    token: str = ""                  # the launch's (its ranks carry it: QUANTA_LAUNCH)
+    nodes: list = field(default_factory=list)     # each rank's node (empty: adopted)
 
 
 class RayBackend:
@@ -223,7 +225,8 @@ class RayBackend:
             cause = getattr(err, "cause", None)      # the rank's own error (PermissionError, ...)
             raise cause if isinstance(cause, Exception) else err from None
         self.jobs[job.job_id] = _Job(actors, [a.wait.remote() for a in actors], job.grace_s,
-                                     [None] * len(actors))
+                                     [None] * len(actors), token=job.token,
+                                     nodes=[r.node for r in job.ranks])
         return f"{key}:{len(actors)}"
 
     def adopt(self, job_id: str, workdir: Path, handle: str, grace_s: float,
@@ -269,6 +272,8 @@ class RayBackend:
                 except ray.exceptions.RayError:     # the actor or its node died
                     job.codes[i] = -int(signal.SIGKILL)
                     job.failed = job.failed or f"rank {i} was lost with its node or actor"
+                    if job.nodes:
+                        self._sweep(job.nodes[i], job.token)
                 if job.codes[i] != 0 and not job.failed:
                     job.failed = f"rank {i} " + (f"exited with code {job.codes[i]}" if job.codes[i] > 0
                                                  else f"was killed by signal {-job.codes[i]}")
@@ -287,6 +292,23 @@ class RayBackend:
             rc = next((c for c in job.codes if c != 0), 0)
             out.append(Exit(job_id, rc, job.failed))
         return out
+
+    def _sweep(self, node: int, token: str) -> None:
+        """Kill what is left of the launch `token` on `node` (a rank whose actor was killed goes
+        on in a session of its own: the job would run twice once requeued). Nothing to do where
+        the node itself is gone."""
+        nid = self.node_ids[node]
+        if not token or not any(n["NodeID"] == nid and n["Alive"] for n in self.ray.nodes()):
+            return
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        from quanta.runtime.launch import kill_leftovers
+        task = self.ray.remote(num_cpus=0)(kill_leftovers).options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(nid, soft=False))
+        try:
+            self.ray.get(task.remote(token), timeout=30)
+        except Exception:   # noqa: BLE001 - the node went meanwhile
+            pass
 
     def node_changes(self) -> tuple[list[int], list[int]]:
         alive = {n["NodeID"]: n for n in self.ray.nodes() if n["Alive"]}
