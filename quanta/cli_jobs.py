@@ -179,6 +179,9 @@ def register(app: typer.Typer, console: Callable) -> None:
                 port = urlparse(os.environ.get("QUANTA_URL", "")).port or 8472
             except ValueError as e:
                 raise QuantaError(f"$QUANTA_URL: {e}", field="--port") from None
+        if not host.strip():                 # (uvicorn reads "" as every interface)
+            raise QuantaError("is empty: name an address (127.0.0.1, or 0.0.0.0 for every "
+                              "interface)", field="--host")
         check_port(host, port)
         if users is not None and not users.is_file():
             raise QuantaError("no such file", source=str(users), field="--users")

@@ -314,6 +314,8 @@ def test_serve_refuses_a_folder_that_is_not_a_state_folder(tmp_path):
     (["reproduce", "tiresias", "--policy", "nope"], "recorded policies: dlas-gpu-2_count"),
     (["queues", "quanta/examples/queues/teams.yaml", "--trace", "synthetic:1:40", "--seed", "-1"],
      "Invalid value for '--seed'"),     # a numpy traceback before
+    # "" is every interface to uvicorn (the API on the network, an URL http://:PORT/)
+    (["serve", "--host", "", "--port", "1", "--state", "/nonexistent/st"], "field '--host': is empty"),
 ] + [([cmd, "--no-such-flag"], "No such option: --no-such-flag") for cmd in COMMANDS])
 def test_usage_errors_are_one_line_with_exit_2(args, needle):
     r = quanta(*args)

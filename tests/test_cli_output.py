@@ -122,15 +122,22 @@ def test_nonsensical_values_are_one_line_exit_2(args, flag, tmp_path):
 
 
 @pytest.mark.parametrize("policies, says", [
-    (["gavel-las:interval=-360"], "interval must be a positive number"),     # used to spin forever
-    (["gavel-las:interval=inf"], "interval must be a positive number"),
+    (["gavel-las:interval=-360"], "interval must be 0.001 to 1e+15 seconds"),  # used to spin forever
+    (["gavel-las:interval=inf"], "interval must be 0.001 to 1e+15 seconds"),
+    (["sia:interval=1e-14"], "interval must be 0.001 to 1e+15 seconds"),   # (the clock stood still)
+    (["gavel-las:interval=1e300"], "interval must be 0.001 to 1e+15 seconds"),   # (300-digit JCTs)
+    (["pollux:restart_delay=1e300"], "pollux: restart_delay must be a number of seconds from 0 "
+                                     "to 1e15"),                 # (no job finished, exit 0)
+    (["gandiva:quantum=1e300"], "gandiva: quantum must be a positive number of seconds, at most"),
+    (["hadar:horizon=100000000000"], "horizon must be a number of rounds from 1 to 4096 or "
+                                     "'full'"),                  # (a MemoryError traceback)
     (["gavel-las:interval=nan"], "parameter 'interval' wants a number"),
     (["fifo:backfill"], "parameter 'backfill' wants a value (backfill=VALUE)"),
     (["tiresias-las:thresholds=-5/3"], "thresholds must be positive"),
     (["tiresias-las:thresholds=nan/3"], "wants numbers separated by '/'"),
     (["las", "las"], "policy 'las' is given twice"),                          # one folder, two rows
     # each policy's own values (tracebacks, or runs that finished no job, before)
-    (["hadar:horizon=0"], "horizon must be a number of rounds >= 1"),
+    (["hadar:horizon=0"], "horizon must be a number of rounds from 1 to 4096"),
     (["hadar:eta=-1"], "hadar: eta must be a positive number, got -1"),
     (["pollux:p=inf"], "pollux: p must be a power from -100 to -0.01 or 0.01 to 100, got inf"),
     (["pollux:search=ga,population=0"], "pollux: population must be 1 or more"),

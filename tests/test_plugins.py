@@ -147,6 +147,10 @@ def test_entry_point_plugin_of_an_installed_package(tutorial):
     ("class NotAPolicy: pass\n", "plug_b:NotAPolicy", "is not a subclass of"),
     ("def broken(:\n", "plug_c:X", "SyntaxError"),
     ("import not_installed_dep\n", "plug_d:X", "No module named 'not_installed_dep'"),
+    # a constructor that raises (a traceback before)
+    ("from quanta.policies.baselines import Fifo\nclass Broken(Fifo):\n"
+     "    def __init__(self, **kw):\n        raise RuntimeError('bad config')\n", "plug_e:Broken",
+     "building it raised RuntimeError: bad config (")
 ])
 def test_bad_plugin_is_one_line_exit_2(tmp_path, module, spec, needle):
     if module is not None:

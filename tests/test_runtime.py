@@ -176,5 +176,5 @@ def test_the_runtime_checks_the_policys_round_length_as_the_simulator(tmp_path):
     interval); it is the simulator's one-line error now."""
     from quanta.errors import QuantaError
     for bad in ("inf", "-5"):
-        with pytest.raises(QuantaError, match="interval must be a positive number"):
+        with pytest.raises(QuantaError, match="interval must be 0.001 to 1e.15 seconds"):
             make(tmp_path / bad, f"gavel-las:interval={bad}")

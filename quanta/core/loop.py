@@ -13,7 +13,7 @@ from quanta.core.mechanism import Transition, apply
 from quanta.core.snapshot import Snapshot
 from quanta.errors import QuantaError
 from quanta.placement.occupancy import Occupancy
-from quanta.policies.base import Policy, PolicyError
+from quanta.policies.base import MAX_S, MIN_INTERVAL_S, Policy, PolicyError
 
 
 def next_round(now: float, origin: float, interval: float) -> float:
@@ -23,16 +23,21 @@ def next_round(now: float, origin: float, interval: float) -> float:
     origin + k * interval would be `now` again, and the clock would stand still.)"""
     k = np.floor((now - origin) / interval) + 1
     at = origin + k * interval
-    return at if at > now else origin + (k + 1) * interval
+    if at <= now:
+        at = origin + (k + 1) * interval
+    if not at > now:       # an interval under the clock's resolution at `now`: it cannot move
+        raise QuantaError(f"a round interval of {interval:g} s is below the clock's resolution at "
+                          f"{now:g} s: rounds could never move on", field="--policy")
+    return at
 
 
 class DecisionLoop:
     def __init__(self, policy: Policy, table: JobTable, occ: Occupancy):
         interval = getattr(policy, "interval", None)    # (a wrapper may not say)
-        if interval is not None and not 0 <= interval < np.inf:   # (NaN fails too)
-            raise QuantaError(f"policy '{policy.label()}': interval must be a positive number of "
-                              f"seconds (0: decide at every event), got {interval:g}",
-                              field="--policy")
+        if interval is not None and not (interval == 0 or MIN_INTERVAL_S <= interval <= MAX_S):
+            raise QuantaError(f"policy '{policy.label()}': interval must be {MIN_INTERVAL_S:g} to "
+                              f"{MAX_S:g} seconds (0: decide at every event), got {interval:g}",
+                              field="--policy")      # (NaN fails too)
         self.policy = policy
         self.table = table
         self.occ = occ

@@ -36,6 +36,8 @@ def require(ok: bool, policy: str, name: str, value, want: str) -> None:
 
 
 INF = float("inf")
+MAX_S = 1e15           # seconds: no run lasts longer (as the CLI's options and the traces say)
+MIN_INTERVAL_S = 1e-3  # a round interval under it: no run of any length could end
 POWER = "a power from -100 to -0.01 or 0.01 to 100"     # Sia's / Pollux's p
 
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from quanta.core.decision import Decision
 from quanta.core.snapshot import Snapshot
-from quanta.policies.base import INF, Policy, require
+from quanta.policies.base import INF, MAX_S, Policy, require
 from quanta.policies.registry import register
 
 
@@ -46,7 +46,7 @@ class Gandiva(Policy):
     defrag: bool = True
 
     def __post_init__(self) -> None:
-        require(0 < self.quantum < INF, "gandiva", "quantum", self.quantum, "a positive number of seconds")
+        require(0 < self.quantum <= MAX_S, "gandiva", "quantum", self.quantum, "a positive number of seconds, at most 1e15")
         require(0 <= self.pack_threshold < INF, "gandiva", "pack_threshold", self.pack_threshold,
                 "a number, 0 or more")
 

@@ -69,7 +69,7 @@ import numpy as np
 
 from quanta.core.decision import Decision
 from quanta.core.snapshot import Snapshot
-from quanta.policies.base import INF, Policy, require
+from quanta.policies.base import INF, MAX_S, Policy, require
 from quanta.policies.hadar_dual import (
     Prices,
     Schedule,
@@ -118,8 +118,9 @@ class Hadar(AllocationRates, Policy):
 
     def __post_init__(self) -> None:
         h = str(self.horizon).strip().lower()
-        if h != "full" and (not h.isdigit() or int(h) < 1):
-            raise ValueError(f"hadar: horizon must be a number of rounds >= 1 or 'full', got {h!r}")
+        if h != "full" and (not h.isdigit() or not 1 <= int(h) <= FULL_CAP):
+            raise ValueError(f"hadar: horizon must be a number of rounds from 1 to {FULL_CAP} or "
+                             f"'full', got {h[:40]!r}")
         self.horizon = h
         if self.replan not in ("changed", "all"):
             raise ValueError(f"hadar: replan must be 'changed' or 'all', got {self.replan!r}")
@@ -129,8 +130,8 @@ class Hadar(AllocationRates, Policy):
                 "a positive number of seconds (the length of its rounds)")
         require(self.starts >= 1, "hadar", "starts", self.starts, "1 or more")
         require(0 < self.eta < INF, "hadar", "eta", self.eta, "a positive number")
-        require(0 <= self.restart_s < INF, "hadar", "restart_s", self.restart_s,
-                "a number of seconds, 0 or more")
+        require(0 <= self.restart_s <= MAX_S, "hadar", "restart_s", self.restart_s,
+                "a number of seconds from 0 to 1e15")
 
     def idle_round(self, snap: Snapshot) -> bool:
         """True when the round can change nothing (replan=changed): no waiting job fits the GPUs

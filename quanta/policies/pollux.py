@@ -56,7 +56,7 @@ from quanta.core.snapshot import Snapshot
 from quanta.errors import QuantaError
 from quanta.perf.base import ADAPTIVE_BATCH, rate_with
 from quanta.perf.pollux_online import MERGED, pollux_goodput, record_trained
-from quanta.policies.base import INF, POWER, Policy, require
+from quanta.policies.base import INF, MAX_S, POWER, Policy, require
 from quanta.policies.config_candidates import (
     Candidates,
     RateMemo,
@@ -134,8 +134,8 @@ class Pollux(Policy):
         # (speedup ** p: past 100 it overflows to inf, which no solver takes; near 0 every
         # configuration is worth 1 and none is chosen: nothing runs)
         require(0.01 <= abs(self.p) <= 100, "pollux", "p", self.p, POWER)
-        require(0 <= self.restart_delay < INF, "pollux", "restart_delay", self.restart_delay,
-                "a number of seconds, 0 or more")
+        require(0 <= self.restart_delay <= MAX_S, "pollux", "restart_delay", self.restart_delay,
+                "a number of seconds from 0 to 1e15")
         require(self.max_gpus >= 1, "pollux", "max_gpus", self.max_gpus, "1 or more")
         require(0 < self.time_limit <= INF, "pollux", "time_limit", self.time_limit,
                 "a positive number of seconds, or inf (none)")

@@ -307,5 +307,12 @@ def make_policy(spec: str) -> Policy:
                           field="--policy") from None
     except ValueError as err:         # its own check of a value (hadar's horizon, ...)
         raise QuantaError(f"policy '{spec}': {err}", field="--policy") from None
+    except QuantaError:
+        raise
+    except Exception as err:          # a plugin's constructor failing: its error, one line
+        from quanta.policies.plugins import _one_line
+        raise QuantaError(f"policy '{spec}': building it raised {_one_line(err)}",
+                          field="--policy") from None
     policy.name = f"{name}:{','.join(canonical)}" if canonical else name   # type: ignore[misc]
     return policy
+

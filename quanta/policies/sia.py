@@ -43,7 +43,7 @@ from quanta.errors import QuantaError
 from quanta.perf.base import ADAPTIVE_BATCH, rate_with
 from quanta.perf.goodput import adaptive_batch_up_to
 from quanta.perf.pollux_online import pollux_goodput, record_trained
-from quanta.policies.base import INF, POWER, Policy, gpu_type_names, require
+from quanta.policies.base import INF, MAX_S, POWER, Policy, gpu_type_names, require
 from quanta.policies.config_candidates import (
     Candidates,
     RateMemo,
@@ -151,8 +151,8 @@ class Sia(Policy):
             require(0 < self.lambda_n * -np.sign(self.p) < INF, "sia", "lambda_n", self.lambda_n,
                     "a number of the sign opposite to p's (Sia's rule: positive for p < 0, negative "
                     "for p > 0), or none")
-        require(0 <= self.restart_delay < INF, "sia", "restart_delay", self.restart_delay,
-                "a number of seconds, 0 or more")
+        require(0 <= self.restart_delay <= MAX_S, "sia", "restart_delay", self.restart_delay,
+                "a number of seconds from 0 to 1e15")
         require(self.max_gpus >= 1, "sia", "max_gpus", self.max_gpus, "1 or more")
         require(-1 <= self.decimals <= 15, "sia", "decimals", self.decimals, "-1 (off) to 15")
         require(0 < self.time_limit <= INF, "sia", "time_limit", self.time_limit,

@@ -58,7 +58,7 @@ from quanta.core.decision import Decision
 from quanta.core.snapshot import Snapshot
 from quanta.errors import QuantaError
 from quanta.paths import TRACES_DIR
-from quanta.policies.base import INF, Policy, require
+from quanta.policies.base import INF, MAX_S, Policy, require
 from quanta.policies.greedy import greedy_fill
 from quanta.policies.registry import register
 
@@ -175,8 +175,8 @@ class Tiresias(Policy):
                               f"{'/'.join(f'{t:g}' for t in self.thresholds)}", field="--policy")
         require(self.promote_knob >= 0, "tiresias", "promote_knob", self.promote_knob,
                 "0 or more (inf: off)")
-        require(0 < self.gittins_delta < INF, "tiresias", "gittins_delta", self.gittins_delta,
-                "a positive number of GPU-seconds")
+        require(0 < self.gittins_delta <= MAX_S, "tiresias", "gittins_delta", self.gittins_delta,
+                "a positive number of GPU-seconds, at most 1e15")
         require(self.min_history >= 0, "tiresias", "min_history", self.min_history, "0 or more")
         require(0 <= self.pack_limit <= 1, "tiresias", "pack_limit", self.pack_limit,
                 "a share in [0, 1] (0: never wait to consolidate)")
