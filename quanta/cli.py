@@ -249,8 +249,8 @@ def sweep(
                                         "(default quanta)"),
     queues: Optional[Path] = typer.Option(None, "--queues", metavar="FILE", help="queues file: "
                                           "every policy under its quotas (docs/queues.md)"),
-    out: Path = typer.Option(Path("quanta-sweep"), metavar="DIR", help="output folder (finished "
-                             "cells are reused from it)"),
+    out: str = typer.Option("quanta-sweep", metavar="DIR", help="output folder (finished "
+                            "cells are reused from it)"),
     workers: Optional[int] = typer.Option(None, "--workers", "-j", min=1, metavar="N",
                                           help="local worker processes (default: every core)"),
     ray: Optional[str] = typer.Option(None, "--ray", metavar="ADDRESS", help="run on the Ray "
@@ -267,6 +267,8 @@ def sweep(
 
     from quanta.report.window import parse_window
     from quanta.sweeps import SweepSpec, run_sweep
+    if not out.strip():                  # (Path("") is the working folder)
+        raise QuantaError("is empty: name a folder for the sweep's files", field="--out")
     if file is not None:
         from quanta.sweepfile import load_sweep_file
         spec = load_sweep_file(file)
@@ -283,8 +285,12 @@ def sweep(
             "until_h": until_h, "drop_impossible": drop_impossible, "world": world,
             "queues": str(queues) if queues else None}
     spec = replace(spec, **{k: v for k, v in over.items() if v is not None})
+    if (repair_h is not None or spec.repair_h != SweepSpec.repair_h) and \
+            not spec.node_mtbf_h > 0:       # (as simulate; a file's repair_h other than the default)
+        raise QuantaError("is the repair time of failing nodes: give --node-mtbf-h H too (or "
+                          "node_mtbf_h in the sweep file)", field="--repair-h")
     try:
-        res = run_sweep(spec, out, workers=workers, ray=ray,
+        res = run_sweep(spec, Path(out), workers=workers, ray=ray,
                         console=None if quiet else console(), plots=plots,
                         fig_format=fig_format.lower())
     except QuantaError as err:       # a flag's value, named as the flag (a file's values were

@@ -270,6 +270,10 @@ def _policy(item: Any, err, err_key) -> str:
         params = item.get("params") or {}
         if not isinstance(params, dict):
             raise err_key("want a mapping of parameter: value", "params")
+        for k, v in params.items():      # (joined as k=v,... text: a ',' would add parameters)
+            if any(c in _param(v) for c in ",="):
+                raise err_key(f"parameter '{k}': a value holds no ',' or '=', got {_param(v)!r}",
+                              "params")
         kv = ",".join(f"{k}={_param(v)}" for k, v in params.items())
         return f"{name.strip()}:{kv}" if kv else name.strip()
     raise err(f"want a policy name[:k=v,...] or {{name: ..., params: {{...}}}}, got {item!r}")

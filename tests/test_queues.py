@@ -463,6 +463,9 @@ def write(tmp_path, text):
     ("queues:\n  - name: a\n    quota:\n      v100: eight\n", 4, "queues[a].quota.v100",
      "want a number of GPUs or {nominal: N"),           # (was pydantic's 'instance of QuotaEntry')
     ("queues: [\n", 2, None, "not valid YAML"),
+    # an infinite weight: NaN fair shares and numpy warnings
+    ("queues:\n  - name: a\n    weight: .inf\n  - name: b\n", 3, "queues[a].weight",
+     "finite number"),
 ])
 def test_bad_files_name_file_line_and_field(tmp_path, text, line, field, words):
     p = write(tmp_path, text)

@@ -214,6 +214,9 @@ BAD_YAML = [
     ("rates: [2]\njobs: -10\n", "sweep.yaml:2", "jobs", "jobs -10 is not positive"),
     ("rate: [2, .nan]\n", "sweep.yaml:1", "rate", "rate nan is not a positive number"),
     ("rates: [2]\nrestart_delay: -5\n", "sweep.yaml:2", "restart_delay", "0 or more, got -5"),
+    # a value's ',' added parameters ("360,backfill=false": two)
+    ("rates: [2]\npolicies:\n  - {name: gavel-las, params: {interval: '360,backfill=false'}}\n",
+     "sweep.yaml:3", "policies.0.params", "a value holds no ',' or '='"),
     ("", "sweep.yaml", None, "the sweep file is empty"),
     # a file the sweep file names that is not there: named at the sweep file's line
     ("rates: [2]\nqueues: nope.yaml\n", "sweep.yaml:2", "queues", "nope.yaml: cannot read it"),
@@ -252,6 +255,7 @@ def test_bad_sweep_file_is_one_line_naming_file_line_field(tmp_path, text, where
     (["sweep", "--rate", "-1", "--jobs", "10"], "rate -1.0 is not a positive number"),
     (["sweep", "--rate", "3,,6", "--jobs", "10"], "'3,,6' has an empty item"),
     (["sweep", "--rate", "3", "--jobs", "10", "--load-scale", "0"], "field '--load-scale'"),
+    (["sweep", "--rate", "3", "--jobs", "10", "--repair-h", "1"], "give --node-mtbf-h H too"),
     (["simulate", "--trace", "synthetic:2:10", "--window", "7:3"], "bad window '7:3'"),
     (["simulate", "--trace", "synthetic:2:10", "--window", "10:20"], "starts past"),
 ])
@@ -260,6 +264,13 @@ def test_bad_flags_are_one_line_exit_2(tmp_path, args, needle):
     assert r.returncode == 2, r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in r.stderr, r.stderr
+
+
+def test_an_empty_out_is_refused_not_the_working_folder(tmp_path):
+    """(`--out ''` wrote the sweep's files into the working folder: Path('') is '.')"""
+    r = quanta("sweep", "--rate", "3", "--jobs", "10", "--out", "", "--quiet", cwd=tmp_path)
+    assert r.returncode == 2 and "field '--out': is empty" in r.stderr, r.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_sweep_json_records_the_spec(tmp_path):

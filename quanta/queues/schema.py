@@ -43,7 +43,8 @@ class QueueModel(BaseModel):
 
     name: str = Field(min_length=1, max_length=64, pattern=NAME)
     parent: str | None = Field(None, description="the cohort this queue belongs to")
-    weight: float = Field(1.0, gt=0, description="fair-share weight among its siblings")
+    weight: float = Field(1.0, gt=0, allow_inf_nan=False,
+                          description="fair-share weight among its siblings")
     quota: dict[str, QuotaEntry] = Field(default_factory=dict)
     users: list[str] = Field(default_factory=list, description="who may submit ('*': anyone)")
     aliases: list[str] = Field(default_factory=list, description="trace queue names meaning this")
