@@ -148,6 +148,7 @@ def simulate(
                             fig_format=fig_format.lower())
     import signal
     signal.signal(signal.SIGTERM, _stopped)    # (`timeout`, kill): the run's folder put back
+    signal.signal(signal.SIGHUP, _stopped)     # (a terminal or ssh session closed): the same
     rows, header = run_simulations(req, console=None if quiet else console())
     if not quiet:
         table = rich_table(rich_text("Quanta: " + "; ".join(header[:2])))
@@ -180,7 +181,8 @@ SWEEP_FLAGS = {"load_scales": "--load-scale", "rates": "--rate", "seeds": "--see
 
 
 def _stopped(signum, _frame) -> None:
-    """SIGTERM as an exit that unwinds (the default ends the process where it stands)."""
+    """SIGTERM or SIGHUP as an exit that unwinds (the default ends the process where it
+    stands)."""
     raise SystemExit(128 + signum)
 
 

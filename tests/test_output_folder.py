@@ -113,7 +113,7 @@ def _long_run(out: Path):
 def _staged_by(proc: subprocess.Popen, out: Path, within: float = 120.0) -> None:
     """Wait until the run has made its hidden folder in `out` (its simulation comes next)."""
     deadline = time.monotonic() + within
-    while not any(p.name.startswith(".quanta-run-") for p in out.iterdir()):
+    while not (out.is_dir() and any(p.name.startswith(".quanta-run-") for p in out.iterdir())):
         assert proc.poll() is None and time.monotonic() < deadline
         time.sleep(0.05)
 
@@ -248,6 +248,13 @@ def test_folders_a_run_would_write_into_are_checked_before_it(tmp_path):
         proc.terminate()
         assert proc.wait(timeout=60) == 128 + signal.SIGTERM
     assert _tree(out) == before and not any(p.name.startswith(".") for p in out.iterdir())
+    # SIGHUP (a closed terminal) likewise; a new folder is not left holding a hidden one
+    new = tmp_path / "h"
+    with _long_run(new) as proc:
+        _staged_by(proc, new)
+        proc.send_signal(signal.SIGHUP)
+        assert proc.wait(timeout=60) == 128 + signal.SIGHUP
+    assert not new.exists() or not any(new.iterdir())
 
 
 def test_an_output_folder_that_cannot_be_made_is_refused_before_the_run(tmp_path):
