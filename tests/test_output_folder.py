@@ -231,6 +231,14 @@ def test_folders_a_run_would_write_into_are_checked_before_it(tmp_path):
     assert r.returncode == 0, r.stderr
     line = one_line_error(quanta("simulate", *TINY, "--policy", "fifo", "--out", str(c)))
     assert "holds another run in fifo/" in line
+    # the other way round: into an earlier run's policy folder (its files mixed with this run's)
+    d = tmp_path / "d"
+    assert quanta("simulate", *TINY, "--policy", "fifo", "--no-plots", "--out",
+                  str(d)).returncode == 0
+    for force in ([], ["--force"]):
+        line = one_line_error(quanta("simulate", *TINY, "--policy", "sjf", "--out", str(d / "fifo"),
+                                     *force))
+        assert "is policy folder fifo/ of an earlier run" in line
     (tmp_path / "g").mkdir()
     (tmp_path / "g" / "fifo").write_text("mine")
     line = one_line_error(quanta("simulate", *TINY, "--policy", "fifo", "--out",
