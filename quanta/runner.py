@@ -79,8 +79,9 @@ def build_policy(p: str | Policy, world, seed: int) -> Policy:
     if not isinstance(p, str):
         raise QuantaError(f"a policy is a name[:k=v,...] or a quanta.policies.Policy object, "
                           f"not {type(p).__name__}", field="policies")
-    pol = make_policy(with_run_seed(world.policy_spec(p, seed), seed))
-    pol.name = make_policy(p).label()      # labelled as the user named it
+    label = make_policy(p).label()   # (first: its errors quote what the user typed, not the
+    pol = make_policy(with_run_seed(world.policy_spec(p, seed), seed))   # run's seed= added)
+    pol.name = label                 # labelled as the user named it
     return pol
 
 

@@ -179,8 +179,12 @@ def check_values(spec: SweepSpec) -> None:
     for r in spec.rates:
         if not 0 < r < float("inf"):
             raise QuantaError(f"rate {r} is not a positive number (jobs/hour)", field="rates")
+    from quanta.runner import MAX_SYNTHETIC_JOBS
     if spec.jobs <= 0:
         raise QuantaError(f"jobs {spec.jobs} is not positive", field="jobs")
+    if spec.jobs > MAX_SYNTHETIC_JOBS:      # (was the synthetic trace's error, named --trace)
+        raise QuantaError(f"jobs {spec.jobs:,} is past the {MAX_SYNTHETIC_JOBS:,} a synthetic "
+                          f"trace may have", field="jobs")
     if spec.max_jobs is not None and spec.max_jobs <= 0:
         raise QuantaError(f"max_jobs {spec.max_jobs} is not positive", field="max_jobs")
     if spec.until_h is not None and not spec.until_h > 0:

@@ -155,6 +155,8 @@ def test_nonsensical_values_are_one_line_exit_2(args, flag, tmp_path):
     (["hadare:interval=0"], "interval must be a positive number of seconds"),
     (["hadar:price=abc"], "parameter 'price' is a function: give it from Python"),
     (["rubick:_memo=x"], "unknown parameter '_memo'"),           # a cache
+    # quoted as typed: the run's seed= the CLI adds was in the quote
+    (["pollux:nokey=1"], "policy 'pollux:nokey=1': unknown parameter 'nokey'"),
     # given twice, as one policy (the last one won) or as two (the same run twice)
     (["las:backfill=false,backfill=true"], "parameter 'backfill' is given twice"),
     (["las:backfill=False", "las:backfill=0"], "'las:backfill=False' and 'las:backfill=0' are the "

@@ -212,6 +212,8 @@ BAD_YAML = [
     ("rates: [2]\nload_scales: ~\n", "sweep.yaml:2", "load_scales", "want a number, got nothing"),
     ("rates: [2]\nmax_jobs: 0\n", "sweep.yaml:2", "max_jobs", "max_jobs 0 is not positive"),
     ("rates: [2]\njobs: -10\n", "sweep.yaml:2", "jobs", "jobs -10 is not positive"),
+    ("rates: [2]\njobs: 100000000000\n", "sweep.yaml:2", "jobs",        # (named --trace)
+     "jobs 100,000,000,000 is past the 10,000,000"),
     ("rate: [2, .nan]\n", "sweep.yaml:1", "rate", "rate nan is not a positive number"),
     ("rates: [2]\nrestart_delay: -5\n", "sweep.yaml:2", "restart_delay", "0 or more, got -5"),
     # a value's ',' added parameters ("360,backfill=false": two)
@@ -256,6 +258,7 @@ def test_bad_sweep_file_is_one_line_naming_file_line_field(tmp_path, text, where
     (["sweep", "--rate", "3,,6", "--jobs", "10"], "'3,,6' has an empty item"),
     (["sweep", "--rate", "3", "--jobs", "10", "--load-scale", "0"], "field '--load-scale'"),
     (["sweep", "--rate", "3", "--jobs", "10", "--repair-h", "1"], "give --node-mtbf-h H too"),
+    (["sweep", "--rate", "3", "--jobs", "20000000"], "field '--jobs': jobs 20,000,000 is past"),
     (["simulate", "--trace", "synthetic:2:10", "--window", "7:3"], "bad window '7:3'"),
     (["simulate", "--trace", "synthetic:2:10", "--window", "10:20"], "starts past"),
 ])
