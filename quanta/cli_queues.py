@@ -168,6 +168,8 @@ def register(app: typer.Typer, console: Callable) -> None:
         if jobs and at_h is None:
             raise QuantaError("--jobs lists the jobs waiting at an hour: give --at-h H too",
                               field="--jobs")
+        if at_h is not None and not at_h * 3600 <= 1e15:      # (inf: numpy warnings, "hour inf")
+            raise QuantaError(f"{at_h:g} h is past the 1e+15 s a run may last", field="--at-h")
         if at_h is not None and (trace is None or file is None):
             raise QuantaError("an hour of a simulated trace: give a queues FILE and --trace too",
                               field="--at-h")
@@ -207,6 +209,8 @@ def register(app: typer.Typer, console: Callable) -> None:
             for note in tree.notes(types):
                 console().print(rich_text(f"note: {note}", "dim"))
             return
+        from quanta.runner import check_seed
+        check_seed(seed)                 # (as simulate, sweep and reproduce: an int64)
         layer, sim, res, notes = simulate_until(file, trace, format, cluster, policy, seed,
                                                 max_jobs, at_h, drop_impossible)
         for note in notes:       # (on stderr with --json, which stays one document)

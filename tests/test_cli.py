@@ -314,6 +314,10 @@ def test_serve_refuses_a_folder_that_is_not_a_state_folder(tmp_path):
     (["reproduce", "tiresias", "--policy", "nope"], "recorded policies: dlas-gpu-2_count"),
     (["queues", "quanta/examples/queues/teams.yaml", "--trace", "synthetic:1:40", "--seed", "-1"],
      "Invalid value for '--seed'"),     # a numpy traceback before
+    (["queues", "quanta/examples/queues/teams.yaml", "--trace", "synthetic:1:40", "--seed",
+      "99999999999999999999"], "field '--seed': must be 0 to 9223372036854775807"),
+    (["queues", "quanta/examples/queues/teams.yaml", "--trace", "synthetic:1:40", "--at-h",
+      "inf"], "field '--at-h': inf h is past"),           # (numpy warnings, "at hour inf")
     # "" is every interface to uvicorn (the API on the network, an URL http://:PORT/)
     (["serve", "--host", "", "--port", "1", "--state", "/nonexistent/st"], "field '--host': is empty"),
 ] + [([cmd, "--no-such-flag"], "No such option: --no-such-flag") for cmd in COMMANDS])
