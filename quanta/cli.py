@@ -134,9 +134,7 @@ def simulate(
     from quanta.report.window import parse_window
     from quanta.runner import SimulationRequest, run_simulations
 
-    if repair_h is not None and not node_mtbf_h > 0:
-        raise QuantaError("is the repair time of failing nodes: give --node-mtbf-h H too",
-                          field="--repair-h")
+    _repair_needs_failures(repair_h is not None, node_mtbf_h)
     req = SimulationRequest(trace=trace, format=format, cluster=cluster,
                             policies=policy or DEFAULT_POLICIES, seed=seed, out=out,
                             max_jobs=max_jobs, load_scale=load_scale, restart_delay=restart_delay,
@@ -178,6 +176,13 @@ SWEEP_FLAGS = {"load_scales": "--load-scale", "rates": "--rate", "seeds": "--see
                "jobs": "--jobs", "max_jobs": "--max-jobs", "until_h": "--until-h",
                "restart_delay": "--restart-delay", "node_mtbf_h": "--node-mtbf-h",
                "repair_h": "--repair-h"}
+
+
+def _repair_needs_failures(given: bool, node_mtbf_h: float) -> None:
+    """A repair time without node failures would be ignored: refused (simulate and sweep)."""
+    if given and not node_mtbf_h > 0:
+        raise QuantaError("is the repair time of failing nodes: give --node-mtbf-h H too",
+                          field="--repair-h")
 
 
 def _stopped(signum, _frame) -> None:
@@ -287,10 +292,9 @@ def sweep(
             "until_h": until_h, "drop_impossible": drop_impossible, "world": world,
             "queues": str(queues) if queues else None}
     spec = replace(spec, **{k: v for k, v in over.items() if v is not None})
-    if (repair_h is not None or spec.repair_h != SweepSpec.repair_h) and \
-            not spec.node_mtbf_h > 0:       # (as simulate; a file's repair_h other than the default)
-        raise QuantaError("is the repair time of failing nodes: give --node-mtbf-h H too (or "
-                          "node_mtbf_h in the sweep file)", field="--repair-h")
+    # (a sweep file's repair_h counts where it is not the default)
+    _repair_needs_failures(repair_h is not None or spec.repair_h != SweepSpec.repair_h,
+                           spec.node_mtbf_h)
     try:
         res = run_sweep(spec, Path(out), workers=workers, ray=ray,
                         console=None if quiet else console(), plots=plots,

@@ -168,8 +168,10 @@ def register(app: typer.Typer, console: Callable) -> None:
         if jobs and at_h is None:
             raise QuantaError("--jobs lists the jobs waiting at an hour: give --at-h H too",
                               field="--jobs")
-        if at_h is not None and not at_h * 3600 <= 1e15:      # (inf: numpy warnings, "hour inf")
-            raise QuantaError(f"{at_h:g} h is past the 1e+15 s a run may last", field="--at-h")
+        from quanta.workloads.readers._base import MAX_NUMBER
+        if at_h is not None and not at_h * 3600 <= MAX_NUMBER:   # (inf: numpy warnings, "hour inf")
+            raise QuantaError(f"{at_h:g} h is past the {MAX_NUMBER:g} s a run may last",
+                              field="--at-h")
         if at_h is not None and (trace is None or file is None):
             raise QuantaError("an hour of a simulated trace: give a queues FILE and --trace too",
                               field="--at-h")

@@ -7,6 +7,7 @@ from typing import ClassVar
 
 from quanta.core.decision import Decision
 from quanta.core.snapshot import Snapshot
+from quanta.workloads.readers._base import MAX_NUMBER as MAX_S   # (s: no run lasts longer)
 
 
 class Policy(ABC):
@@ -36,7 +37,6 @@ def require(ok: bool, policy: str, name: str, value, want: str) -> None:
 
 
 INF = float("inf")
-MAX_S = 1e15           # seconds: no run lasts longer (as the CLI's options and the traces say)
 MIN_INTERVAL_S = 1e-3  # a round interval under it: no run of any length could end
 POWER = "a power from -100 to -0.01 or 0.01 to 100"     # Sia's / Pollux's p
 

@@ -315,4 +315,3 @@ def make_policy(spec: str) -> Policy:
                           field="--policy") from None
     policy.name = f"{name}:{','.join(canonical)}" if canonical else name   # type: ignore[misc]
     return policy
-

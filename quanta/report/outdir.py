@@ -154,11 +154,10 @@ class Staging:
                 raise QuantaError(f"output folder {out}/ holds another run in {name}/, the folder "
                                   f"this run's policy {name} writes: use another --out",
                                   field="--out")
-        parent = out.resolve().parent if out.exists() else None
-        if parent is not None and any(f.startswith(f"{out.resolve().name}/")
-                                      for f in listed_files(parent)):
-            raise QuantaError(f"output folder {out}/ is policy folder {out.resolve().name}/ of an "
-                              f"earlier run in {parent}/: use another --out", field="--out")
+        real = out.resolve()
+        if out.exists() and any(f.startswith(f"{real.name}/") for f in listed_files(real.parent)):
+            raise QuantaError(f"output folder {out}/ is policy folder {real.name}/ of an earlier "
+                              f"run in {real.parent}/: use another --out", field="--out")
         self.out = out
         self.replace = _replaced(out, force)
         self.made = not out.exists()

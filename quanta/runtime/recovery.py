@@ -98,8 +98,8 @@ class RuntimeRecovery:
                 self._release(row, now)
                 self._ask_stop(row, "preempt" if why == "move" else why)
             return
-        if rec.token and hasattr(self.backend, "sweep"):    # its launcher is gone: so is the
-            self.backend.sweep(rec.token)                   # rest (never two copies at once)
+        if rec.token:                  # its launcher is gone: so is the rest (never two copies)
+            self.backend.kill_leftovers(rec.token)
         done = read_json(wd / "exit.json")
         if not isinstance(done, dict) or done.get("token", "") != rec.token:
             done = None                      # none, or another launch's

@@ -65,6 +65,11 @@ class Backend(Protocol):
     def poll(self) -> list[Exit]:
         """Jobs whose processes ended since the last poll."""
 
+    def kill_leftovers(self, token: str) -> None:
+        """Kill what is still running of the launch `token` once its launcher (or a rank's
+        actor) is gone: its processes carry QUANTA_LAUNCH=token (quanta/runtime/launch.py). A
+        job requeued then never runs beside its last launch."""
+
     def node_changes(self) -> tuple[list[int], list[int]]:
         """Cluster nodes lost and nodes back (or replaced) since the last call; the jobs of a lost
         node end (their Exits follow)."""

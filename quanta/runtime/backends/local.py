@@ -16,7 +16,7 @@ from pathlib import Path
 
 from quanta.job import read_json, write_json
 from quanta.runtime.backends.base import Exit, Launch
-from quanta.runtime.launch import kill_leftovers
+from quanta.runtime import launch
 
 KILL_MARGIN_S = 5.0
 
@@ -156,9 +156,8 @@ class LocalBackend:
         self.procs[job_id] = _Proc(pid, workdir, None, grace_s, token)
         return str(pid)
 
-    def sweep(self, token: str) -> int:
-        """Kill what is left of a launch whose launcher is gone (its ranks, what they started)."""
-        return kill_leftovers(token)
+    def kill_leftovers(self, token: str) -> None:
+        launch.kill_leftovers(token)
 
     def poll(self) -> list[Exit]:
         done: list[Exit] = []
@@ -182,7 +181,7 @@ class LocalBackend:
                     os.killpg(p.pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
-                kill_leftovers(p.token)
+                self.kill_leftovers(p.token)
                 code = (p.popen.returncode if p.popen is not None else 0) or -9
                 why = "was killed" if code < 0 else f"failed with exit code {code}"
                 last = _last_line(p.workdir / "launcher.log")

@@ -273,7 +273,7 @@ class RayBackend:
                     job.codes[i] = -int(signal.SIGKILL)
                     job.failed = job.failed or f"rank {i} was lost with its node or actor"
                     if job.nodes:
-                        self._sweep(job.nodes[i], job.token)
+                        self.kill_leftovers(job.token, [job.nodes[i]])
                 if job.codes[i] != 0 and not job.failed:
                     job.failed = f"rank {i} " + (f"exited with code {job.codes[i]}" if job.codes[i] > 0
                                                  else f"was killed by signal {-job.codes[i]}")
@@ -293,21 +293,23 @@ class RayBackend:
             out.append(Exit(job_id, rc, job.failed))
         return out
 
-    def _sweep(self, node: int, token: str) -> None:
-        """Kill what is left of the launch `token` on `node` (a rank whose actor was killed goes
-        on in a session of its own: the job would run twice once requeued). Nothing to do where
-        the node itself is gone."""
-        nid = self.node_ids[node]
-        if not token or not any(n["NodeID"] == nid and n["Alive"] for n in self.ray.nodes()):
+    def kill_leftovers(self, token: str, nodes: list[int] | None = None) -> None:
+        """On each of `nodes` still alive (default: every node), a task pinned to it kills what
+        is left of the launch `token` (a rank whose actor was killed goes on in a session of its
+        own); a rank whose node is gone went with it."""
+        if not token:
             return
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         from quanta.runtime.launch import kill_leftovers
-        task = self.ray.remote(num_cpus=0)(kill_leftovers).options(
-            scheduling_strategy=NodeAffinitySchedulingStrategy(nid, soft=False))
+        alive = {n["NodeID"] for n in self.ray.nodes() if n["Alive"]}
+        ids = [self.node_ids[k] for k in (range(len(self.node_ids)) if nodes is None else nodes)]
+        task = self.ray.remote(num_cpus=0)(kill_leftovers)
+        refs = [task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(nid, soft=False))
+                .remote(token) for nid in ids if nid in alive]
         try:
-            self.ray.get(task.remote(token), timeout=30)
-        except Exception:   # noqa: BLE001 - the node went meanwhile
+            self.ray.get(refs, timeout=30)
+        except Exception:   # noqa: BLE001 - a node went meanwhile
             pass
 
     def node_changes(self) -> tuple[list[int], list[int]]:
