@@ -37,7 +37,7 @@ _unshadow()
 
 from quanta import cli_options  # noqa: E402
 from quanta.cli_print import console, print_listing, rich_table, rich_text
-from quanta.errors import QuantaError
+from quanta.errors import QuantaError, printable
 
 
 class _Group(typer.core.TyperGroup):
@@ -569,8 +569,7 @@ def _main() -> None:
     try:
         rv = _app_for(sys.argv)(standalone_mode=False)
     except QuantaError as e:          # (control bytes a bad file put in it shown escaped)
-        from quanta.cli_jobs import plain
-        console(stderr=True).print(f"error: {plain(e)}", highlight=False, soft_wrap=True,
+        console(stderr=True).print(f"error: {printable(e)}", highlight=False, soft_wrap=True,
                                    markup=False)
         sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):

@@ -14,6 +14,7 @@ from typing import Callable, List, Optional
 import typer
 
 from quanta.cli_print import print_json, rich_table, rich_text
+from quanta.errors import printable
 
 URL = typer.Option(None, "--url", help="service URL (default $QUANTA_URL or http://127.0.0.1:8472)")
 TOKEN = typer.Option(None, "--token", help="API token (default $QUANTA_TOKEN or the admin token file)")
@@ -23,16 +24,6 @@ JSON = typer.Option(False, "--json", help="print JSON")
 def _client(url: Optional[str], token: Optional[str]):
     from quanta.service.client import Client
     return Client(url, token)
-
-
-def plain(value: object) -> str:
-    """User data for a terminal: control characters (escape sequences, carriage returns, ...)
-    written as \\xNN, so a name can neither move the cursor nor recolour the screen."""
-    text = str(value)
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() or c == "\t" else f"\\x{ord(c):02x}" if ord(c) < 256 else
-                   f"\\u{ord(c):04x}" for c in text)
 
 
 def _hms(seconds: float) -> str:
@@ -140,7 +131,7 @@ def register(app: typer.Typer, console: Callable) -> None:
 
     def say(text: str) -> None:
         """One line that holds user data: printed as it is (no markup, no highlighting)."""
-        console().print(rich_text(plain(text)), highlight=False, soft_wrap=True)
+        console().print(rich_text(printable(text, tabs=True)), highlight=False, soft_wrap=True)
 
     @app.command()
     def serve(
@@ -263,7 +254,7 @@ def register(app: typer.Typer, console: Callable) -> None:
             if pos is not None:
                 cells += ["" if j["position"] is None else j["position"],
                           "" if j["est_start"] is None else _when(j["est_start"])]
-            rows.append([plain(v) for v in cells])
+            rows.append([printable(v, tabs=True) for v in cells])
         # where the table is wider than the screen, NODES/REASON is cut (a long reason squeezed
         # every other column to a letter or two); the other columns keep their width
         out, at = console(), cols.index("NODES/REASON")
@@ -374,7 +365,7 @@ def register(app: typer.Typer, console: Callable) -> None:
         if as_json:
             out_json({"id": job_id, "log": text})
         else:     # the job's own output, as it wrote it, but no escape sequence reaches the terminal
-            typer.echo("".join(plain(ln) + "\n" for ln in text.splitlines()), nl=False)
+            typer.echo("".join(printable(ln, tabs=True) + "\n" for ln in text.splitlines()), nl=False)
 
     @app.command()
     def sacct(user: Optional[str] = typer.Option(None, "--user", "-u", help="only this user's "
@@ -419,7 +410,7 @@ def register(app: typer.Typer, console: Callable) -> None:
         if not by:
             t.add_column("HOW IT ENDED", overflow="fold", ratio=1, min_width=12)
         for r in rows:
-            t.add_row(*(rich_text(plain(v)) for v in r))
+            t.add_row(*(rich_text(printable(v, tabs=True)) for v in r))
         console().print(t)
 
     @app.command("add-user")

@@ -396,6 +396,14 @@ def test_a_misspelt_key_is_named_not_only_the_field_it_left_missing(tmp_path):
                          "missing: gpu_type")
 
 
+def test_a_key_that_does_not_print_is_named_escaped(tmp_path):
+    """A key with a newline or tab in it was named as typed: the one-line error broke in two."""
+    (tmp_path / "c.yaml").write_text('nodes: [{name: a, gpu_type: v100, gpus: 4}]\n"x\\ty": 1\n')
+    line = one_line_error(quanta("simulate", "--cluster", str(tmp_path / "c.yaml"), "-q",
+                                 "--out", str(tmp_path / "o")))
+    assert "field 'x\\x09y'" in line, line
+
+
 def test_policies_name_lists_its_parameters_with_their_defaults():
     """The parameters `NAME:key=value` takes appeared nowhere but in an unknown-parameter error."""
     from quanta.policies import make_policy

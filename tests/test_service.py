@@ -210,6 +210,22 @@ def test_bad_requests_get_one_clear_line(service, body, status, needle):
     assert s.req("GET", "/v1/jobs").json() == []     # nothing half-created
 
 
+def test_a_key_that_does_not_print_is_named_escaped_on_one_line(service):
+    """A body {"0\\n": null} was refused as "field '0<newline>': unknown key": two lines (the
+    service fuzz test found it in CI)."""
+    s = service()
+    for body in ({"0\n": None}, {"name": "x", "command": ["true"], "a\tb": 1}):
+        r = s.req("POST", "/v1/jobs", json=body)
+        assert r.status_code == 422, r.text
+        key = {"0\n": "0\\x0a", "a\tb": "a\\x09b"}[list(body)[-1]]
+        assert r.json()["error"].startswith(f"field '{key}': "), r.text
+        assert "\n" not in r.json()["error"] and "\t" not in r.json()["error"], r.text
+    r = s.req("POST", "/v1/jobs", content=b'{"a\\n": 1, "a\\n": 2}',
+              headers={"Content-Type": "application/json"})
+    assert r.json()["error"] == "field 'a\\x0a': given twice in the JSON body", r.text
+    assert s.req("GET", "/v1/jobs").json() == []
+
+
 def test_a_key_twice_and_a_release_of_a_job_not_held(service):
     """{"name": "x", "name": "y"} made a job named y; releasing a job that was not held (or
     holding one held) said 'requested' and logged an event each time: now 422, and 'not held,

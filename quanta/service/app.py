@@ -31,7 +31,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Red
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from quanta.errors import QuantaError
+from quanta.errors import QuantaError, printable
 from quanta.model.cluster import Cluster
 from quanta.runtime import faults
 from quanta.runtime.accounts import RunAs, write_secret
@@ -255,7 +255,7 @@ def create_app(store: Store, runtime: Runtime, state_dir: Path,
         where_from = ("body", "query", "path", "header")      # (not a field's name)
         loc, msg = first_error([{**x, "loc": x["loc"][1:] if x["loc"][:1] and x["loc"][0] in
                                  where_from else x["loc"]} for x in exc.errors()])
-        where = ".".join(loc)
+        where = printable(".".join(loc))
         msg = one_line(msg)
         return JSONResponse(status_code=422, content={"error": f"field '{where}': {msg}"
                                                       if where else msg})
@@ -297,7 +297,7 @@ def create_app(store: Store, runtime: Runtime, state_dir: Path,
             seen: set = set()
             for k, _v in items:
                 if k in seen:
-                    raise HTTPException(422, f"field '{k[:64]}': given twice in the JSON body")
+                    raise HTTPException(422, f"field '{printable(k[:64])}': given twice in the JSON body")
                 seen.add(k)
             return dict(items)
         try:
