@@ -467,3 +467,78 @@ def test_decide_on_gives_the_policy_the_fitted_model_while_jobs_run_on_the_world
     assert (t.state == DONE).all()
     steep = np.array([s.job_type == "steep" for s in specs])
     assert np.allclose(t.rates[steep, 0], [world.rate(s, "a800", s.num_gpus) for s in np.array(specs)[steep]])
+
+
+
+
+def test_a_round_whose_inputs_changed_is_decided_afresh():
+    """Rubick's last answer is given again only for the same inputs: a job that came to hold
+    GPUs (and may not be moved again: max_restarts), a node that went down, are rounds decided
+    afresh, each the decision a fresh policy makes."""
+    import quanta.policies.rubick as rubick
+    specs = [job("a", "steep", 4), job("b", "flat", 4), job("c", "cpu", 2, guaranteed=True)]
+    c, perf = cluster(nodes=2, cpus=32), CurvePerf()
+    t, occ = JobTable(specs, c, perf), Occupancy(c)
+    t.state[:] = PENDING
+    pol = make_policy("rubick")
+
+    def decide_both():
+        snap = Snapshot(1000.0, c, perf, t.view(np.arange(3), 1000.0), occ.up_capacity(),
+                        occ.node_free.copy(), occ.node_up.copy(), resources=occ.up_resources())
+        kept = pol._memo.get(rubick._LAST_ROUND)
+        got, fresh = pol.decide(snap), make_policy("rubick").decide(snap)
+        assert got.gpus.tolist() == fresh.gpus.tolist() and got.plans == fresh.plans
+        assert np.array_equal(got.cpus, fresh.cpus) and got.gpu_type.tolist() == \
+            fresh.gpu_type.tolist()
+        return got, pol._memo.get(rubick._LAST_ROUND) is kept       # (given again)
+
+    first, again = decide_both()
+    assert not again and first.gpus[1] < 8
+    assert decide_both()[1]                                  # the same inputs: given again
+    gpus, _ = occ.place(0, 8, 1.0)                           # b holds 8 GPUs, restarted too often
+    occ.assign(1, gpus, 8.0)
+    t.apply_transitions(0.0, np.array([1]), np.array([0]), np.array([0]), [gpus],
+                        np.array([1.0]), np.array([0.0]), plan=[None], cpus=np.array([8.0]),
+                        mem_gb=np.array([0.0]))
+    t.restarts[1] = pol.max_restarts
+    held, again = decide_both()
+    assert not again and held.gpus[1] == 8
+    assert decide_both()[1]
+    occ.node_down(int(c.gpu_node[gpus[0]]))                  # its node fails
+    down, again = decide_both()
+    assert not again and down.gpus.sum() <= 8
+
+@pytest.mark.parametrize("trace_name,cluster_spec,policy,extra", [
+    ("rubick-base", "rubick-64", "rubick", {"max_jobs": 120, "node_mtbf_h": 20.0}),
+    ("rubick-base", "rubick-64", "rubick:fill_node=true,release_3d=32,shrink_running=false",
+     {"max_jobs": 120}),
+    ("synthetic:6:60", "v100:2x4,k80:3x2", "rubick", {"node_mtbf_h": 5.0}),
+])
+def test_a_round_with_the_last_rounds_inputs_gives_the_answer_a_fresh_round_gives(
+        tmp_path, monkeypatch, trace_name, cluster_spec, policy, extra):
+    """Rubick gives a round whose inputs (rubick._round_inputs) are the last round's the last
+    answer without the greedy: at every such round of a run (node failures, SLA jobs, the
+    artifact's behaviours included) a fresh round gives the same decision, and most rounds are
+    such rounds."""
+    import quanta.policies.rubick as rubick
+    from quanta.runner import SimulationRequest, run_simulations
+    decide = rubick.Rubick.decide
+    rounds, reused = [0], [0]
+
+    def checked(self, snap):
+        last = self._memo.get(rubick._LAST_ROUND)
+        got = decide(self, snap)
+        rounds[0] += 1
+        if last is not None and self._memo.get(rubick._LAST_ROUND) is last:   # (given again)
+            del self._memo[rubick._LAST_ROUND]
+            fresh = decide(self, snap)
+            for k, v in vars(fresh).items():
+                w = getattr(got, k)
+                assert (np.array_equal(v, w) if isinstance(v, np.ndarray) else v == w), k
+            reused[0] += 1
+        return got
+
+    monkeypatch.setattr(rubick.Rubick, "decide", checked)
+    run_simulations(SimulationRequest(trace=trace_name, cluster=cluster_spec, policies=[policy],
+                                      seed=3, out=tmp_path / "o", plots=False, **extra))
+    assert reused[0] > rounds[0] / 2, (reused, rounds)
