@@ -30,7 +30,7 @@ from quanta.policies import make_policy
 from quanta.runtime.backends.local import LocalBackend
 from quanta.runtime.controller import Runtime
 from quanta.runtime.spec import parse_submission
-from quanta.service.store import Store
+from quanta.service.store import ACTIVE, Store
 from quanta.sim.engine import RestartCost, Simulator
 
 PY = sys.executable
@@ -162,13 +162,19 @@ def latency(args, state: Path) -> dict:
            "decision_p99_ms": 1e3 * float(np.quantile(lat, 0.99)),
            "iteration_p50_ms": 1e3 * float(np.quantile(steps, 0.5)),
            "iteration_p99_ms": 1e3 * float(np.quantile(steps, 0.99))}
-    for rec in store.jobs(states=["running"]):
+    # every job cancelled, the queued ones too (the policy starts queued jobs as the running
+    # ones go: cancelling only those left two launchers training after the bench had ended)
+    active = list(ACTIVE)
+    for rec in store.jobs(states=active):
         store.request(rec.id, cancel=True)
-    for _ in range(100):
+    for _ in range(300):
         rt.step()
-        if not store.jobs(states=["running"]):
+        if not store.jobs(states=active):
             break
         time.sleep(0.1)
+    else:
+        raise SystemExit(f"runtime_fidelity.py: jobs still active after the latency run: "
+                         f"{[r.id for r in store.jobs(states=active)]}")
     return out
 
 
