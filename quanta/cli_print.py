@@ -26,9 +26,14 @@ def rich_text(value, style: str | None = None):
 
 
 def rich_table(title=None, **options):
-    """A table in Quanta's style: a rule under the header only, the title (if any) flush left."""
+    """A table in Quanta's style: a rule under the header only, the title (if any) flush left on
+    one line (rich wraps a title at the table's width: a narrow table broke it mid-phrase)."""
     from rich import box
     from rich.table import Table
+    from rich.text import Text
+    if title is not None:
+        title = Text(title) if isinstance(title, str) else title
+        title.no_wrap, title.overflow = True, "ignore"
     return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, **options)
 
 

@@ -32,3 +32,6 @@ def test_readme_queues_section_verbatim():
                              text=True, timeout=120)
     assert listing.returncode == 0, listing.stderr
     assert "teams" in listing.stdout or "cohort" in listing.stdout.lower()
+    # the table's title on one line, however narrow the table (rich wrapped it at its width)
+    title = listing.stdout.splitlines()[0]
+    assert title.rstrip().endswith("per GPU type") and "nominal / most" in title, listing.stdout
