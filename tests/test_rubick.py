@@ -471,6 +471,26 @@ def test_decide_on_gives_the_policy_the_fitted_model_while_jobs_run_on_the_world
 
 
 
+
+def test_a_jobs_curve_follows_its_training_phase():
+    """A job's options (rates on its curve) were kept per (model, plan, GPUs, CPUs, ...) but not
+    per phase: under a performance model whose rates change as training goes on (goodput
+    models, by epoch), a job kept the curve of the first phase any job of its model was seen in.
+    The per-model constant of normalize=model8 is the model's at phase 0, whatever the phase."""
+    class PhasedPerf(CurvePerf):
+        def rate_with(self, job, gpu_type, n, nodes=1, cons=None, plan=None, cpus=0.0,
+                      mem_gb=0.0):
+            return super().rate_with(job, gpu_type, n, nodes, cons, plan, cpus) * (1 + job.phase)
+
+    c, perf = cluster(nodes=1), PhasedPerf()
+    pol = make_policy("rubick:normalize=model8")
+    early, late = job("a", "steep", 4), job("a", "steep", 4).with_(phase=2)
+    unit = (96 / 8, 1600.0 / 8)
+    curves = [pol._options(snapshot([s], c, perf=perf), 0, 0, 1.0, unit).rate for s in (early, late)]
+    assert np.allclose(curves[1], 3 * curves[0])
+    norms = [pol._model_norm(snapshot([s], c, perf=perf), 0, 0, unit) for s in (late, early)]
+    assert norms[0] == norms[1] == perf.best_plan_rate(early, "a800", 8)[1]
+
 def test_a_round_whose_inputs_changed_is_decided_afresh():
     """Rubick's last answer is given again only for the same inputs: a job that came to hold
     GPUs (and may not be moved again: max_restarts), a node that went down, are rounds decided

@@ -276,7 +276,7 @@ class Rubick(Policy):
         spec = snap.jobs.specs[i]
         sla = (spec.sla or 1.0) * t_orig / self.sla_admit if spec.guaranteed else 0.0
         cap = int(snap.cluster.capacity[k])
-        key = (spec.job_type, spec.plan, spec.num_gpus, spec.cpus, k, sla, cap, unit)
+        key = (spec.job_type, spec.plan, spec.num_gpus, spec.cpus, spec.phase, k, sla, cap, unit)
         hit = self._memo.get(key)
         if hit is None:
             node_g = int(snap.cluster.type_node_max[k])
@@ -320,7 +320,8 @@ class Rubick(Policy):
     def _model_norm(self, snap: Snapshot, i: int, k: int, unit) -> float:
         """R3, the artifact's normalisation: one constant per model, its throughput on one whole
         node (best plan, the node's CPU threads) [C: orig_tpt, e.g. sched/models/bert.py:17, is
-        the batch over the measured 8-GPU iteration time]."""
+        the batch over the measured 8-GPU iteration time], at the start of training (phase 0:
+        for a model whose rate changes as training goes on, one constant still)."""
         spec = snap.jobs.specs[i]
         key = ("norm", spec.job_type, k)
         hit = self._memo.get(key)
@@ -328,7 +329,7 @@ class Rubick(Policy):
             cl = snap.cluster
             node_g = int(cl.type_node_max[k])
             c = float(unit[0] * node_g) if np.isfinite(unit[0]) else 0.0
-            one = spec.with_(num_gpus=node_g, cpus=0.0, min_gpus=0, max_gpus=0)
+            one = spec.with_(num_gpus=node_g, cpus=0.0, min_gpus=0, max_gpus=0, phase=0)
             hit = float(best_plan_rate(snap.perf, one, cl.types[k], node_g, 1, True, c)[1])
             self._memo[key] = hit
         return hit
@@ -345,14 +346,15 @@ def _round_inputs(snap: Snapshot) -> tuple:
     cols = (j.rows, j.submit, j.allowed, j.rates, j.gpus, j.gtype, j.restarts, j.consolidated,
             j.partner, j.is_guest, j.share_mode, j.parts, j.cpus, j.mem_gb, j.net_gbps,
             snap.capacity, np.asarray(snap.node_up))
-    return ((snap.perf, snap.cluster, j.all_specs),
+    return ((snap.perf, snap.cluster) + j.specs,        # (a job's spec changes with its phase)
             tuple(c.tobytes() for c in cols) + tuple(c.shape for c in cols),
             (tuple(j.plan.tolist()), tuple(p.tobytes() for p in j.placement), j.extras_seen,
              tuple(snap.resources), snap.network))
 
 
 def _same_inputs(a: tuple, b: tuple) -> bool:
-    return all(x is y for x, y in zip(a[0], b[0])) and a[1] == b[1] and a[2] == b[2]
+    return len(a[0]) == len(b[0]) and all(x is y for x, y in zip(a[0], b[0])) and \
+        a[1] == b[1] and a[2] == b[2]
 
 
 SCALE_CAPS = ("evidence", "node", "none")
