@@ -365,7 +365,8 @@ def register(app: typer.Typer, console: Callable) -> None:
         if as_json:
             out_json({"id": job_id, "log": text})
         else:     # the job's own output, as it wrote it, but no escape sequence reaches the terminal
-            typer.echo("".join(printable(ln, tabs=True) + "\n" for ln in text.splitlines()), nl=False)
+            typer.echo("".join(printable(ln, tabs=True) + "\n" for ln in text.splitlines()),
+                       nl=False)
 
     @app.command()
     def sacct(user: Optional[str] = typer.Option(None, "--user", "-u", help="only this user's "

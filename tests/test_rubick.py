@@ -486,7 +486,8 @@ def test_a_jobs_curve_follows_its_training_phase():
     pol = make_policy("rubick:normalize=model8")
     early, late = job("a", "steep", 4), job("a", "steep", 4).with_(phase=2)
     unit = (96 / 8, 1600.0 / 8)
-    curves = [pol._options(snapshot([s], c, perf=perf), 0, 0, 1.0, unit).rate for s in (early, late)]
+    curves = [pol._options(snapshot([s], c, perf=perf), 0, 0, 1.0, unit).rate
+              for s in (early, late)]
     assert np.allclose(curves[1], 3 * curves[0])
     norms = [pol._model_norm(snapshot([s], c, perf=perf), 0, 0, unit) for s in (late, early)]
     assert norms[0] == norms[1] == perf.best_plan_rate(early, "a800", 8)[1]

@@ -340,8 +340,9 @@ _LAST_ROUND = ("last round",)      # the memo's key of the last round's (inputs,
 
 def _round_inputs(snap: Snapshot) -> tuple:
     """What a round reads (Rubick.decide, rubick_round.Round, the mechanism's dry run): the run's
-    objects (compared by identity), then the jobs' columns and the cluster's state as bytes. Not
-    the clock, progress, attained service, waiting times or restore ends: no round reads them."""
+    performance model and cluster and the rows' specs (compared by identity), then the jobs'
+    columns and the cluster's state as bytes. Not the clock, progress, attained service, waiting
+    times or restore ends: no round reads them."""
     j = snap.jobs
     cols = (j.rows, j.submit, j.allowed, j.rates, j.gpus, j.gtype, j.restarts, j.consolidated,
             j.partner, j.is_guest, j.share_mode, j.parts, j.cpus, j.mem_gb, j.net_gbps,

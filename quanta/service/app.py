@@ -297,7 +297,8 @@ def create_app(store: Store, runtime: Runtime, state_dir: Path,
             seen: set = set()
             for k, _v in items:
                 if k in seen:
-                    raise HTTPException(422, f"field '{printable(k[:64])}': given twice in the JSON body")
+                    raise HTTPException(422, f"field '{printable(k[:64])}': given twice in the "
+                                             f"JSON body")
                 seen.add(k)
             return dict(items)
         try:
