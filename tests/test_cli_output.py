@@ -433,3 +433,15 @@ def test_a_blank_unknown_key_beside_a_missing_field_still_names_a_field():
     with pytest.raises(QuantaError) as e:
         validated(JobSubmission, {"": None})
     assert e.value.field == "name" and "Field required" in str(e.value)
+
+
+def test_a_folder_named_like_a_bundled_trace_does_not_hide_it(tmp_path):
+    """`--trace philly --out philly`: the run's own output folder, in the working folder, hid
+    the bundled sample, so the command config.yaml records failed there ('philly: not a file')."""
+    cmd = [sys.executable, "-m", "quanta.cli", "simulate", "--trace", "philly", "--max-jobs",
+           "20", "-p", "fifo", "--no-plots", "-q", "--out", "philly"]
+    for extra in ([], ["--force"]):
+        r = subprocess.run(cmd + extra, capture_output=True, text=True, cwd=tmp_path,
+                           timeout=300, env=ENV)
+        assert r.returncode == 0, r.stderr
+    assert (tmp_path / "philly" / "fifo" / "jobs.csv").is_file()

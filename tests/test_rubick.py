@@ -563,3 +563,18 @@ def test_a_round_with_the_last_rounds_inputs_gives_the_answer_a_fresh_round_give
     run_simulations(SimulationRequest(trace=trace_name, cluster=cluster_spec, policies=[policy],
                                       seed=3, out=tmp_path / "o", plots=False, **extra))
     assert reused[0] > rounds[0] / 2, (reused, rounds)
+
+
+def test_a_job_a_queue_layer_put_on_a_slower_type_is_decided_on_that_types_curve(tmp_path):
+    """Under a queues file a job may run on a type other than its fastest; Rubick computed its
+    curve on the fastest type and then asked for one of that curve's counts on the type it held:
+    a ResNet-50 asked for 2 K80s, where Gavel's table has it not run (a PolicyError traceback,
+    with node failures; the determinism probe)."""
+    from pathlib import Path
+
+    from quanta.runner import SimulationRequest, run_simulations
+    teams = Path(__file__).resolve().parents[1] / "quanta" / "examples" / "queues" / "teams.yaml"
+    rows, _ = run_simulations(SimulationRequest(
+        trace="philly", max_jobs=300, load_scale=3.0, cluster="gavel-108", queues=str(teams),
+        node_mtbf_h=10.0, repair_h=0.5, policies=["rubick"], out=tmp_path / "o", plots=False))
+    assert rows[0]["finished"] == 300

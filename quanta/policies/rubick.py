@@ -256,8 +256,12 @@ class Rubick(Policy):
         if last is not None and _same_inputs(last[0], inputs):
             return copy.deepcopy(last[1])          # (a copy: a wrapper may edit what it gets)
         cl = snap.cluster
-        k_of = np.where(j.allowed.any(axis=1), np.argmax(j.rates, axis=1), 0)
+        # a job's curve is on its fastest type, or on the type it holds (a queue layer may have
+        # put it on another; its curve on the fastest type asked for counts it cannot run at)
+        fastest = np.where(j.allowed.any(axis=1), np.argmax(j.rates, axis=1), 0)
+        k_of = np.where(j.running & (j.gtype >= 0), j.gtype, fastest)
         t_orig = j.rates[np.arange(n), k_of]
+        t_orig = np.where(t_orig > 0, t_orig, j.rates[np.arange(n), fastest])
         cap_c, cap_m = snap.resources
         G = cl.num_gpus
         unit = (cap_c / G if np.isfinite(cap_c) else np.inf, cap_m / G if np.isfinite(cap_m) else np.inf)

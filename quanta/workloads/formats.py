@@ -103,14 +103,15 @@ def load_trace(path: str | Path, fmt: str = "auto", *, max_jobs: int | None = No
     by submit time.
     """
     p = Path(path)
-    if not p.exists():
+    if not p.is_file():     # (a folder named like a sample, an earlier run's --out, hides nothing)
         from quanta.workloads.samples import SAMPLES, sample_path
-        if str(path) not in SAMPLES:
+        if str(path) in SAMPLES:
+            p = sample_path(str(path))
+            if fmt == "auto":
+                fmt = SAMPLES[str(path)][1]
+        elif not p.exists():
             raise QuantaError(f"no such trace file, nor a bundled sample ({', '.join(SAMPLES)})",
                               source=str(p))
-        p = sample_path(str(path))
-        if fmt == "auto":
-            fmt = SAMPLES[str(path)][1]
     name = fmt.strip().lower()
     asked = name != "auto"
     if not asked:
