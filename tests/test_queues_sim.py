@@ -338,3 +338,21 @@ def test_cli_a_job_the_cluster_can_never_fit_stops_it_as_simulate_does(tmp_path)
                        "unschedulable\n"
     (row,) = json.loads(r.stdout)
     assert row["queue"] == "a" and row["jobs"] == 2 and row["finished"] == 1
+
+
+@pytest.mark.parametrize("policy", ["sjf-bsbf", "sjf-ffs"])
+def test_a_spanning_guests_own_gpus_count_against_the_queues_and_the_cluster(tmp_path, policy):
+    """A guest spanning its hosts' GPUs and idle ones holds those idle GPUs as its own (the
+    mechanism counts them); the layer did not: each queue deciding within its own room (scope:
+    queue), the decision asked the cluster for 37 of its 36 V100s (a PolicyError traceback; the
+    determinism probe)."""
+    from quanta.runner import SimulationRequest, run_simulations
+    teams = (Path(__file__).resolve().parents[1] / "quanta" / "examples" / "queues"
+             / "teams.yaml").read_text()
+    assert "\nname: teams\n" in teams
+    (tmp_path / "q.yaml").write_text(teams.replace("\nname: teams\n",
+                                                   "\nname: teams\nscope: queue\n"))
+    rows, _ = run_simulations(SimulationRequest(
+        trace="philly", max_jobs=300, load_scale=3.0, cluster="gavel-108",
+        queues=str(tmp_path / "q.yaml"), policies=[policy], out=tmp_path / "o", plots=False))
+    assert rows[0]["finished"] == 300

@@ -59,6 +59,12 @@ def enforce(tree: QueueTree, snap: Snapshot, dec: Decision, plan: Plan, comp: Co
     guest = np.zeros(n, dtype=bool)
     if dec.share:
         guest[list(dec.share)] = True
+    # a spanning guest's own GPUs (idle ones beside its hosts', as the mechanism counts them)
+    # take room like any job's: uncounted, queues that each decided within their own room
+    # (scope: queue) asked the cluster for more GPUs than it has
+    own = np.zeros(n)
+    for r, hosts in dec.span.items():
+        own[r] = max(float(gpus[r]) - sum(hosts.values()), 0.0)
     # a job that shares another's GPUs now and is to hold GPUs of its own needs room
     now_guest = plan.guest
     fixed = running & (gpus == jobs.gpus) & (gt == jobs.gtype) & ~guest & ~now_guest
@@ -86,14 +92,14 @@ def enforce(tree: QueueTree, snap: Snapshot, dec: Decision, plan: Plan, comp: Co
         inner_rank[dec.order] = np.arange(n)
     else:
         inner_rank = np.arange(n)
-    prop = np.flatnonzero((gpus > 0) & ~fixed & ~guest)
+    prop = np.flatnonzero(((gpus > 0) & ~fixed & ~guest) | (own > 0))
     prop = prop[np.lexsort((inner_rank[prop], ~plan.must[prop]))]
     trimmed = np.zeros(K)
     drop = []
     total = plan.total
     for i in prop.tolist():
         li = int(plan.leaf[i])
-        g = float(gpus[i])
+        g = float(own[i] if guest[i] else gpus[i])
         mix = dec.mixed.get(i)
         want = {int(k): float(c) for k, c in enumerate(mix) if c} if mix is not None \
             else {int(gt[i]): g}
@@ -121,6 +127,8 @@ def enforce(tree: QueueTree, snap: Snapshot, dec: Decision, plan: Plan, comp: Co
         if wait.size:
             held = ~guest & (gpus > 0)
             used = np.bincount(gt[held], weights=gpus[held], minlength=K)
+            spans = np.flatnonzero(guest & (own > 0) & (gpus > 0))
+            used += np.bincount(gt[spans], weights=own[spans], minlength=K)
             for r, mix in dec.mixed.items():          # (GPUs of several types)
                 if held[r]:
                     used[int(gt[r])] -= gpus[r]
