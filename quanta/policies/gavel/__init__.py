@@ -30,6 +30,7 @@ mechanism; GAVEL_SIM lists the values that make the policy behave as Gavel's sim
 - type_order: "fastest" (by GPU speed: V100, P100, K80, Gavel's fixed order at scheduler.py:871)
   or "shuffle" (a new seeded random order every round: Gavel does so for the policies whose name
   has neither Perf nor Packing, i.e. the heterogeneity-agnostic ones, scheduler.py:879-881).
+  Read only with queues=per_type (and programme=pairs): one list over all types has no order.
 - backfill: idle GPUs go to waiting jobs that have no share of that type (Gavel: every policy but
   FIFO, scheduler.py:810-850). Never for FIFO.
 - hold_unallocated: a job that arrived after X was computed still takes its place at the end of
