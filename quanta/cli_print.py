@@ -26,15 +26,23 @@ def rich_text(value, style: str | None = None):
 
 
 def rich_table(title=None, **options):
-    """A table in Quanta's style: a rule under the header only, the title (if any) flush left on
-    one line (rich wraps a title at the table's width: a narrow table broke it mid-phrase)."""
+    """A table in Quanta's style: a rule under the header only, the title (if any) flush left
+    above it, wrapped at the console's width (rich wraps a title at the table's: a narrow table
+    broke it mid-phrase)."""
     from rich import box
     from rich.table import Table
     from rich.text import Text
-    if title is not None:
-        title = Text(title) if isinstance(title, str) else title
-        title.no_wrap, title.overflow = True, "ignore"
-    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, **options)
+
+    class _Table(Table):
+        def __rich_console__(self, console, options):
+            head, self.title = self.title, None
+            try:
+                if head is not None:          # (a str as it is: never read as markup)
+                    yield Text(head) if isinstance(head, str) else head
+                yield from super().__rich_console__(console, options)
+            finally:
+                self.title = head
+    return _Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, **options)
 
 
 def print_listing(rows, name_width: int, indent: int = 0) -> None:
