@@ -48,7 +48,8 @@ A round reads the jobs, what they hold and the cluster, never the clock or the j
 round whose inputs are those of the last one (`_round_inputs`) has the last one's answer, given
 again without the greedy (on synthetic:3:300 on gavel-108, 22,330 of 23,325 rounds).
 Homogeneous clusters as in the paper; on several GPU types each job uses its fastest allowed type
-[U]. Rubick does not share GPUs and needs no job lengths.
+[U] (a running job the type it holds: a queue layer may have put it on another). Rubick does not
+share GPUs and needs no job lengths.
 
 Paper vs artifact. Each artifact behaviour is a parameter; the defaults are the paper's, except
 the scale-out cap, whose default is the range the performance model was measured on.
