@@ -45,7 +45,7 @@ def find(name: str) -> PolicyInfo | None:
         obj = ep.load()
     except Exception as err:  # noqa: BLE001  (a broken plugin: one line, not a traceback)
         raise QuantaError(f"policy '{name}': entry point '{ep.value}' ({GROUP}) failed to load: "
-                          f"{_one_line(err)}", field="--policy") from None
+                          f"{exception_line(err)}", field="--policy") from None
     return _info(name, obj, ep.value.partition(":")[0])
 
 
@@ -80,12 +80,14 @@ def load_attr(module: str, attr: str, spec: str):
         mod = _import(module)
     except ModuleNotFoundError as err:
         if err.name is None or not module.startswith(err.name):   # a missing import inside it
-            raise QuantaError(f"policy '{spec}': importing '{module}' failed: {_one_line(err)}",
+            raise QuantaError(f"policy '{spec}': importing '{module}' failed: "
+                              f"{exception_line(err)}",
                               field="--policy") from None
         raise QuantaError(f"policy '{spec}': no module '{module}' on the Python path or in the "
                           f"current folder", field="--policy") from None
     except Exception as err:  # noqa: BLE001
-        raise QuantaError(f"policy '{spec}': importing '{module}' failed: {_one_line(err)}",
+        raise QuantaError(f"policy '{spec}': importing '{module}' failed: "
+                          f"{exception_line(err)}",
                           field="--policy") from None
     obj = mod
     for part in attr.split("."):
@@ -120,7 +122,7 @@ def _info(name: str, obj, module: str) -> PolicyInfo:
     return PolicyInfo(name, desc, obj, {}, module)
 
 
-def _one_line(err: BaseException) -> str:
+def exception_line(err: BaseException) -> str:
     """`Type: message (file:line)` of an exception raised in a user's module."""
     where = ""
     tb = traceback.extract_tb(err.__traceback__)

@@ -310,8 +310,8 @@ def make_policy(spec: str) -> Policy:
     except QuantaError:
         raise
     except Exception as err:          # a plugin's constructor failing: its error, one line
-        from quanta.policies.plugins import _one_line
-        raise QuantaError(f"policy '{spec}': building it raised {_one_line(err)}",
+        from quanta.policies.plugins import exception_line
+        raise QuantaError(f"policy '{spec}': building it raised {exception_line(err)}",
                           field="--policy") from None
     policy.name = f"{name}:{','.join(canonical)}" if canonical else name   # type: ignore[misc]
     return policy

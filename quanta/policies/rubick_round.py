@@ -58,7 +58,6 @@ class Round:
             self.G[i, O - 1], self.C[i, O - 1], self.M[i, O - 1] = g, c, m
             self.V[i, O - 1] = r / norm[i]
             self.plans[i][O - 1] = plan
-            self.k_of[i] = int(j.gtype[i]) if int(j.gtype[i]) >= 0 else self.k_of[i]
             self.at[i] = O - 1
         self.cur = self.at.copy()
         self.was_running = j.running.copy()

@@ -127,7 +127,7 @@ def enforce(tree: QueueTree, snap: Snapshot, dec: Decision, plan: Plan, comp: Co
         if wait.size:
             held = ~guest & (gpus > 0)
             used = np.bincount(gt[held], weights=gpus[held], minlength=K)
-            spans = np.flatnonzero(guest & (own > 0) & (gpus > 0))
+            spans = np.flatnonzero(guest & (own > 0) & (gpus > 0))     # (dropped: gpus 0)
             used += np.bincount(gt[spans], weights=own[spans], minlength=K)
             for r, mix in dec.mixed.items():          # (GPUs of several types)
                 if held[r]:
