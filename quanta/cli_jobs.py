@@ -15,6 +15,7 @@ import typer
 
 from quanta.cli_print import print_json, rich_table, rich_text
 from quanta.errors import printable
+from quanta.service import MAX_TAIL
 
 URL = typer.Option(None, "--url", help="service URL (default $QUANTA_URL or http://127.0.0.1:8472)")
 TOKEN = typer.Option(None, "--token", help="API token (default $QUANTA_TOKEN or the admin token file)")
@@ -358,7 +359,8 @@ def register(app: typer.Typer, console: Callable) -> None:
 
     @app.command()
     def logs(job_id: int = typer.Argument(..., help="job id"),
-             tail: int = typer.Option(200, "--tail", "-n", min=1, help="last N lines"),
+             tail: int = typer.Option(200, "--tail", "-n", min=1, max=MAX_TAIL,
+                                      help="last N lines"),
              url: Optional[str] = URL, token: Optional[str] = TOKEN, as_json: bool = JSON) -> None:
         """Print the end of a job's log (rank 0's output)."""
         text = _client(url, token).logs(job_id, tail)

@@ -253,6 +253,36 @@ def test_a_job_stopping_when_the_service_is_killed_comes_back_as_what_it_was_bec
     assert ran_steps(s.state / "jobs" / str(a)) == set(range(150))
 
 
+
+@pytest.mark.parametrize("action", ["hold", "cancel"])
+def test_a_hold_or_cancel_while_a_preempted_job_checkpoints_is_no_preemption(
+        service, job_script, action):
+    """(The job's status said 0 preemptions, then 1 after a restart or at its end, while the
+    preemption counter said 0: the stop ended as the user's hold or cancel.)"""
+    s = service(policy="las", cluster="cpu:1x1")
+    a = submit(s, job_script, "a", 150, pause=0.03, stop_s=2.0)
+    _running(s, a, 10)
+    b = submit(s, job_script, "b", 10, pause=0.02)
+    end = time.time() + 60
+    while "stopping" not in s.kinds(a, every=True):
+        assert time.time() < end
+        time.sleep(0.05)
+    s.req("POST", f"/v1/jobs/{a}/{action}")
+    if action == "hold":
+        j = s.wait(a, lambda j: j["reason"] == "JobHeldUser" and j["state"] == "pending")
+    else:
+        j = s.wait(a, lambda j: j["state"] == "cancelled")
+    s.wait(b, lambda j: j["state"] == "finished")
+    assert j["preemptions"] == 0 and "preempted" not in s.kinds(a), (j, s.kinds(a))
+    if action == "hold":
+        s.req("POST", f"/v1/jobs/{a}/release")
+        j = s.wait(a, lambda j: j["state"] == "finished", timeout=120)
+        assert j["preemptions"] == 0 and j["steps_done"] == 150, j
+    assert "quanta_preemptions_total 0" in s.req("GET", "/metrics", token="").text
+    s.stop()
+    s.restart()
+    assert s.job(a)["preemptions"] == 0
+
 def test_a_new_database_never_resumes_an_old_databases_job_folder(service, job_script):
     """Job folders carry their database's identity: job 1 of a new database (the old database
     deleted, the job folders left) starts from step 0, and the old folder is moved aside."""

@@ -99,3 +99,17 @@ def test_a_rank_whose_actor_is_killed_does_not_train_beside_its_next_launch(ray_
     assert "requeued" in kinds or "failure" in kinds, kinds
     log = (tmp_path / "jobs" / str(one) / "job.log").read_text()
     assert log.count("step 300/300") == 1, "the lost rank trained on beside the next launch"
+
+
+def test_a_relative_cwd_is_made_inside_the_jobs_folder(ray_cluster, tmp_path):
+    """(A relative cwd was taken from the Ray actor's own folder, and never existed.)"""
+    backend = RayBackend()
+    store = Store(tmp_path / "q.db")
+    rt = Runtime(store, backend, backend.cluster, make_policy("fifo"), CatalogModel(), tmp_path / "jobs")
+    rt.recover()
+    sub = parse_submission({"name": "pwd", "command": ["/bin/sh", "-c", "pwd"], "cwd": "sub/dir"})
+    j = store.add_job("alice", sub.name, sub.queue, sub.model_dump(), 0, time.time())
+    run_until(rt, store, lambda: store.job(j).state in ("finished", "failed"))
+    assert store.job(j).state == "finished", store.events(j)
+    folder = (tmp_path / "jobs" / str(j) / "sub" / "dir").resolve()
+    assert (tmp_path / "jobs" / str(j) / "job.log").read_text() == f"{folder}\n"

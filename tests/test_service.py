@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -409,6 +410,24 @@ def test_api_and_cli_hardening(service, tmp_path):
                 headers={"content-type": "application/json"})
     assert bad.status_code == 422 and bad.json()["error"].startswith(
         "the request body is not valid JSON"), bad.text
+    # ... as are bodies FastAPI could not parse at all, and bodies that are no JSON object (they
+    # were "There was an error parsing the body" and "Input should be a valid dictionary ...")
+    for body, ctype, want in [
+            (b'{"name": "\xff"}', "application/json",
+             "the request body is not valid JSON (not UTF-8: byte 0xff at offset 10)"),
+            (b"[" * 100_000 + b"]" * 100_000, "application/json",
+             "the request body is not valid JSON (nested too deep)"),
+            (b"name=x", "application/x-www-form-urlencoded", "the request body is not a JSON "
+             "object (Content-Type: application/x-www-form-urlencoded; want application/json)")]:
+        bad = s.req("POST", "/v1/jobs", content=body, headers={"content-type": ctype})
+        assert bad.status_code == 422 and bad.json() == {"error": want}, bad.text
+    bad = s.req("POST", "/v1/users", json={"name": "u1", "amdin": True})      # a typo: no user
+    assert bad.status_code == 422 and "amdin" in bad.json()["error"], bad.text
+    with sqlite3.connect(s.state / "quanta.db") as db:
+        assert ("u1",) not in db.execute("SELECT name FROM users").fetchall()
+    assert s.req("HEAD", "/v1/health", token="").status_code == 200
+    r = cli("logs", "1", "-n", "99999999999", env=env)    # the CLI's option named, not the API's
+    assert r.returncode == 2 and "'--tail' / '-n'" in r.stderr and "100000" in r.stderr, r.stderr
     # `quanta add-user admin` renews the admin's token and keeps it an admin
     r = cli("add-user", "admin", env=env)
     assert r.returncode == 0
@@ -507,3 +526,18 @@ def test_a_job_stopped_after_its_last_step_is_finished_not_requeued(service, tmp
     # `quanta status` says it holds nothing now (it showed `0 x cpu cpu-0-000`)
     out = cli("status", str(a), env={"QUANTA_URL": s.url, "QUANTA_TOKEN": s.admin}).stdout
     assert "steps/s; no devices now (last on cpu-0-000); preemptions 0" in out, out
+
+
+def test_a_clean_stop_leaves_the_whole_state_in_the_database_file(service, tmp_path):
+    """(After a SIGTERM the database file was 4 KiB and every job in quanta.db-wal: a backup that
+    copied quanta.db alone had nothing.)"""
+    import shutil
+    s = service()
+    ids = [s.submit(name=f"j{i}", command=[PY, "-c", "pass"], steps=None) for i in range(3)]
+    s.stop()              # SIGTERM: uvicorn's shutdown, then the signal again (exit -15)
+    wal = s.state / "quanta.db-wal"
+    assert not wal.exists() or wal.stat().st_size == 0
+    copy = tmp_path / "backup.db"
+    shutil.copy(s.state / "quanta.db", copy)     # the database file alone
+    with sqlite3.connect(copy) as db:
+        assert [r[0] for r in db.execute("SELECT id FROM jobs ORDER BY id")] == ids

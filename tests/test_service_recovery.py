@@ -91,6 +91,31 @@ def test_a_launcher_killed_while_no_scheduler_watches_leaves_no_second_copy(serv
     assert log.count("step 300/300") == 1, "two copies of the job trained to the end"
 
 
+@pytest.mark.slow
+def test_a_job_that_ended_while_no_scheduler_ran_is_charged_until_its_exit(service):
+    """(Its end, run time and GPU-hours were the restart's time: the downtime counted as run.)"""
+    import json
+    s = service(cluster="cpu:1x1")
+    r = s.req("POST", "/v1/jobs", json={"name": "short", "command": [
+        PY, "-c", "import time; time.sleep(1.5)"]})
+    assert r.status_code == 201, r.text
+    run = r.json()["id"]
+    s.wait(run, lambda j: j["state"] == "running")
+    s.kill9()
+    done = s.state / "jobs" / str(run) / "exit.json"
+    end = time.time() + 60
+    while not done.exists():
+        assert time.time() < end, "the job never ended"
+        time.sleep(0.05)
+    time.sleep(4.0)                      # the service stays down after the job's end
+    s2 = Service(s.state, cluster="cpu:1x1").start()
+    s.proc = s2.proc
+    j = s2.wait(run, finished, timeout=60)
+    exited = json.loads(done.read_text())["time"]
+    assert abs(j["end_time"] - exited) < 0.01, (j["end_time"], exited)
+    assert j["run_s"] < 3.0, j["run_s"]                 # ~1.5 s of sleep, not 5.5 s
+
+
 def _launcher_pid(state: Path, job_id: int) -> int:
     import sqlite3
     with sqlite3.connect(state / "quanta.db") as db:

@@ -349,6 +349,8 @@ class Runtime(RuntimeRecovery, RuntimeLaunching, RuntimeQueues, RuntimeProgress)
         self._release(row, now, count=False)       # a hold or a cancel, not a preemption
         proc = self.procs.get(row)
         if proc is not None:
+            if proc.stopping == "preempt":   # the policy's preemption, overtaken while the job
+                self.table.preemptions[row] -= 1     # checkpointed: it stops held or cancelled
             self._ask_stop(row, why)
         elif why == "cancel":
             self._close(row, "cancelled", "cancelled by its user", now)

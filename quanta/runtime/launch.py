@@ -127,9 +127,21 @@ def as_account(acct, env: dict, cwd: str) -> dict:
             "preexec_fn": lambda: os.chdir(cwd)}
 
 
-def enter_check(acct, cwd: str) -> None:
+def job_cwd(given: str, job_dir) -> tuple[str, bool]:
+    """The folder a job's ranks start in, and whether its launch makes it: the job's own folder
+    (no cwd), a folder inside it (a relative cwd, made by the launch if missing: the job's folder
+    is new at its first launch), or the absolute folder given."""
+    if not given:
+        return str(job_dir), False
+    if os.path.isabs(given):
+        return given, False
+    return os.path.join(str(job_dir), given), True
+
+
+def enter_check(acct, cwd: str, make: bool = False) -> None:
     """Raise the OSError the account would meet entering cwd (tried in a child that becomes the
-    account), so that a folder it may not enter is a clear, permanent launch error."""
+    account; `make`: making it first, as the account), so that a folder it may not enter is a
+    clear, permanent launch error."""
     pid = os.fork()
     if pid == 0:
         code = 0
@@ -137,6 +149,8 @@ def enter_check(acct, cwd: str) -> None:
             os.setgroups(list(acct.groups))
             os.setgid(acct.gid)
             os.setuid(acct.uid)
+            if make:
+                os.makedirs(cwd, mode=0o700, exist_ok=True)
             os.chdir(cwd)
         except OSError as err:
             code = err.errno or 1
@@ -206,7 +220,7 @@ def main(argv: list[str]) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     base = dict(os.environ)
-    cwd = str(spec.get("cwd") or job_dir)
+    cwd, make = job_cwd(str(spec.get("cwd") or ""), job_dir)
     for rank in range(len(spec["ranks"])):
         try:
             out = log if rank == 0 else private_log(job_dir / f"rank-{rank}.log", acct)
@@ -214,8 +228,10 @@ def main(argv: list[str]) -> int:
             extra: dict = {"cwd": cwd}
             if acct is not None:
                 if rank == 0:
-                    enter_check(acct, cwd)
+                    enter_check(acct, cwd, make)
                 extra = as_account(acct, env, cwd)
+            elif rank == 0 and make:
+                os.makedirs(cwd, mode=0o700, exist_ok=True)
             extra["preexec_fn"] = die_with_parent(extra.get("preexec_fn"))
             procs.append(subprocess.Popen(spec["command"], env=env, stdout=out,
                                           stderr=subprocess.STDOUT, umask=0o077,

@@ -5,6 +5,7 @@ A part of `Runtime` (quanta/runtime/controller.py)."""
 from __future__ import annotations
 
 import base64
+import math
 import pickle
 
 import numpy as np
@@ -121,7 +122,21 @@ class RuntimeRecovery:
             code = 1
         self._handle_exit(row, Exit(str(rec.id), code, str(done.get("message", "")) if done else
                                     "its processes were gone after a scheduler restart",
-                                    bool(done.get("permanent")) if done else False), now)
+                                    bool(done.get("permanent")) if done else False),
+                          self._ended_at(done, rec, now))
+
+    def _ended_at(self, done: dict | None, rec: JobRecord, now: float) -> float:
+        """When a job that ended while no scheduler ran ended, on the service's clock: its
+        launcher's exit time (exit.json), not the restart's, so that its run time, GPU-hours and
+        attained service leave out the time it was already gone (never after `now`, nor before
+        its first start)."""
+        try:
+            at = float(done["time"]) - self.epoch if done else now
+        except (KeyError, TypeError, ValueError, OverflowError):
+            return now
+        if not math.isfinite(at):
+            return now
+        return min(now, max(at, rec.start - self.epoch if rec.start is not None else at))
 
     def _devices_here(self, rec: JobRecord, gpus: np.ndarray) -> bool:
         """Whether a job's recorded devices are GPUs of its recorded type in this cluster."""

@@ -43,8 +43,8 @@ def started(store: Store, job_id: int, attempt: int, gpu_type: str, gpus: int, a
 def ended(store: Store, job_id: int, at: float) -> None:
     _ready(store)
     with store.tx() as db:
-        db.execute("UPDATE gpu_usage SET end_time = ? WHERE job_id = ? AND end_time IS NULL",
-                   (at, job_id))
+        db.execute("UPDATE gpu_usage SET end_time = MAX(start, ?) WHERE job_id = ? AND end_time "
+                   "IS NULL", (at, job_id))     # (an exit time read back: never before the start)
 
 
 def run_seconds(store: Store, job_ids: list[int], now: float) -> dict[int, float]:

@@ -37,7 +37,7 @@ from quanta.runtime import faults
 from quanta.runtime.accounts import RunAs, write_secret
 from quanta.runtime.controller import Runtime
 from quanta.runtime.spec import MAX_SPEC_BYTES, JobSubmission
-from quanta.service import accounting
+from quanta.service import MAX_TAIL, accounting
 from quanta.specfile import first_error
 from quanta.service.store import ACTIVE, TERMINAL, IdempotencyConflict, JobRecord, Store
 
@@ -92,7 +92,8 @@ class Caller:
 
 
 class UserIn(BaseModel):
-    model_config = ConfigDict(strict=True)     # ("admin": "yes" is no role: a typo decides none)
+    model_config = ConfigDict(strict=True, extra="forbid")   # ("admin": "yes" is no role, and
+    # "amdin": true no field: a typo decides nothing)
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     admin: bool | None = Field(None, description="make (true) or unmake (false) an admin; "
                                "absent: a new user is not one, an existing user keeps its role")
@@ -186,6 +187,17 @@ def json_error(e: dict, doc: object) -> str:
     return f"the request body is not valid JSON ({why})"
 
 
+def unparsable_body(body: bytes) -> str:
+    """Why a JSON body that json.loads could not take at all is not JSON: not UTF-8 (the first bad
+    byte), else nested deeper than the parser goes."""
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return (f"the request body is not valid JSON (not UTF-8: byte 0x{body[err.start]:02x} at "
+                f"offset {err.start})")
+    return "the request body is not valid JSON (nested too deep)"
+
+
 def bearer(request: Request) -> str:
     auth = request.headers.get("authorization", "")
     return auth[7:].strip() if auth.lower().startswith("bearer ") else ""
@@ -237,6 +249,7 @@ def create_app(store: Store, runtime: Runtime, state_dir: Path,
         runtime.start()
         yield
         runtime.close()
+        store.checkpoint()
 
     app = FastAPI(title="Quanta scheduler", version="0.1", lifespan=lifespan, docs_url=None,
                   redoc_url=None)     # /docs: add_docs
@@ -252,6 +265,11 @@ def create_app(store: Store, runtime: Runtime, state_dir: Path,
         if e.get("type") == "missing" and list(e["loc"]) == ["body"]:
             return JSONResponse(status_code=422, content={
                 "error": "no body: want a JSON object of the job's fields (quanta schema)"})
+        if e.get("type") in ("model_attributes_type", "dict_type") and list(e["loc"]) == ["body"]:
+            kind = printable(request.headers.get("content-type", "") or "none")[:100]
+            return JSONResponse(status_code=422, content={
+                "error": f"the request body is not a JSON object (Content-Type: {kind}; want "
+                         "application/json)"})
         where_from = ("body", "query", "path", "header")      # (not a field's name)
         loc, msg = first_error([{**x, "loc": x["loc"][1:] if x["loc"][:1] and x["loc"][0] in
                                  where_from else x["loc"]} for x in exc.errors()])
@@ -262,6 +280,10 @@ def create_app(store: Store, runtime: Runtime, state_dir: Path,
 
     @app.exception_handler(StarletteHTTPException)    # FastAPI's own and Starlette's (404, 405)
     async def _http(request: Request, exc: StarletteHTTPException):
+        if exc.status_code == 400 and exc.detail == "There was an error parsing the body":
+            # FastAPI's words for a JSON body that is not UTF-8 or nests too deep for its parser
+            return JSONResponse(status_code=422, content={"error": unparsable_body(
+                await request.body())})
         return JSONResponse(status_code=exc.status_code, content={"error": one_line(exc.detail)},
                             headers=getattr(exc, "headers", None))
 
@@ -392,7 +414,7 @@ def create_app(store: Store, runtime: Runtime, state_dir: Path,
         return _request(job_id, me, "release", held=False)
 
     @app.get(f"{API}/jobs/{{job_id}}/logs", response_class=PlainTextResponse)
-    def logs(job_id: int = JobId, tail: int = Query(200, ge=1, le=100_000),
+    def logs(job_id: int = JobId, tail: int = Query(200, ge=1, le=MAX_TAIL),
              me: Caller = Depends(caller)) -> str:
         own_job(job_id, me)
         path = runtime.workdir(job_id) / "job.log"
@@ -445,7 +467,7 @@ def create_app(store: Store, runtime: Runtime, state_dir: Path,
     def job_schema() -> dict:
         return JobSubmission.model_json_schema()
 
-    @app.get(f"{API}/health")
+    @app.api_route(f"{API}/health", methods=["GET", "HEAD"])
     def health(response: Response) -> dict:
         """ok: the runtime's loop runs and its last step raised nothing; 503 where the loop
         stopped (the API would take jobs no one schedules)."""

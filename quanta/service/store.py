@@ -189,6 +189,14 @@ class Store:
             self._local.db = db
         return db
 
+    def checkpoint(self) -> None:
+        """Copy the write-ahead log into the database file and empty it (at a clean stop, so
+        that quanta.db alone holds the whole state: a copy of it is a backup)."""
+        try:
+            self.conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error:       # (busy: the log stays, and SQLite replays it at the next open)
+            pass
+
     class _Tx:
         def __init__(self, db: sqlite3.Connection):
             self.db = db

@@ -36,7 +36,7 @@ from quanta.errors import QuantaError
 from quanta.model.cluster import Cluster, NodeSpec
 from quanta.runtime.backends.base import Exit, Launch
 from quanta.runtime.backends.local import free_port
-from quanta.runtime.launch import rank_env
+from quanta.runtime.launch import job_cwd, rank_env
 
 PREFIX = "quanta_"
 NAMESPACE = "quanta"
@@ -92,15 +92,18 @@ def _rank_actor_class():
             self.proc: subprocess.Popen | None = None
 
         def start(self, command: list[str], env: dict, cwd: str, log: str,
-                  account: tuple | None = None, check_cwd: bool = False) -> int:
+                  account: tuple | None = None, check_cwd: bool = False,
+                  make_cwd: bool = False) -> int:
             from quanta.runtime.launch import as_account, enter_check, private_log
             acct = node_account(account) if account is not None else None
             out = private_log(Path(log), acct)
             extra: dict = {"cwd": cwd}
             if acct is not None:
                 if check_cwd:
-                    enter_check(acct, cwd)
+                    enter_check(acct, cwd, make_cwd)
                 extra = as_account(acct, env, cwd)
+            elif make_cwd:
+                os.makedirs(cwd, mode=0o700, exist_ok=True)
             self.proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT,
                                          start_new_session=True, umask=0o077, **extra)
             return self.proc.pid
@@ -197,6 +200,7 @@ class RayBackend:
         os.chmod(workdir, PRIVATE_DIR, follow_symlinks=False)
         (workdir / "exit.json").unlink(missing_ok=True)
         spec = job.as_json(free_port(), self.node_addr[job.ranks[0].node])
+        cwd, make = job_cwd(job.cwd, workdir)
         base = job_environment()        # the service's and Ray's tokens are not the job's
         account = None if acct is None else (acct.name, acct.uid, acct.gid, list(acct.groups),
                                              acct.home)
@@ -207,9 +211,8 @@ class RayBackend:
                 a = self._actor(f"quanta-{job.job_id}-{key}-{rank}", r.node, job.gpu_type)
                 actors.append(a)
                 log = workdir / ("job.log" if rank == 0 else f"rank-{rank}.log")
-                starts.append(a.start.remote(spec["command"], rank_env(spec, rank, base),
-                                             job.cwd or str(workdir), str(log), account,
-                                             rank == 0))
+                starts.append(a.start.remote(spec["command"], rank_env(spec, rank, base), cwd,
+                                             str(log), account, rank == 0, make and rank == 0))
             self.ray.get(starts)
         except Exception as err:
             try:                         # detached: the started ranks and their actors would
