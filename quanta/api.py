@@ -18,6 +18,7 @@ the field.
 
 from __future__ import annotations
 
+import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -88,11 +89,23 @@ def _argument_names(renamed: dict[str, str]):
     try:
         yield
     except QuantaError as e:
-        if not (e.field or "").startswith("--"):
+        field = e.field
+        if (field or "").startswith("--"):
+            name = field[2:].replace("-", "_")
+            field = renamed.get(name, name)
+        bare = _python_words(e.bare, renamed)    # ("use --force" -> "use force=True")
+        if field == e.field and bare == e.bare:
             raise
-        name = e.field[2:].replace("-", "_")
-        raise QuantaError(e.bare, source=e.source, line=e.line,
-                          field=renamed.get(name, name)) from None
+        raise QuantaError(bare, source=e.source, line=e.line, field=field) from None
+
+
+def _python_words(text: str, renamed: dict[str, str]) -> str:
+    """A message's command-line flags as the Python arguments that do the same: a flag
+    (`--force`) as `force=True`, an option (`--out`) as its argument's name (`out`)."""
+    def one(m: re.Match) -> str:
+        name = m.group(1).replace("-", "_")
+        return f"{name}=True" if name in _FLAGS else renamed.get(name, name)
+    return re.sub(r"(?<![\w-])--([a-z][a-z0-9-]*)", one, text)
 
 
 # what each argument of simulate and sweep takes (None allowed where its default is None)

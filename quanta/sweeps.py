@@ -78,8 +78,11 @@ class Cell:
 
 
 def policy_label(p: str | Policy) -> str:
+    """A cell's policy as its tables name it: as `quanta simulate` labels it (runner.build_policy;
+    a Policy object: its label(), else its class and its parameters that are not defaults)."""
     if isinstance(p, Policy):
-        return p.label() or type(p).__name__
+        from quanta.runner import object_label
+        return p.label() or object_label(p)
     from quanta.policies import make_policy
     return make_policy(p).label()
 
@@ -108,11 +111,40 @@ def _policy_config(p: str | Policy) -> dict:
     return {"spec": p.strip(), "module": _module_digest(info.cls) if info.origin else None}
 
 
-def _module_digest(cls: type) -> str | None:
+def _module_digest(cls: type) -> str:
+    """The digest of the file that defines the class, or of its code where no file can be read
+    (a notebook's class, `python -`, `python -c`)."""
     try:
-        return file_digest(inspect.getsourcefile(cls) or "")
-    except TypeError:          # defined in a notebook or an interactive session
-        return None
+        path = inspect.getsourcefile(cls)
+    except (TypeError, OSError):
+        path = None
+    digest = file_digest(path) if path else None
+    return digest if digest is not None else _code_digest(cls)
+
+
+def _code_digest(cls: type) -> str:
+    """A class without a source file (a notebook's, `python -`): a digest of what it holds, its
+    methods' code and its other class attributes, so that a class edited and defined again gets
+    cells of its own (it had the digest None: a sweep reused the cells of its old code)."""
+    import hashlib
+
+    def code_text(code) -> str:
+        consts = [code_text(c) if inspect.iscode(c) else
+                  repr(sorted(map(repr, c))) if isinstance(c, frozenset) else repr(c)
+                  for c in code.co_consts]
+        return repr((code.co_code.hex(), code.co_names, code.co_varnames, consts))
+
+    from quanta.report.outdir import plain
+    parts = []
+    for name, value in sorted(vars(cls).items()):
+        if name in ("__dict__", "__weakref__", "__module__", "__doc__", "__dataclass_fields__",
+                    "__dataclass_params__", "__match_args__", "__annotations__"):
+            continue
+        func = getattr(value, "__func__", getattr(value, "fget", value))
+        code = getattr(func, "__code__", None)
+        parts.append((name, code_text(code) if code is not None else repr(plain(value))))
+    parts.append(("__bases__", [f"{b.__module__}.{b.__qualname__}" for b in cls.__bases__]))
+    return "code:" + hashlib.sha256(repr(parts).encode()).hexdigest()
 
 
 def expand(spec: SweepSpec) -> list[Cell]:
@@ -236,7 +268,12 @@ def validate(spec: SweepSpec) -> None:
 # ---------------------------------------------------------------------------------------------
 # one cell (runs in a worker process, a Ray task, or inline)
 
-def cell_payload(cell: Cell, spec: SweepSpec, with_paths: bool = False) -> dict:
+def cell_payload(cell: Cell, spec: SweepSpec, with_paths: bool = False,
+                 pickled: bool = True) -> dict:
+    """What a cell's run needs, as plain values; a Policy object pickled by value (cloudpickle)
+    for another process, or itself for this one (`pickled=False`: unpickling a class of
+    __main__ in the process that defined it rebuilt that very class, without its dataclass
+    fields)."""
     import cloudpickle
     trace = cell.trace
     if not trace.startswith("synthetic:") and Path(trace).exists():
@@ -247,7 +284,7 @@ def cell_payload(cell: Cell, spec: SweepSpec, with_paths: bool = False) -> dict:
     pol = cell.policy
     return {
         "trace": trace, "cluster": cluster, "seed": cell.seed, "load_scale": cell.load_scale,
-        "policy": pol if isinstance(pol, str) else cloudpickle.dumps(pol),
+        "policy": cloudpickle.dumps(pol) if pickled and not isinstance(pol, str) else pol,
         "options": {k: getattr(spec, k) for k in ("format", "max_jobs", "restart_delay",
                                                   "node_mtbf_h", "repair_h", "until_h",
                                                   "drop_impossible", "world")},
@@ -317,8 +354,9 @@ def result_row(cell: Cell, spec: SweepSpec, data: dict) -> dict:
     from quanta.policies.registry import split_spec
     import quanta
     label = policy_label(cell.policy)
-    if isinstance(cell.policy, Policy):
-        name, params = type(cell.policy).__name__, ""
+    if isinstance(cell.policy, Policy):        # (params: what object_label says of it)
+        name, params = type(cell.policy).__name__, label.partition(":")[2] \
+            if label.startswith(type(cell.policy).__name__ + ":") else ""
     else:
         name, params = split_spec(cell.policy)
     s = data["summary"]
@@ -462,8 +500,8 @@ def run_sweep(spec: SweepSpec, out: Path, *, workers: int | None = None, ray: st
                 payloads = [cell_payload(c, spec, with_paths=True) for c in todo]
                 run_ray(run_cell, payloads, ray, finished)
             else:
-                payloads = [cell_payload(c, spec) for c in todo]
                 n = min(workers or default_workers(), len(todo))
+                payloads = [cell_payload(c, spec, pickled=n > 1) for c in todo]
                 run_local(run_cell, payloads, n, finished, one_thread)
     finally:
         if bar is not None:

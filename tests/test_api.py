@@ -131,6 +131,15 @@ def test_api_errors_are_quanta_errors(tmp_path):
         quanta.simulate(trace="synthetic:3:10", window="x")
     with pytest.raises(quanta.QuantaError, match="unknown option 'colour'"):
         quanta.sweep(rates=[3], jobs=10, colour=1, out=tmp_path, progress=False)
+    # the way out a message gives is Python's, not the command line's ("use --force")
+    quanta.simulate(trace="synthetic:3:10", cluster="v100:2x4", policies=["fifo"], out=tmp_path / "o")
+    with pytest.raises(quanta.QuantaError) as err:
+        quanta.simulate(trace="synthetic:3:10", cluster="v100:2x4", policies=["fifo"],
+                        out=tmp_path / "o")
+    assert "use force=True to replace them, or another out" in str(err.value) and \
+        "--" not in str(err.value)
+    with pytest.raises(quanta.QuantaError, match=r"use drop_impossible=True to report them"):
+        quanta.simulate(trace="synthetic:3:40", cluster="v100:1x1", policies=["fifo"])
 
 
 SIM_BAD = [   # (arguments, field, message): AttributeErrors, numpy's errors, silent slicing before

@@ -80,7 +80,10 @@ def test_tutorial_python_block_with_policy_objects(tutorial, monkeypatch):
     sw = quanta.sweep(rates=[3], jobs=40, clusters="v100:2x4",
                       policies=[mod.FewestGpusFirst(keep_running=True)], seeds=[0, 1], workers=2,
                       out=tutorial / "sw", progress=False)
-    assert list(sw.results["policy"]) == ["FewestGpusFirst"] * 2
+    # labelled as `quanta.simulate` labels it (it was the class's name: two settings of one
+    # class were one policy in aggregate.csv)
+    assert list(sw.results["policy"]) == ["FewestGpusFirst:keep_running=true"] * 2
+    assert list(sw.results["params"]) == ["keep_running=true"] * 2
     assert (sw.results["finished"] == 40).all()
 
 
@@ -195,7 +198,7 @@ def test_rerunning_a_notebook_cell_that_registers_a_policy(tmp_path):
 TYPED = '''
 from __future__ import annotations
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Optional
 from quanta.policies.baselines import Fifo
 
@@ -212,6 +215,9 @@ class Typed(Fifo):
     mode: Mode = Mode.FAST
     steps: tuple[int, ...] = ()
     weights: tuple[float, ...] = ()
+    names: list = field(default_factory=list)
+    ids: list[int] = field(default_factory=list)
+    words: tuple[str, ...] = ()
 '''
 
 
@@ -236,11 +242,16 @@ def test_plugin_parameters_take_their_annotated_types(typed):
     assert type(p.limit) is int and all(type(s) is int for s in p.steps)
     q = make_policy("typed_plugin:Typed:limit=None,cap=1.5,mode=FAST")
     assert (q.limit, q.cap, q.mode) == (None, 1.5, mode.FAST)
+    # lists and tuples of text: a/b/c (a list was its characters, a list[int] the raw text)
+    r = make_policy("typed_plugin:Typed:names=v100/k80,ids=1/2,words=a/b")
+    assert (r.names, r.ids, r.words) == (["v100", "k80"], [1, 2], ("a", "b"))
     for spec, needle in [
             ("limit=x", "parameter 'limit' wants int, got 'x'"),
             ("order=random", "parameter 'order' wants one of arrival, size, got 'random'"),
             ("mode=medium", "parameter 'mode' wants one of FAST, SLOW, got 'medium'"),
             ("steps=1/x", "parameter 'steps' wants numbers separated by '/', got '1/x'"),
+            ("ids=1/x", "parameter 'ids' wants numbers separated by '/', got '1/x'"),
+            ("names=a//b", "parameter 'names' wants words separated by '/', got 'a//b'"),
             ("cap=nan", "parameter 'cap' wants a number, got 'nan'")]:
         with pytest.raises(QuantaError, match=re.escape(needle)):
             make_policy(f"typed_plugin:Typed:{spec}")
@@ -293,7 +304,29 @@ class Mode(Policy):
             d.gpu_type[:] = 0
         elif self.mode == "nan":
             d.gpus = np.full(len(snap.jobs), np.nan)
+        elif self.mode == "order":
+            d.order = np.array([10 ** 6])
+        elif self.mode == "exact":
+            d.exact[0] = np.array([10 ** 7])
+        elif self.mode == "exact_row":
+            d.exact[10 ** 6] = np.array([0])
+        elif self.mode == "share":
+            d.share[0] = (999, "pack")
+        elif self.mode == "defrag":
+            d.defrag = {10 ** 6, -5}
+        elif self.mode == "plans":
+            d.plans[10 ** 6] = "x"
+        elif self.mode == "wake":
+            d.wake_at = "soon"
+        elif self.mode == "cpus":
+            d.gpus[:] = 1
+            d.gpu_type[:] = 0
+            d.cpus = np.full(len(snap.jobs), np.nan)
         return d
+
+
+class TextInterval(Mode):
+    interval = "360"
 '''
 
 
@@ -314,6 +347,33 @@ def test_a_plugins_failure_or_bad_decision_is_one_line_naming_it(tmp_path, mode,
                 cwd=tmp_path, env={**ENV, "PYTHONPATH": str(tmp_path)})
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert f"error: field '--policy': policy 'bad:Mode:mode={mode}' {says}" in r.stderr
+
+
+@pytest.mark.parametrize("mode, says", [
+    ("order", "gave an order that is not distinct snapshot rows"),
+    ("exact", "gave exact GPUs for row 0 that are not distinct GPU ids (0 to 15)"),
+    ("exact_row", "gave exact whose keys are not snapshot rows"),
+    ("share", "gave a share for row 0 that is not (host row, mode)"),
+    ("defrag", "gave defrag whose keys are not snapshot rows"),
+    ("plans", "gave plans whose keys are not snapshot rows"),
+    ("wake", "asked to wake at 'soon', not a time in seconds"),
+    ("cpus", "gave cpus that is not 1 finite numbers, one per job"),
+])
+def test_a_plugins_other_decision_fields_are_checked(tmp_path, monkeypatch, mode, says):
+    """(Each was an IndexError or TypeError from Quanta's insides, exit 1; NaN CPUs ran, every job
+    re-placed at every decision.)"""
+    import quanta
+    (tmp_path / "bad.py").write_text(BAD_POLICY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(QuantaError) as err:
+        quanta.simulate(trace="synthetic:3:30", cluster="v100:2x4,k80:2x4",
+                        policies=[f"bad:Mode:mode={mode}"])
+    assert str(err.value).startswith(f"field 'policies': policy 'bad:Mode:mode={mode}' {says}")
+    assert "\n" not in str(err.value)
+    with pytest.raises(QuantaError, match="policy 'bad:TextInterval': interval must be a number "
+                       "of seconds, got '360'"):
+        quanta.simulate(trace="synthetic:3:30", cluster="v100:2x4", policies=["bad:TextInterval"])
+    sys.modules.pop("bad", None)
 
 
 def test_two_settings_of_one_policy_class_run_side_by_side_from_python():

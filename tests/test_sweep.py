@@ -362,6 +362,52 @@ def test_a_policy_objects_cells_have_the_same_key_in_every_process():
     assert keys[0] == keys[1]
 
 
+
+def test_two_settings_of_one_policy_class_are_two_policies_of_a_sweep(tmp_path):
+    """(Both were labelled 'Las': aggregate.csv took the mean over the two as one policy.)"""
+    import quanta
+    from quanta.policies.baselines import Las
+    sw = quanta.sweep(rates=[3], jobs=20, clusters="v100:2x4", policies=[Las(), Las(backfill=False)],
+                      seeds=[0, 1], out=tmp_path / "s", workers=1, progress=False)
+    assert list(sw.results["policy"]) == ["Las", "Las", "Las:backfill=false", "Las:backfill=false"]
+    assert list(sw.results["params"]) == ["", "", "backfill=false", "backfill=false"]
+    assert sorted(sw.aggregate["policy"]) == ["Las", "Las:backfill=false"]
+
+
+NOTEBOOK_CLASS = """
+from dataclasses import dataclass
+import quanta
+from quanta.policies import Policy
+from quanta.policies.greedy import greedy_fill, priority_order
+
+@dataclass
+class Mine(Policy):
+    newest: bool = False
+    def decide(self, snap):
+        j = snap.jobs
+        return greedy_fill(snap, priority_order((j.rows, KEY), None), backfill=True, migrate=True)
+
+sw = quanta.sweep(rates=[4], jobs=30, clusters="v100:2x4", policies=[Mine()], seeds=[0],
+                  out="nb", workers=1, progress=False)
+run = quanta.simulate(trace="synthetic:4:30", cluster="v100:2x4", policies=[Mine(), Mine(newest=True)])
+print(sw.ran, sw.reused, list(run.summary["policy"]))
+"""
+
+
+def test_a_class_without_a_source_file_keys_its_cells_by_its_code(tmp_path):
+    """A class of `python -` (or a notebook's): editing it and sweeping again reused the cells of
+    its old code (its module's digest was None); and the sweep in this process (workers=1)
+    rebuilt the very class from its pickle, without its dataclass fields, so two settings of it
+    were one policy 'given twice' to quanta.simulate afterwards."""
+    def run(key: str) -> str:
+        r = subprocess.run([sys.executable, "-"], input=NOTEBOOK_CLASS.replace("KEY", key),
+                           capture_output=True, text=True, cwd=tmp_path, env=ENV, timeout=300)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.strip()
+    assert run("j.submit") == "1 0 ['Mine', 'Mine:newest=true']"
+    assert run("-j.submit") == "1 0 ['Mine', 'Mine:newest=true']"    # edited: run afresh
+    assert run("j.submit") == "0 1 ['Mine', 'Mine:newest=true']"     # as first: its cell
+
 def test_a_ray_address_no_one_answers_at_is_one_line_at_once(tmp_path):
     """Ray retries an address no one answers at for minutes (a typo of --ray sat there); a
     first connection that fails says so at once."""

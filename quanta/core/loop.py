@@ -34,6 +34,10 @@ def next_round(now: float, origin: float, interval: float) -> float:
 class DecisionLoop:
     def __init__(self, policy: Policy, table: JobTable, occ: Occupancy):
         interval = getattr(policy, "interval", None)    # (a wrapper may not say)
+        if interval is not None and not isinstance(interval, (int, float, np.number)) or \
+                isinstance(interval, (bool, np.bool_)):
+            raise QuantaError(f"policy '{policy.label()}': interval must be a number of seconds, "
+                              f"got {interval!r}", field="--policy")
         if interval is not None and not (interval == 0 or MIN_INTERVAL_S <= interval <= MAX_S):
             raise QuantaError(f"policy '{policy.label()}': interval must be {MIN_INTERVAL_S:g} to "
                               f"{MAX_S:g} seconds (0: decide at every event), got {interval:g}",
@@ -102,6 +106,69 @@ class DecisionLoop:
         elif n and (dec.gpus.min() < 0 or ((dec.gpus > 0) & ((dec.gpu_type < 0) | (
                 dec.gpu_type >= len(snap.capacity)))).any()):
             bad = "gave a negative GPU count, or GPUs of a type the cluster does not have"
+        else:
+            bad = _fields_problem(dec, snap)
         if bad is not None:
             raise QuantaError(f"policy '{label}' {bad}", field="--policy")
         return dec
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _int_array(a, shape: tuple | None = None, lo: int = 0, hi: float = np.inf) -> bool:
+    """An integer ndarray (of `shape`) with every value in [lo, hi)."""
+    return isinstance(a, np.ndarray) and a.dtype.kind in "iu" and \
+        (shape is None or a.shape == shape) and (a.ndim == 1 or shape is not None) and \
+        (not a.size or (int(a.min()) >= lo and int(a.max()) < hi))
+
+
+def _fields_problem(dec: Decision, snap: Snapshot) -> str | None:
+    """What is wrong with a plugin decision's other fields (rows, GPU ids, nodes out of range,
+    values of the wrong kind, NaN), which the mechanism indexes with as Quanta's policies give
+    them; None if nothing."""
+    n, K = len(snap.jobs), len(snap.capacity)
+    c = snap.cluster
+
+    def rows(keys) -> bool:
+        return all(_is_int(r) and 0 <= r < n for r in keys)
+
+    if dec.order is not None and not (_int_array(dec.order, hi=n) and
+                                      len(np.unique(dec.order)) == len(dec.order)):
+        return f"gave an order that is not distinct snapshot rows (integers 0 to {n - 1})"
+    for name in ("exact", "plans", "mixed", "fork", "copies", "share", "span", "reasons",
+                 "positions", "consolidate", "defrag"):
+        got = getattr(dec, name)
+        if not isinstance(got, (dict, set, frozenset)) or not rows(got):
+            return f"gave {name} whose keys are not snapshot rows (integers 0 to {n - 1})"
+    for r, ids in dec.exact.items():
+        if not _int_array(ids, hi=c.num_gpus) or len(np.unique(ids)) != len(ids):
+            return f"gave exact GPUs for row {r} that are not distinct GPU ids (0 to " \
+                   f"{c.num_gpus - 1})"
+    for r, per_type in dec.mixed.items():
+        if not _int_array(per_type, shape=(K,)):
+            return f"gave mixed GPUs for row {r} that are not {K} counts >= 0, one per type"
+    for r, per_node in dec.copies.items():
+        if not _int_array(per_node, shape=(len(c.nodes),)):
+            return f"gave copies for row {r} that are not {len(c.nodes)} counts >= 0, one per node"
+    for r, every in dec.fork.items():
+        if not (isinstance(every, (int, float, np.number)) and 0 < every < np.inf):
+            return f"gave a fork interval for row {r} that is not a number of seconds > 0"
+    for r, how in dec.share.items():
+        if not (isinstance(how, tuple) and len(how) == 2 and rows(how[:1])):
+            return f"gave a share for row {r} that is not (host row, mode)"
+    for r, hosts in dec.span.items():
+        if not (isinstance(hosts, dict) and rows(hosts) and
+                all(_is_int(g) and g >= 0 for g in hosts.values())):
+            return f"gave a span for row {r} that is not {{host row: GPUs}}"
+    for name in ("cpus", "mem_gb", "net_gbps"):
+        got = getattr(dec, name)
+        if got is not None and not (isinstance(got, np.ndarray) and got.shape == (n,) and
+                                    got.dtype.kind in "iuf" and np.isfinite(got).all()):
+            return f"gave {name} that is not {n} finite numbers, one per job"
+    w = dec.wake_at
+    if w is not None and not (isinstance(w, (int, float, np.number)) and
+                              not isinstance(w, (bool, np.bool_)) and np.isfinite(w)):
+        return f"asked to wake at {w!r}, not a time in seconds"
+    return None

@@ -335,8 +335,8 @@ def _resources(snap: Snapshot, dec: Decision, on: np.ndarray, zero: np.ndarray
     mem = zero if dec.mem_gb is None else np.where(on, np.asarray(dec.mem_gb, dtype=float), 0.0)
     if cpu.shape != (n,) or mem.shape != (n,):
         raise PolicyError(f"decision has CPU / memory targets of shape {cpu.shape} for {n} jobs")
-    if (cpu < 0).any() or (mem < 0).any():
-        raise PolicyError("decision asks for negative CPUs or memory")
+    if not ((cpu >= 0) & (mem >= 0) & (cpu < np.inf) & (mem < np.inf)).all():     # (NaN too)
+        raise PolicyError("decision asks for negative, infinite or NaN CPUs or memory")
     cap_cpu, cap_mem = snap.resources
     checks = [("CPU threads", cpu, cap_cpu), ("GB of host memory", mem, cap_mem)]
     if dec.net_gbps is None:
@@ -345,8 +345,8 @@ def _resources(snap: Snapshot, dec: Decision, on: np.ndarray, zero: np.ndarray
         net = np.where(on, np.asarray(dec.net_gbps, dtype=float), 0.0)
         if net.shape != (n,):
             raise PolicyError(f"decision has network targets of shape {net.shape} for {n} jobs")
-        if (net < 0).any():
-            raise PolicyError("decision asks for negative network bandwidth")
+        if not ((net >= 0) & (net < np.inf)).all():
+            raise PolicyError("decision asks for negative, infinite or NaN network bandwidth")
         checks.append(("GB/s of node network", net, snap.network))
     for name, want, cap in checks:
         total = float(want.sum())

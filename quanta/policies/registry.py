@@ -211,17 +211,25 @@ def _convert(value: str, typ: Any, field_name: str, spec: str) -> Any:
             if low in (m.name.lower(), str(m.value).lower()):
                 return m
         raise _bad(spec, field_name, "one of " + ", ".join(m.name for m in typ), value)
-    if origin is tuple or typ is tuple or str(typ).startswith("tuple"):   # numbers: a/b/c
+    text = str(typ).removeprefix("typing.")
+    if origin in (tuple, list) or typ in (tuple, list) or text.startswith(("tuple", "list")):
+        # a/b/c: a tuple (of numbers unless it says str), a list (of text unless it says int
+        # or float); a list was list("a/b") (its characters), a list[int] the text itself
+        kind = list if origin is list or typ is list or text.startswith("list") else tuple
+        each = args[0] if args else (float if kind is tuple else str)
+        if each not in (int, float, str):
+            raise QuantaError(f"policy '{spec}': parameter '{field_name}' ({text}) cannot be "
+                              f"given as text", field="--policy")
         if not value.strip():
-            return ()
-        each = int if args and args[0] is int else float
+            return kind()
         try:
-            numbers = tuple(each(v) for v in value.split("/"))
+            items = [each(v.strip()) for v in value.split("/")]
         except ValueError:
-            numbers = ()
-        if not numbers or any(v != v for v in numbers):
-            raise _bad(spec, field_name, "numbers separated by '/'", value)
-        return numbers
+            items = []
+        if not items or any(v != v or v == "" for v in items):
+            raise _bad(spec, field_name, ("numbers" if each is not str else "words") +
+                       " separated by '/'", value)
+        return kind(items)
     if isinstance(typ, str):                           # unresolved text: its first scalar
         typ = _SCALARS.get(typ.split("|")[0].strip(), str)
     t = typ if isinstance(typ, type) else str
