@@ -467,8 +467,8 @@ def policies(name: Optional[str] = typer.Argument(None, metavar="[NAME]", help="
     from quanta.policies import POLICIES
     from quanta.policies.plugins import entry_point_infos
     if name is not None:
-        from quanta.policies.registry import policy_info, policy_parameters
-        info = policy_info(name.strip())
+        from quanta.policies.registry import policy_info, policy_parameters, split_spec
+        info = policy_info(split_spec(name.strip())[0])     # (NAME:key=value as --policy takes)
         typer.echo(f"{info.name}: {info.description}")       # (one line, piped or not)
         rows = [(f"{key}={default}", kind) for key, kind, default in policy_parameters(info.name)]
         if rows:

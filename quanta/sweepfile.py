@@ -145,6 +145,9 @@ def load_sweep_file(path: str | Path) -> SweepSpec:
         if not out:
             raise err("empty list", key)
         kw[name] = tuple(dict.fromkeys(out))
+    if "repair_h" in kw and not kw.get("node_mtbf_h", 0.0) > 0:     # (as --repair-h alone)
+        raise err("is the repair time of failing nodes: give node_mtbf_h too",
+                  fields["repair_h"][1])
     if "world" in kw and kw["world"] is not None:
         from quanta.worlds import get_world
         _check(lambda: get_world(kw["world"]), lambda m: err(m, fields["world"][1]))

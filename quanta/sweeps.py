@@ -227,6 +227,9 @@ def check_values(spec: SweepSpec) -> None:
         why = time_problem(name, getattr(spec, name))
         if why:
             raise QuantaError(why, field=name)
+    if spec.repair_h != SweepSpec.repair_h and not spec.node_mtbf_h > 0:    # (it would be ignored)
+        raise QuantaError("is the repair time of failing nodes: give node_mtbf_h too",
+                          field="repair_h")
 
 
 def validate(spec: SweepSpec) -> None:

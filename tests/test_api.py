@@ -138,6 +138,9 @@ def test_api_errors_are_quanta_errors(tmp_path):
                         out=tmp_path / "o")
     assert "use force=True to replace them, or another out" in str(err.value) and \
         "--" not in str(err.value)
+    with pytest.raises(quanta.QuantaError, match="field 'repair_h': is the repair time of "
+                       "failing nodes: give node_mtbf_h too"):      # (it was ignored)
+        quanta.sweep(rates=[3], jobs=10, repair_h=2, out=None, progress=False)
     with pytest.raises(quanta.QuantaError, match=r"use drop_impossible=True to report them"):
         quanta.simulate(trace="synthetic:3:40", cluster="v100:1x1", policies=["fifo"])
 

@@ -151,6 +151,8 @@ def test_nonsensical_values_are_one_line_exit_2(args, flag, tmp_path):
     # tracebacks before: an option no run can use, a field that is no parameter
     (["gavel-hierarchical:entity=usr"], "gavel entity 'usr' unknown (known: queue, user)"),
     (["gavel-las:tie_types=foo/v100"], "gavel tie_types: unknown GPU type 'foo'"),   # (passed over)
+    (["gavel-ftf:packed=true"], "gavel packed=true is max-min fairness with space sharing: it "
+                                "needs objective max_min, not 'ftf'"),        # (an AttributeError)
     (["hadar:interval=0"], "hadar: interval must be a positive number of seconds"),
     (["hadare:interval=0"], "interval must be a positive number of seconds"),
     (["hadar:price=abc"], "parameter 'price' is a function: give it from Python"),
@@ -418,6 +420,7 @@ def test_policies_name_lists_its_parameters_with_their_defaults():
     assert make_policy(spec) == make_policy("sia")
     r = quanta("policies", "las")
     assert r.stdout.splitlines()[1].split() == ["backfill=true", "bool"]
+    assert quanta("policies", "las:backfill=false").stdout == r.stdout    # as --policy takes it
     r = quanta("policies", "hadar")
     assert "from Python only" in r.stdout          # (a function: not a key=value)
     r = quanta("policies", "nope")
@@ -445,3 +448,16 @@ def test_a_folder_named_like_a_bundled_trace_does_not_hide_it(tmp_path):
                            timeout=300, env=ENV)
         assert r.returncode == 0, r.stderr
     assert (tmp_path / "philly" / "fifo" / "jobs.csv").is_file()
+
+
+def test_a_job_of_almost_no_time_gives_well_formed_figures(tmp_path):
+    """(A job of 1e-300 s: numpy's 'invalid value' warning on stderr, an empty Jain index, and
+    ftf_rho_max written with one decimal: 300 digits.)"""
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,submit_time_s,num_gpus,duration_s\na,0,1,1e-300\nb,0,1,3600\n")
+    r = quanta("simulate", "--trace", str(trace), "--cluster", "v100:1x8", "-p", "gavel-las",
+               "--no-plots", "--quiet", "--out", str(tmp_path / "o"),
+               pre=("-W", "error::RuntimeWarning"))
+    assert r.returncode == 0 and not r.stderr.strip(), r.stderr
+    row = next(csv.DictReader(open(tmp_path / "o" / "summary.csv")))
+    assert 0 < float(row["jain"]) <= 1 and len(row["ftf_rho_max"]) < 30, row

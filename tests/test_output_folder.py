@@ -89,6 +89,16 @@ def test_output_folder_describes_itself_and_is_never_mixed(tmp_path):
     assert (out / "srtf" / "my-notes.txt").read_text() == "mine"
     assert (out / "srtf" / "jobs.csv").exists() and (out / "summary.csv").exists()
 
+    # ... beside the run, the user's files stay, and --force replaces the run (a run written
+    # into a folder that held some could never be replaced)
+    ud = out.parent / "ud"
+    ud.mkdir()
+    (ud / "notes.txt").write_text("mine")
+    for force in ((), ("--force",)):
+        r = quanta("simulate", *TINY, "--policy", "fifo", "--no-plots", "--out", str(ud), *force)
+        assert r.returncode == 0, r.stderr
+    assert (ud / "notes.txt").read_text() == "mine" and (ud / "fifo" / "jobs.csv").exists()
+
 
 def _tree(folder: Path) -> dict[str, bytes]:
     return {f.relative_to(folder).as_posix(): f.read_bytes()

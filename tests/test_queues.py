@@ -466,6 +466,10 @@ def write(tmp_path, text):
     # an infinite weight: NaN fair shares and numpy warnings
     ("queues:\n  - name: a\n    weight: .inf\n  - name: b\n", 3, "queues[a].weight",
      "finite number"),
+    ("fairshare:\n  weight_age: .inf\nqueues:\n  - name: a\n", 2, "fairshare.weight_age",
+     "finite number"),                                  # (NaN scores within a queue)
+    ("fairshare:\n  weight_fairshare: .nan\nqueues:\n  - name: a\n", 2,
+     "fairshare.weight_fairshare", "finite number"),
 ])
 def test_bad_files_name_file_line_and_field(tmp_path, text, line, field, words):
     p = write(tmp_path, text)

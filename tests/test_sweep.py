@@ -216,6 +216,8 @@ BAD_YAML = [
      "jobs 100,000,000,000 is past the 10,000,000"),
     ("rate: [2, .nan]\n", "sweep.yaml:1", "rate", "rate nan is not a positive number"),
     ("rates: [2]\nrestart_delay: -5\n", "sweep.yaml:2", "restart_delay", "0 or more, got -5"),
+    # a repair time without failures is ignored (--repair-h alone was refused, the file's not)
+    ("rates: [2]\nrepair_h: 1\n", "sweep.yaml:2", "repair_h", "give node_mtbf_h too"),
     # a value's ',' added parameters ("360,backfill=false": two)
     ("rates: [2]\npolicies:\n  - {name: gavel-las, params: {interval: '360,backfill=false'}}\n",
      "sweep.yaml:3", "policies.0.params", "a value holds no ',' or '='"),

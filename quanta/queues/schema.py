@@ -69,9 +69,11 @@ class FairShareModel(BaseModel):
     half_life_h: float = Field(24.0, gt=0, description="hours for recorded usage to halve")
     speed: dict[str, float] = Field(default_factory=dict, description="usage weight per GPU type "
                                     "(default: the type's generic speed relative to a V100)")
-    weight_fairshare: float = Field(1.0, ge=0, description="weight of the user's fair-share "
-                                    "factor in the order within a queue")
-    weight_age: float = Field(0.5, ge=0, description="weight of the age factor in that order")
+    # (finite: infinity times a factor of 0 made NaN scores, an order of nothing)
+    weight_fairshare: float = Field(1.0, ge=0, allow_inf_nan=False, description="weight of the "
+                                    "user's fair-share factor in the order within a queue")
+    weight_age: float = Field(0.5, ge=0, allow_inf_nan=False, description="weight of the age "
+                              "factor in that order")
     max_age_h: float = Field(168.0, gt=0, description="age at which the age factor reaches 1")
 
 

@@ -141,10 +141,24 @@ def summary(res: SimResult, window: Window | None = None,
         # (beyond float rounding: a job that ran alone at full speed has JCT = ideal, but end -
         # submit and total / rate round apart, rho 1.0000000000000002)
         "ftf_unfair_frac": float(np.mean(rho > 1.0 + RHO_TOL)) if rho.size else float("nan"),
-        "jain": float(inv.sum() ** 2 / (inv.size * np.sum(inv ** 2))) if inv.size else float("nan"),
+        "jain": jain_index(inv),
         "preemptions": int(t.preemptions.sum() if sel is None else t.preemptions[sel].sum()),
         "gpu_hours": gpu_seconds / 3600.0,
     }
+
+
+def jain_index(x: np.ndarray) -> float:
+    """Jain's fairness index (sum x)^2 / (n sum x^2); NaN for none. Scale-free, so computed again
+    on x / max(x) where the squares leave the floats' range (a job of 1e-300 s gave 0 / 0 and a
+    numpy warning)."""
+    if not x.size:
+        return float("nan")
+    with np.errstate(all="ignore"):
+        j = float(x.sum() ** 2 / (x.size * np.sum(x ** 2)))
+        if not np.isfinite(j):
+            y = x / x.max()
+            j = float(y.sum() ** 2 / (y.size * np.sum(y ** 2)))
+    return j
 
 
 def percentile(ordered: list[float], q: float) -> float:

@@ -111,10 +111,15 @@ def _replaced(out: Path, force: bool) -> list[Path]:
                           f"({some_names(ours, out)}): use --force to replace them, or another "
                           f"--out",
                           field="--out")
-    if theirs:
-        raise QuantaError(f"output folder {out}/ holds files Quanta did not write "
-                          f"({some_names(theirs, out)}): --force deletes only an earlier run's "
-                          f"files; move those away or use another --out", field="--out")
+    # the user's files beside the run stay as they are (a run into a folder that held some could
+    # never be replaced); inside a policy folder the earlier run wrote, they are refused: the
+    # folder they are in goes with the run
+    inside = [f for f in theirs if f.parent != out]
+    if inside:
+        raise QuantaError(f"output folder {out}/ holds files Quanta did not write in the earlier "
+                          f"run's folders ({some_names(inside, out)}): --force deletes only an "
+                          f"earlier run's files; move those away or use another --out",
+                          field="--out")
     return ours
 
 

@@ -20,8 +20,10 @@ def policy_dir_name(label: str) -> str:
 
 def _fmt_floats(values) -> list[str]:
     """Floats as the CSV files write them: 6 significant digits below a million, one decimal
-    from there, NaN as an empty field (one comprehension over a column, not a call per value)."""
-    return ["" if v != v else f"{v:.6g}" if -1e6 < v < 1e6 else f"{v:.1f}" for v in values]
+    from there to 1e15, Python's shortest form beyond (one decimal of 1e300 wrote 300 digits),
+    NaN as an empty field (one comprehension over a column, not a call per value)."""
+    return ["" if v != v else f"{v:.6g}" if -1e6 < v < 1e6 else f"{v:.1f}" if -1e15 < v < 1e15
+            else repr(float(v)) for v in values]
 
 
 def _fmt(v) -> str:

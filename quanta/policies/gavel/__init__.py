@@ -200,6 +200,9 @@ class Gavel(PairEntries, Policy):
             if value not in known:
                 raise QuantaError(f"gavel {name} '{value}' unknown (known: "
                                   f"{', '.join(k or repr(k) for k in known)})", field="--policy")
+        if self.packed and self.objective != "max_min":      # (an AttributeError deep inside)
+            raise QuantaError(f"gavel packed=true is max-min fairness with space sharing: it "
+                              f"needs objective max_min, not '{self.objective}'", field="--policy")
         if self.tie_types:
             self.tie_types = gpu_type_names(self.tie_types, "gavel", "tie_types")
         require(0 <= self.recompute_every < INF, "gavel", "recompute_every", self.recompute_every,
