@@ -457,6 +457,7 @@ def run_sweep(spec: SweepSpec, out: Path, *, workers: int | None = None, ray: st
     if listed_files(out):   # (its tables would sit among a run's: neither could be told apart)
         raise QuantaError(f"output folder {out}/ holds a `quanta simulate` run's files (its "
                           f"{CONFIG} lists them): use another --out", field="--out")
+    made = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -506,11 +507,15 @@ def run_sweep(spec: SweepSpec, out: Path, *, workers: int | None = None, ray: st
                 n = min(workers or default_workers(), len(todo))
                 payloads = [cell_payload(c, spec, pickled=n > 1) for c in todo]
                 run_local(run_cell, payloads, n, finished, one_thread)
+        if failure:
+            raise QuantaError(failure[0])
+    except BaseException:
+        if made:             # a folder this sweep made and nothing went into: not left behind
+            _remove_empty(out)
+        raise
     finally:
         if bar is not None:
             bar.stop()
-    if failure:
-        raise QuantaError(failure[0])
     rows = [result_row(c, spec, done[c.index]) for c in cells]
     agg = write_outputs(out, cells, rows, done)
     # the spec last, with the tables it describes (a sweep stopped by a failing cell leaves the
@@ -523,6 +528,20 @@ def run_sweep(spec: SweepSpec, out: Path, *, workers: int | None = None, ray: st
         from quanta.report.plots import sweep_figures
         figures = sweep_figures(agg, out, fig_format)
     return SweepOutcome(out, cells, rows, agg, len(todo), reused, time.time() - t0, figures)
+
+
+def _remove_empty(folder: Path) -> None:
+    """Remove `folder` and the folders in it, as far as they hold no file."""
+    for d in sorted((p for p in folder.rglob("*") if p.is_dir() and not p.is_symlink()),
+                    key=lambda p: len(p.parts), reverse=True):
+        try:
+            d.rmdir()
+        except OSError:
+            pass
+    try:
+        folder.rmdir()
+    except OSError:
+        pass
 
 
 def write_outputs(out: Path, cells: Sequence[Cell], rows: list[dict], data: dict) -> list[dict]:

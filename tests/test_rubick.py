@@ -8,6 +8,7 @@ from quanta.core.jobtable import DONE, PENDING, JobTable
 from quanta.core.snapshot import Snapshot
 from quanta.model import Cluster, JobSpec, NodeSpec
 from quanta.placement import Occupancy
+import quanta.policies.reuse as reuse
 from quanta.policies import make_policy
 from quanta.sim.engine import RestartCost, Simulator
 
@@ -506,12 +507,12 @@ def test_a_round_whose_inputs_changed_is_decided_afresh():
     def decide_both():
         snap = Snapshot(1000.0, c, perf, t.view(np.arange(3), 1000.0), occ.up_capacity(),
                         occ.node_free.copy(), occ.node_up.copy(), resources=occ.up_resources())
-        kept = pol._memo.get(rubick._LAST_ROUND)
+        kept = pol._memo.get(reuse.LAST_ROUND)
         got, fresh = pol.decide(snap), make_policy("rubick").decide(snap)
         assert got.gpus.tolist() == fresh.gpus.tolist() and got.plans == fresh.plans
         assert np.array_equal(got.cpus, fresh.cpus) and got.gpu_type.tolist() == \
             fresh.gpu_type.tolist()
-        return got, pol._memo.get(rubick._LAST_ROUND) is kept       # (given again)
+        return got, pol._memo.get(reuse.LAST_ROUND) is kept       # (given again)
 
     first, again = decide_both()
     assert not again and first.gpus[1] < 8
@@ -534,24 +535,26 @@ def test_a_round_whose_inputs_changed_is_decided_afresh():
     ("rubick-base", "rubick-64", "rubick:fill_node=true,release_3d=32,shrink_running=false",
      {"max_jobs": 120}),
     ("synthetic:6:60", "v100:2x4,k80:3x2", "rubick", {"node_mtbf_h": 5.0}),
+    ("rubick-base", "rubick-64", "synergy", {"max_jobs": 120, "node_mtbf_h": 20.0}),
+    ("synthetic:6:60", "rubick-64", "synergy:backfill=false", {"node_mtbf_h": 5.0}),
 ])
 def test_a_round_with_the_last_rounds_inputs_gives_the_answer_a_fresh_round_gives(
         tmp_path, monkeypatch, trace_name, cluster_spec, policy, extra):
-    """Rubick gives a round whose inputs (rubick._round_inputs) are the last round's the last
-    answer without the greedy: at every such round of a run (node failures, SLA jobs, the
+    """Rubick and Synergy give a round whose inputs (reuse.round_inputs) are the last round's
+    the last answer without deciding: at every such round of a run (node failures, SLA jobs, the
     artifact's behaviours included) a fresh round gives the same decision, and most rounds are
     such rounds."""
-    import quanta.policies.rubick as rubick
     from quanta.runner import SimulationRequest, run_simulations
-    decide = rubick.Rubick.decide
+    cls = type(make_policy(policy))
+    decide = cls.decide
     rounds, reused = [0], [0]
 
     def checked(self, snap):
-        last = self._memo.get(rubick._LAST_ROUND)
+        last = self._memo.get(reuse.LAST_ROUND)
         got = decide(self, snap)
         rounds[0] += 1
-        if last is not None and self._memo.get(rubick._LAST_ROUND) is last:   # (given again)
-            del self._memo[rubick._LAST_ROUND]
+        if last is not None and self._memo.get(reuse.LAST_ROUND) is last:   # (given again)
+            del self._memo[reuse.LAST_ROUND]
             fresh = decide(self, snap)
             for k, v in vars(fresh).items():
                 w = getattr(got, k)
@@ -559,7 +562,7 @@ def test_a_round_with_the_last_rounds_inputs_gives_the_answer_a_fresh_round_give
             reused[0] += 1
         return got
 
-    monkeypatch.setattr(rubick.Rubick, "decide", checked)
+    monkeypatch.setattr(cls, "decide", checked)
     run_simulations(SimulationRequest(trace=trace_name, cluster=cluster_spec, policies=[policy],
                                       seed=3, out=tmp_path / "o", plots=False, **extra))
     assert reused[0] > rounds[0] / 2, (reused, rounds)

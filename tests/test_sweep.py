@@ -376,6 +376,18 @@ def test_two_settings_of_one_policy_class_are_two_policies_of_a_sweep(tmp_path):
     assert sorted(sw.aggregate["policy"]) == ["Las", "Las:backfill=false"]
 
 
+
+def test_a_sweep_stopped_by_a_cell_leaves_no_empty_folder_it_made(tmp_path):
+    """(A cell's error, found as it ran, left the empty output folder behind.)"""
+    r = quanta("sweep", "--rate", "1e-300", "--jobs", "20", "-p", "fifo", "--out",
+               str(tmp_path / "r"), "-q", "--no-plots", "-j", "1")
+    assert r.returncode == 2 and "would arrive at" in r.stderr, r.stderr
+    assert not (tmp_path / "r").exists()
+    (tmp_path / "mine").mkdir()                         # a folder the user made stays
+    r = quanta("sweep", "--rate", "1e-300", "--jobs", "20", "-p", "fifo", "--out",
+               str(tmp_path / "mine"), "-q", "--no-plots", "-j", "1")
+    assert r.returncode == 2 and (tmp_path / "mine").is_dir()
+
 NOTEBOOK_CLASS = """
 from dataclasses import dataclass
 import quanta

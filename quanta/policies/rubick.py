@@ -45,7 +45,7 @@ Per round (60 s [C]):
    it held nothing [U]. The decision's state says which scale-out caps cut this round's curves
    (`Decision.state["notes"]["scale_cap"]`, one line per model family).
 A round reads the jobs, what they hold and the cluster, never the clock or the jobs' progress: a
-round whose inputs are those of the last one (`_round_inputs`) has the last one's answer, given
+round whose inputs are those of the last one (`reuse.round_inputs`) has the last one's answer, given
 again without the greedy (on synthetic:3:300 on gavel-108, 22,330 of 23,325 rounds).
 Homogeneous clusters as in the paper; on several GPU types each job uses its fastest allowed type
 [U] (a running job the type it holds: a queue layer may have put it on another). Rubick does not
@@ -138,7 +138,6 @@ the scale-out cap, whose default is the range the performance model was measured
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -148,6 +147,7 @@ from quanta.core.snapshot import Snapshot
 from quanta.perf.base import best_plan_rate, host_memory_gb
 from quanta.policies.base import INF, Policy, require
 from quanta.policies.registry import register
+from quanta.policies.reuse import keep_decision, last_decision, round_inputs
 
 EPS = 1e-9
 
@@ -252,10 +252,10 @@ class Rubick(Policy):
         n = len(j)
         if n == 0:
             return Decision.empty(snap)
-        inputs = _round_inputs(snap)
-        last = self._memo.get(_LAST_ROUND)
-        if last is not None and _same_inputs(last[0], inputs):
-            return copy.deepcopy(last[1])          # (a copy: a wrapper may edit what it gets)
+        inputs = round_inputs(snap)
+        last = last_decision(self._memo, inputs)
+        if last is not None:
+            return last
         cl = snap.cluster
         # a job's curve is on its fastest type, or on the type it holds (a queue layer may have
         # put it on another; its curve on the fastest type asked for counts it cannot run at)
@@ -274,7 +274,7 @@ class Rubick(Policy):
             norm = t_orig
         from quanta.policies.rubick_round import Round
         dec = Round(self, snap, opts, k_of, norm, unit).run()
-        self._memo[_LAST_ROUND] = (inputs, copy.deepcopy(dec))
+        keep_decision(self._memo, inputs, dec)
         return dec
 
     def _options(self, snap: Snapshot, i: int, k: int, t_orig: float, unit) -> Options:
@@ -338,29 +338,6 @@ class Rubick(Policy):
             hit = float(best_plan_rate(snap.perf, one, cl.types[k], node_g, 1, True, c)[1])
             self._memo[key] = hit
         return hit
-
-
-_LAST_ROUND = ("last round",)      # the memo's key of the last round's (inputs, decision)
-
-
-def _round_inputs(snap: Snapshot) -> tuple:
-    """What a round reads (Rubick.decide, rubick_round.Round, the mechanism's dry run): the run's
-    performance model and cluster and the rows' specs (compared by identity), then the jobs'
-    columns and the cluster's state as bytes. Not the clock, progress, attained service, waiting
-    times or restore ends: no round reads them."""
-    j = snap.jobs
-    cols = (j.rows, j.submit, j.allowed, j.rates, j.gpus, j.gtype, j.restarts, j.consolidated,
-            j.partner, j.is_guest, j.share_mode, j.parts, j.cpus, j.mem_gb, j.net_gbps,
-            snap.capacity, np.asarray(snap.node_up))
-    return ((snap.perf, snap.cluster) + j.specs,        # (a job's spec changes with its phase)
-            tuple(c.tobytes() for c in cols) + tuple(c.shape for c in cols),
-            (tuple(j.plan.tolist()), tuple(p.tobytes() for p in j.placement), j.extras_seen,
-             tuple(snap.resources), snap.network))
-
-
-def _same_inputs(a: tuple, b: tuple) -> bool:
-    return len(a[0]) == len(b[0]) and all(x is y for x, y in zip(a[0], b[0])) and \
-        a[1] == b[1] and a[2] == b[2]
 
 
 SCALE_CAPS = ("evidence", "node", "none")

@@ -16,11 +16,14 @@ Per round (60 s, as Rubick's comparison runs it [U]):
 4. The decision is tried through the real placement (`mechanism.dry_run`); a job that would not
    fit its nodes with its tuned resources falls back to the proportional share, then waits.
 On clusters whose nodes do not give CPUs / memory, nothing is asked (plain FIFO).
+A round reads the jobs, what they hold and the cluster, never the clock: a round with the last
+round's inputs gives the last answer (quanta/policies/reuse.py), and a job's profile is kept per
+(spec, type, GPUs, share) for the run.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -31,6 +34,7 @@ from quanta.perf.synergy import CPUS, MEM_GB
 from quanta.policies.base import Policy
 from quanta.policies.greedy import greedy_fill, priority_order
 from quanta.policies.registry import register
+from quanta.policies.reuse import LAST_ROUND, keep_decision, last_decision, round_inputs
 
 
 @register("synergy", "Synergy-like: FIFO GPUs at the requested count and plan; CPU threads and host "
@@ -40,8 +44,19 @@ class Synergy(Policy):
     interval: float = 60.0
     tune: bool = True
     backfill: bool = True
+    _memo: dict = field(default_factory=dict, repr=False, compare=False)   # see _profile
 
     def decide(self, snap: Snapshot) -> Decision:
+        # a round reads the jobs, what they hold and the cluster, never the clock: the same
+        # inputs as the last round's, the same answer (policies/reuse.py)
+        inputs = round_inputs(snap)
+        dec = last_decision(self._memo, inputs)
+        if dec is None:
+            dec = self._decide(snap)
+            keep_decision(self._memo, inputs, dec)
+        return dec
+
+    def _decide(self, snap: Snapshot) -> Decision:
         j = snap.jobs
         dec = greedy_fill(snap, priority_order((j.rows, j.submit), j.running), self.backfill)
         cap_c, cap_m = snap.resources
@@ -70,27 +85,16 @@ class Synergy(Policy):
 
     def _tune(self, snap: Snapshot, dec: Decision, on: np.ndarray, prop: np.ndarray,
               share: np.ndarray, cap: np.ndarray) -> np.ndarray:
-        j, cl = snap.jobs, snap.cluster
+        j = snap.jobs
         alloc = prop.copy()
         want: list[tuple[float, int, np.ndarray]] = []
         for i in on.tolist():
             g, k = int(dec.gpus[i]), int(dec.gpu_type[i])
-            node_g = int(cl.type_node_max[k])
-            top = share * node_g / min(g, node_g)              # a node's share for its GPUs there
-            grid = [(c, m) for c in CPUS for m in MEM_GB if c <= top[0] and m <= top[1]]
-            grid += [tuple(share)]
-            rate = lambda c, m: rate_with(snap.perf, j.specs[i], cl.types[k], g,  # noqa: E731
-                                          cl.min_nodes(k, g), True, None, c * g, m * g)
-            speeds = np.array([rate(c, m) for c, m in grid])
-            base = rate(*share)
-            ok = speeds >= 0.99 * speeds.max()
-            cost = np.array([max(c / share[0], m / share[1]) for c, m in grid])
-            best = grid[int(np.argmin(np.where(ok, cost, np.inf)))]
-            demand = np.array(best) * g
+            demand, top_speed, base = self._profile(snap, j.specs[i], k, g, share)
             alloc[i] = np.minimum(demand, prop[i])              # release what it does not need
             extra = np.maximum(demand - prop[i], 0.0)
             if extra.any() and base > 0:
-                gain = (speeds.max() - base) / base / max(float((extra / (share * g)).max()), 1e-9)
+                gain = (top_speed - base) / base / max(float((extra / (share * g)).max()), 1e-9)
                 want.append((-gain, i, demand))
         pool = cap - alloc.sum(axis=0)
         for _, i, demand in sorted(want, key=lambda x: (x[0], x[1])):
@@ -99,3 +103,34 @@ class Synergy(Policy):
                 pool -= extra
                 alloc[i] = demand
         return alloc
+
+    def _profile(self, snap: Snapshot, spec, k: int, g: int, share: np.ndarray
+                 ) -> tuple[np.ndarray, float, float]:
+        """A job's optimistic profile on `g` GPUs of type k: its demand (CPU threads, GB), its
+        best speed on the grid and its speed at the proportional share. Kept per (spec, type,
+        GPUs, share) for the run's performance model and cluster: a job running for months in
+        60 s rounds asked the model for the same ~50 rates every round (a 10-job openb run
+        took minutes)."""
+        memo = self._memo
+        of = memo.get("of")
+        if of is None or of[0] is not snap.perf or of[1] is not snap.cluster:
+            for key in [key for key in memo if key != LAST_ROUND]:
+                del memo[key]
+            memo["of"] = (snap.perf, snap.cluster)
+        key = (spec, k, g, float(share[0]), float(share[1]))
+        got = memo.get(key)
+        if got is None:
+            cl = snap.cluster
+            node_g = int(cl.type_node_max[k])
+            top = share * node_g / min(g, node_g)              # a node's share for its GPUs there
+            grid = [(c, m) for c in CPUS for m in MEM_GB if c <= top[0] and m <= top[1]]
+            grid += [tuple(share)]
+            rate = lambda c, m: rate_with(snap.perf, spec, cl.types[k], g,  # noqa: E731
+                                          cl.min_nodes(k, g), True, None, c * g, m * g)
+            speeds = np.array([rate(c, m) for c, m in grid])
+            base = rate(*share)
+            ok = speeds >= 0.99 * speeds.max()
+            cost = np.array([max(c / share[0], m / share[1]) for c, m in grid])
+            best = grid[int(np.argmin(np.where(ok, cost, np.inf)))]
+            got = memo[key] = (np.array(best) * g, float(speeds.max()), base)
+        return got
