@@ -19,12 +19,12 @@ LAST_ROUND = ("last round",)      # a policy memo's key of the last round's (inp
 def round_inputs(snap: Snapshot) -> tuple:
     """What such a round reads (the policy's own decision and the mechanism's dry run): the run's
     performance model and cluster and the rows' specs (compared by identity), then the jobs'
-    columns and the cluster's state as bytes. Not the clock, progress, attained service, waiting
-    times or restore ends."""
+    columns and the cluster's state as bytes (`req` is the specs', `running` is gpus > 0). Not the
+    clock, progress, attained service, waiting times or restore ends."""
     j = snap.jobs
-    cols = (j.rows, j.submit, j.req, j.running, j.allowed, j.rates, j.gpus, j.gtype, j.restarts,
-            j.consolidated, j.partner, j.is_guest, j.share_mode, j.parts, j.cpus, j.mem_gb,
-            j.net_gbps, snap.capacity, np.asarray(snap.node_up))
+    cols = (j.rows, j.submit, j.allowed, j.rates, j.gpus, j.gtype, j.restarts, j.consolidated,
+            j.partner, j.is_guest, j.share_mode, j.parts, j.cpus, j.mem_gb, j.net_gbps,
+            snap.capacity, np.asarray(snap.node_up))
     return ((snap.perf, snap.cluster) + j.specs,        # (a job's spec changes with its phase)
             tuple(c.tobytes() for c in cols) + tuple(c.shape for c in cols),
             (tuple(j.plan.tolist()), tuple(p.tobytes() for p in j.placement), j.extras_seen,
