@@ -163,6 +163,8 @@ def test_nonsensical_values_are_one_line_exit_2(args, flag, tmp_path):
     (["las:backfill=false,backfill=true"], "parameter 'backfill' is given twice"),
     (["las:backfill=False", "las:backfill=0"], "'las:backfill=False' and 'las:backfill=0' are the "
                                                "same policy"),
+    (["tiresias-las:thresholds=3250/7200", "tiresias-las:thresholds=7200/3250"],
+     "are the same policy"),                      # (the queues take them in order: ran twice)
 ])
 def test_policy_values_no_run_can_use_are_one_line_exit_2(policies, says, tmp_path):
     args = [a for p in policies for a in ("--policy", p)]
@@ -178,6 +180,9 @@ def test_policy_values_no_run_can_use_are_one_line_exit_2(policies, says, tmp_pa
     ("synthetic:3:30 --format philly", "a synthetic trace has no file format"),   # was ignored
     ("rows:j2,10,99999999999999999999,100", "'num_gpus': 99999999999999999999 is above the maximum"),
     ("rows:j2,10,1,100,99999999999999999999", "'priority': 99999999999999999999 is above"),
+    # digits past a float's range: "not a finite number", quoting all 5,000 of them
+    ("rows:j2,10," + "9" * 5000 + ",100", "'num_gpus': 9999999999999999...99999999 (5,000 "
+                                         "characters) is above the maximum"),
 ])
 def test_trace_values_no_run_can_use_are_one_line_exit_2(trace, says, tmp_path):
     if trace.startswith("rows:"):

@@ -173,6 +173,8 @@ class Tiresias(Policy):
         if any(not 0 < t < INF for t in self.thresholds):
             raise QuantaError(f"tiresias thresholds must be positive GPU-seconds, got "
                               f"{'/'.join(f'{t:g}' for t in self.thresholds)}", field="--policy")
+        # in order, as the queues take them: 7200/3250 is 3250/7200, one policy (it ran twice)
+        self.thresholds = tuple(sorted(self.thresholds))
         require(self.promote_knob >= 0, "tiresias", "promote_knob", self.promote_knob,
                 "0 or more (inf: off)")
         require(0 < self.gittins_delta <= MAX_S, "tiresias", "gittins_delta", self.gittins_delta,
@@ -186,7 +188,7 @@ class Tiresias(Policy):
         now = snap.now
         st = snap.state if snap.state else _new_state()
         rows = j.rows
-        th = np.asarray(sorted(self.thresholds), dtype=float)
+        th = np.asarray(self.thresholds, dtype=float)
         _grow(st, int(rows.max()) + 1 if len(rows) else 0)
         seen = st["seen"][rows]
         executed = j.executed

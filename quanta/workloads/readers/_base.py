@@ -221,14 +221,14 @@ class Parser:
         try:
             v = float(text)
         except ValueError:
-            what = "empty" if not text else f"'{text}'"
+            what = "empty" if not text else f"'{_short(text)}'"
             raise self.error(f"{what} is not a number", field=field) from None
-        if not math.isfinite(v):
-            raise self.error(f"'{text}' is not a finite number", field=field)
+        if not math.isfinite(v) and ("inf" in text.lower() or "nan" in text.lower()):
+            raise self.error(f"'{_short(text)}' is not a finite number", field=field)
         if minimum is not None and v < minimum:
-            raise self.error(f"{text} is below the minimum {minimum:g}", field=field)
-        if abs(v) > MAX_NUMBER:
-            raise self.error(f"{text} is above the maximum {MAX_NUMBER:.0e}", field=field)
+            raise self.error(f"{_short(text)} is below the minimum {minimum:g}", field=field)
+        if not abs(v) <= MAX_NUMBER:        # (digits past a float's range: inf, not "infinite")
+            raise self.error(f"{_short(text)} is above the maximum {MAX_NUMBER:.0e}", field=field)
         return v
 
     def whole(self, text: str, field: str, *, minimum: int | None = 0) -> int:
@@ -240,9 +240,9 @@ class Parser:
                 raise self.error(f"'{text}' is not a whole number", field=field) from None
             v = int(f)
         if minimum is not None and v < minimum:
-            raise self.error(f"{text} is below the minimum {minimum}", field=field)
+            raise self.error(f"{_short(text)} is below the minimum {minimum}", field=field)
         if abs(v) > MAX_WHOLE:
-            raise self.error(f"{text} is above the maximum {MAX_WHOLE:.0e}", field=field)
+            raise self.error(f"{_short(text)} is above the maximum {MAX_WHOLE:.0e}", field=field)
         return v
 
     def date_time(self, text: str, field: str) -> float:
@@ -353,3 +353,11 @@ def _dedupe_ids(rows: list[dict[str, Any]], notes: list[str]) -> None:
         seen[jid] = max(n, 1)
     if renamed:
         notes.append(f"{renamed} repeated job ids made unique with a '#<n>' suffix")
+
+
+def _short(text: str, most: int = 40) -> str:
+    """A field's text as an error quotes it: whole up to `most` characters, else its start, its
+    end and its length (a 5,000-digit number was quoted whole)."""
+    if len(text) <= most:
+        return text
+    return f"{text[:16]}...{text[-8:]} ({len(text):,} characters)"
