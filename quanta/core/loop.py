@@ -118,9 +118,12 @@ def _is_int(v) -> bool:
 
 
 def _int_array(a, shape: tuple | None = None, lo: int = 0, hi: float = np.inf) -> bool:
-    """An integer ndarray (of `shape`) with every value in [lo, hi)."""
-    return isinstance(a, np.ndarray) and a.dtype.kind in "iu" and \
-        (shape is None or a.shape == shape) and (a.ndim == 1 or shape is not None) and \
+    """Integers (an array, list or tuple; of `shape`, else one row) each in [lo, hi)."""
+    if not isinstance(a, (np.ndarray, list, tuple)):
+        return False
+    a = np.asarray(a)
+    return (a.dtype.kind in "iu" or a.size == 0) and \
+        (a.shape == shape if shape is not None else a.ndim == 1) and \
         (not a.size or (int(a.min()) >= lo and int(a.max()) < hi))
 
 
@@ -135,7 +138,7 @@ def _fields_problem(dec: Decision, snap: Snapshot) -> str | None:
         return all(_is_int(r) and 0 <= r < n for r in keys)
 
     if dec.order is not None and not (_int_array(dec.order, hi=n) and
-                                      len(np.unique(dec.order)) == len(dec.order)):
+                                      len(np.unique(np.asarray(dec.order))) == len(dec.order)):
         return f"gave an order that is not distinct snapshot rows (integers 0 to {n - 1})"
     for name in ("exact", "plans", "mixed", "fork", "copies", "share", "span", "reasons",
                  "positions", "consolidate", "defrag"):
@@ -143,7 +146,7 @@ def _fields_problem(dec: Decision, snap: Snapshot) -> str | None:
         if not isinstance(got, (dict, set, frozenset)) or not rows(got):
             return f"gave {name} whose keys are not snapshot rows (integers 0 to {n - 1})"
     for r, ids in dec.exact.items():
-        if not _int_array(ids, hi=c.num_gpus) or len(np.unique(ids)) != len(ids):
+        if not _int_array(ids, hi=c.num_gpus) or len(np.unique(np.asarray(ids))) != len(ids):
             return f"gave exact GPUs for row {r} that are not distinct GPU ids (0 to " \
                    f"{c.num_gpus - 1})"
     for r, per_type in dec.mixed.items():
