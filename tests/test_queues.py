@@ -170,6 +170,24 @@ def test_reclaim_never_preempts_a_job_under_its_min_runtime():
     assert dec.gpus[4] == 4 and dec.gpus[1] == 0 and dec.gpus[2] == 4
 
 
+
+@pytest.mark.parametrize("reclaim, says", [("any", "WaitingForReclaim"), ("never", "Resources")])
+def test_jobs_within_their_nominal_quota_on_lent_gpus_are_not_said_over_quota(reclaim, says):
+    """b's four 1-GPU jobs fit its nominal 4 while a's borrowers hold b's GPUs: the first was
+    WaitingForReclaim and the three behind it QuotaExceeded(b, v100), b at 0 of 4 (reclaim:
+    never, all four); a job beyond b's nominal counting those ahead is still QuotaExceeded."""
+    specs = [job(i, "a", 1, prio=-100) for i in range(8)] + \
+        [job(8 + i, "b", 1, submit=100.0) for i in range(5)]
+    t = parse_queues({"preemption": {"min_runtime_s": 600, "reclaim": reclaim},
+                      "queues": [{"name": "lab"},
+                                 {"name": "a", "parent": "lab", "quota": {"v100": 4}},
+                                 {"name": "b", "parent": "lab", "quota": {"v100": 4}}]})
+    b = Built(specs, cluster(1), running={i: ("v100", 0.0) for i in range(8)})
+    _s, dec, trs = b.decide(QueueLayer(make_policy("fifo"), t), 360.0)
+    assert not trs and [dec.reasons[r] for r in range(8, 12)] == [says] * 4
+    assert dec.reasons[12].startswith("QuotaExceeded(b")
+
+
 def test_reclaim_grace():
     specs = [job(0, "b", 16), job(1, "x", 16), job(2, "a", 4, submit=1000.0)]
     t = parse_queues({"preemption": {"min_runtime_s": 0, "reclaim_grace_s": 300},
@@ -489,7 +507,14 @@ def test_trace_user_in_no_queue_names_the_trace_line():
                                                     source_line=17)]
     with pytest.raises(QuantaError) as err:
         t.check_jobs(specs, "trace.csv")
-    assert str(err.value).startswith("trace.csv:17: field 'user': job j1: user 'eve' is in no queue")
+    assert str(err.value).startswith("trace.csv:17: field 'user': job j1: queue 'a' of <queues> "
+                                     "does not admit user 'eve' (its users: alice)")
+    # a job of no user in a queue of named users (it was "queue 'a' matches no queue")
+    with pytest.raises(QuantaError, match="field 'user': job j1: queue 'a' of <queues> does not "
+                       "admit a job with no user"):
+        t.check_jobs([JobSpec("j1", 1.0, 1, "", queue="a", source_line=17)], "trace.csv")
+    with pytest.raises(QuantaError, match="field 'user': job j1: user 'eve' is in no queue"):
+        t.check_jobs([JobSpec("j1", 1.0, 1, "", queue="zz", user="eve", source_line=17)], "t.csv")
 
 
 def test_example_file_loads():

@@ -216,7 +216,12 @@ def admit(tree: QueueTree, ckpt: list[tuple[float, float]], overflow: int, snap:
     leaf_nodes = tree.leaves
     # phase 1: each queue within its own nominal quota (fair-share order among queues)
     qorder = sorted(range(L), key=lambda li: (-F[leaf_nodes[li]], li))
-    reclaim_failed: dict[tuple[int, int], float] = {}
+    reclaim_failed: dict[tuple[int, int], tuple[float, str]] = {}   # (size, reason)
+    # jobs within their queue's nominal quota whose GPUs are lent: why they wait if nothing below
+    # admits them (said only then: `reasons` keeps a job out of borrowing and the candidates;
+    # they were QuotaExceeded, their queue below its quota)
+    lent: dict[int, str] = {}
+    lent_load: dict[tuple[int, int], float] = {}     # their GPUs so far, per (queue, type)
     for li in qorder:
         js = wait[bounds[li]:bounds[li + 1]].tolist()
         if not js:
@@ -245,7 +250,12 @@ def admit(tree: QueueTree, ckpt: list[tuple[float, float]], overflow: int, snap:
                         entitled = k
             if not done and entitled >= 0:
                 k = entitled
-                if a >= reclaim_failed.get((li, k), INF):
+                failed = reclaim_failed.get((li, k))
+                if failed is not None and a >= failed[0]:   # (as a smaller job's reclaim failed)
+                    ahead = lent_load.get((li, k), 0.0)   # GPUs of jobs ahead waiting as it does
+                    if S_[q][k] + ahead + a <= nom[k] + 1e-9:
+                        lent[i] = failed[1]
+                        lent_load[(li, k)] = ahead + a
                     deferred[li].append(i)
                     continue
                 if grace > 0 and now - waiting_since[i] < grace:
@@ -259,10 +269,17 @@ def admit(tree: QueueTree, ckpt: list[tuple[float, float]], overflow: int, snap:
                     must[i] = True
                     done = True
                 else:
-                    reclaim_failed[(li, k)] = a
+                    # it fits its nominal quota, but the GPUs are lent: to jobs under their
+                    # minimum run time (it waits for them), or for good (reclaim: never, or only
+                    # higher-priority borrowers: held, as Resources says)
+                    why = "WaitingForReclaim" if blocked < INF else "Resources"
+                    reclaim_failed[(li, k)] = (a, why)
+                    lent_load[(li, k)] = lent_load.get((li, k), 0.0) + a
                     if blocked < INF:
-                        reasons[i] = "WaitingForReclaim"
+                        reasons[i] = why
                         wake = min(wake, blocked)
+                    else:
+                        lent[i] = why
             if not done:
                 deferred[li].append(i)
             elif starving_l[i]:
@@ -379,6 +396,9 @@ def admit(tree: QueueTree, ckpt: list[tuple[float, float]], overflow: int, snap:
                 first = np.searchsorted(lr, lr, side="left")
                 rest = rest[np.arange(len(rest)) - first < overflow]
             cand[rest] = True
+    for i, why in lent.items():        # (after borrowing and the candidates: said, not acted on)
+        if adm_k[i] < 0 and not cand[i] and i not in reasons:
+            reasons[i] = why
     # why the others wait: against the usage before this decision's admissions
     static_reasons(tree, jobs, reasons, victim, running, leaf, allowed, req,
                    S0, phys0, phys_cap, comp, adm_k, K, L, S_, phys)

@@ -294,6 +294,13 @@ class QueueTree:
         the field (user, or queue when the job has no user)."""
         for s in specs:
             if self.queue_of(s) < 0:
+                q = self._by_name.get(s.queue, self._by_alias.get(s.queue))
+                if q is not None and q in self.leaf_pos:    # (it was "matches no queue")
+                    who = f"user '{s.user}'" if s.user else "a job with no user"
+                    raise QuantaError(
+                        f"job {s.job_id}: queue '{s.queue}' of {self.source or self.name} does "
+                        f"not admit {who} (its users: {', '.join(self.users[q])})",
+                        source=source or None, line=s.source_line or None, field="user")
                 who = f"user '{s.user}' is in no queue" if s.user else \
                     f"queue '{s.queue}' matches no queue"
                 raise QuantaError(
