@@ -295,6 +295,9 @@ def sweep(
     # (a sweep file's repair_h counts where it is not the default)
     _repair_needs_failures(repair_h is not None or spec.repair_h != SweepSpec.repair_h,
                            spec.node_mtbf_h)
+    import signal
+    signal.signal(signal.SIGTERM, _stopped)    # (as simulate: an exit that unwinds, the worker
+    signal.signal(signal.SIGHUP, _stopped)     # pool shut down, no leaked-semaphore warnings)
     try:
         res = run_sweep(spec, Path(out), workers=workers, ray=ray,
                         console=None if quiet else console(), plots=plots,

@@ -51,6 +51,15 @@ def _worker_start(initializer: Callable[[], None] | None, parent: int) -> None:
     threading.Thread(target=watch, name="quanta-parent-watch", daemon=True).start()
 
 
+def refuse_in_a_starting_worker() -> None:
+    """In a new worker importing the script that started the pool (spawn does), which asks for
+    workers again: one line and an exit (multiprocessing's own check would end it with a
+    traceback; a sweep's lock on its folder, taken first, with the wrong reason)."""
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise SystemExit("error: a script that runs Quanta in several worker processes must call "
+                         "it under `if __name__ == \"__main__\":` (each worker imports the script)")
+
+
 def run_local(fn: Callable, payloads: Sequence, workers: int, on_result: OnResult,
               initializer: Callable[[], None] | None = None) -> None:
     """`workers` = 1: in this process, in order. Else a process pool of fresh interpreters
@@ -60,11 +69,7 @@ def run_local(fn: Callable, payloads: Sequence, workers: int, on_result: OnResul
             if on_result(i, fn(p)) is False:
                 return
         return
-    if getattr(multiprocessing.current_process(), "_inheriting", False):
-        # a new worker importing the script that started the pool (spawn does), which asks for
-        # workers again: multiprocessing's own check would end it with a traceback
-        raise SystemExit("error: a script that runs Quanta in several worker processes must call "
-                         "it under `if __name__ == \"__main__\":` (each worker imports the script)")
+    refuse_in_a_starting_worker()
     ctx = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_start,
                                initargs=(initializer, os.getpid()))

@@ -18,6 +18,7 @@ import os
 import pickle
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
@@ -410,6 +411,11 @@ def stored_cell_whole(data: dict) -> bool:
             if not all(f(v) for f, v in zip(kinds, j)):
                 return False
             fine.add(types)
+    # every job once (arrival ranks 0..n-1), as many in the window as the summary counts (a row
+    # taken out by hand was reused: one job fewer in jobs.parquet)
+    if sorted(j[0] for j in jobs) != list(range(len(jobs))) or \
+            sum(1 for j in jobs if j[1]) != summary["jobs"]:
+        return False
     return True
 
 
@@ -442,7 +448,6 @@ def run_sweep(spec: SweepSpec, out: Path, *, workers: int | None = None, ray: st
     processes (default: every core; 1 = in this process); `ray`: a Ray cluster's address (or
     'auto'; an already connected Ray is used as it is). `console`: a rich progress bar on it;
     `on_cell(done, total)` after each cell; `plots`: JCT vs load figures (`fig_format`)."""
-    from quanta.executors import default_workers, one_thread, run_local, run_ray
     t0 = time.time()
     out = Path(out)
     validate(spec)
@@ -458,11 +463,51 @@ def run_sweep(spec: SweepSpec, out: Path, *, workers: int | None = None, ray: st
         raise QuantaError(f"output folder {out}/ holds a `quanta simulate` run's files (its "
                           f"{CONFIG} lists them): use another --out", field="--out")
     made = not out.exists()
-    try:
+    from quanta.executors import refuse_in_a_starting_worker
+    refuse_in_a_starting_worker()      # (before the lock: the sweep that started it holds it)
+    with writing(out):
         out.mkdir(parents=True, exist_ok=True)
+        lock = _lock(out)              # (two sweeps into one folder mixed their tables)
+    try:
+        return _run_cells(spec, out, cells, made, workers, ray, console, plots, fig_format,
+                          on_cell, t0)
+    finally:
+        lock.close()
+
+
+@contextmanager
+def writing(out: Path):
+    """An OSError of writing the sweep's files as the one-line error of --out (a folder of a
+    read-only file system, a file where `cells` or a table goes): was a traceback."""
+    try:
+        yield
     except OSError as e:
-        raise QuantaError(f"cannot write the output folder {out}: {e.strerror or e}",
+        where = f" ({e.filename})" if e.filename else ""
+        raise QuantaError(f"cannot write the output folder {out}: {e.strerror or e}{where}",
                           field="--out") from None
+
+
+LOCK = ".quanta-sweep.lock"
+
+
+def _lock(out: Path):
+    """OUT/.quanta-sweep.lock held (flock) while this sweep runs: a second sweep into the same
+    folder is refused, not interleaved with it (its results.csv beside the other's jobs.parquet)."""
+    import fcntl
+    f = open(out / LOCK, "a")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        raise QuantaError(f"output folder {out}/ is in use by another sweep: wait for it to end "
+                          f"or use another --out", field="--out") from None
+    return f
+
+
+def _run_cells(spec: SweepSpec, out: Path, cells: list[Cell], made: bool, workers, ray, console,
+               plots: bool, fig_format: str, on_cell, t0: float) -> SweepOutcome:
+    """run_sweep's work, with the folder made and locked."""
+    from quanta.executors import default_workers, one_thread, run_local, run_ray
     store = CellStore(out)
     done: dict[int, dict] = {}
     for c in cells:
@@ -490,7 +535,8 @@ def run_sweep(spec: SweepSpec, out: Path, *, workers: int | None = None, ray: st
         if "error" in data:
             failure.append(f"cell {cell.label}: {data['error']}")
             return False
-        store.put(cell.key, {"config": cell.config, **data})
+        with writing(out):
+            store.put(cell.key, {"config": cell.config, **data})
         done[cell.index] = data
         if bar is not None:
             bar.advance(task)
@@ -511,22 +557,24 @@ def run_sweep(spec: SweepSpec, out: Path, *, workers: int | None = None, ray: st
             raise QuantaError(failure[0])
     except BaseException:
         if made:             # a folder this sweep made and nothing went into: not left behind
+            (out / LOCK).unlink(missing_ok=True)
             _remove_empty(out)
         raise
     finally:
         if bar is not None:
             bar.stop()
     rows = [result_row(c, spec, done[c.index]) for c in cells]
-    agg = write_outputs(out, cells, rows, done)
-    # the spec last, with the tables it describes (a sweep stopped by a failing cell leaves the
-    # earlier sweep's spec and tables as they were, side by side)
-    tmp = out / "sweep.json.tmp"
-    tmp.write_text(json.dumps(spec_record(spec), indent=1) + "\n")
-    os.replace(tmp, out / "sweep.json")
-    figures = []
-    if plots:
-        from quanta.report.plots import sweep_figures
-        figures = sweep_figures(agg, out, fig_format)
+    with writing(out):
+        agg = write_outputs(out, cells, rows, done)
+        # the spec last, with the tables it describes (a sweep stopped by a failing cell leaves
+        # the earlier sweep's spec and tables as they were, side by side)
+        tmp = out / "sweep.json.tmp"
+        tmp.write_text(json.dumps(spec_record(spec), indent=1) + "\n")
+        os.replace(tmp, out / "sweep.json")
+        figures = []
+        if plots:
+            from quanta.report.plots import sweep_figures
+            figures = sweep_figures(agg, out, fig_format)
     return SweepOutcome(out, cells, rows, agg, len(todo), reused, time.time() - t0, figures)
 
 

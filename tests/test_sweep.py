@@ -158,13 +158,14 @@ def check_garbled_cells(tmp_path):
     first = (out / "results.csv").read_bytes()
     cells = sorted((out / "cells").glob("*.json"))
     for f, garble in zip(cells, [lambda d: d.pop("summary"), lambda d: d["jobs"][3].__setitem__(0, "x"),
-                                 lambda d: d.__setitem__("events", None)]):
+                                 lambda d: d.__setitem__("events", None),
+                                 lambda d: d["jobs"].pop()]):     # (a job fewer: was reused)
         d = json.loads(f.read_text())
         garble(d)
         f.write_text(json.dumps(d))
     r = quanta(*args)
     assert r.returncode == 0, r.stderr
-    assert "4 cells (3 run, 1 reused)" in r.stdout
+    assert "4 cells (4 run, 0 reused)" in r.stdout
     assert (out / "results.csv").read_bytes() == first
 
 
@@ -387,6 +388,30 @@ def test_a_sweep_stopped_by_a_cell_leaves_no_empty_folder_it_made(tmp_path):
     r = quanta("sweep", "--rate", "1e-300", "--jobs", "20", "-p", "fifo", "--out",
                str(tmp_path / "mine"), "-q", "--no-plots", "-j", "1")
     assert r.returncode == 2 and (tmp_path / "mine").is_dir()
+
+
+def test_a_folder_another_sweep_writes_or_no_sweep_can_write_is_one_line(tmp_path):
+    """(Two sweeps into one folder at once could leave one's results.csv beside the other's
+    jobs.parquet and sweep.json; a file where `cells` goes, a folder where a table goes: a
+    traceback, exit 1.)"""
+    import fcntl
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    with open(busy / ".quanta-sweep.lock", "a") as held:       # a sweep running there
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        r = quanta("sweep", "--rate", "3", "--jobs", "10", "-p", "fifo", "--out", str(busy), "-q",
+                   "--no-plots", "-j", "1")
+    assert r.returncode == 2 and "is in use by another sweep" in r.stderr, r.stderr
+    assert not (busy / "results.csv").exists()
+    for name, make in (("cells", Path.touch), ("sweep.json", Path.mkdir)):
+        out = tmp_path / name.replace(".", "_")
+        out.mkdir()
+        make(out / name)
+        r = quanta("sweep", "--rate", "3", "--jobs", "10", "-p", "fifo", "--out", str(out), "-q",
+                   "--no-plots", "-j", "1")
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        assert r.returncode == 2 and len(lines) == 1 and "cannot write the output folder" in \
+            lines[0] and "Traceback" not in r.stderr, r.stderr
 
 NOTEBOOK_CLASS = """
 from dataclasses import dataclass
