@@ -58,5 +58,6 @@ def test_api_sweep_on_a_connected_ray_with_a_policy_object(ray_cluster, tmp_path
     local = quanta.sweep(rates=[3], jobs=20, clusters="v100:2x4",
                          policies=["fifo:backfill=false", "las"], seeds=[0, 1], workers=1,
                          out=tmp_path / "l", progress=False)
-    assert list(sw.results["policy"]) == ["Fifo"] * 2 + ["las"] * 2
+    # (labelled as quanta.simulate labels the object: its class was the label of every setting)
+    assert list(sw.results["policy"]) == ["Fifo:backfill=false"] * 2 + ["las"] * 2
     assert list(sw.results["avg_jct_s"]) == list(local.results["avg_jct_s"])
