@@ -36,7 +36,7 @@ def _unshadow() -> None:
 _unshadow()
 
 from quanta import cli_options  # noqa: E402
-from quanta.cli_print import console, print_listing, rich_table, rich_text
+from quanta.cli_print import console, rich_table, rich_text
 from quanta.errors import QuantaError, printable
 
 
@@ -144,9 +144,7 @@ def simulate(
                             world=world, window=parse_window(window),
                             queues=str(queues) if queues else None, force=force,
                             fig_format=fig_format.lower())
-    import signal
-    signal.signal(signal.SIGTERM, _stopped)    # (`timeout`, kill): the run's folder put back
-    signal.signal(signal.SIGHUP, _stopped)     # (a terminal or ssh session closed): the same
+    _unwind_on_stop()                          # (the run's folder put back)
     rows, header = run_simulations(req, console=None if quiet else console())
     if not quiet:
         table = rich_table(rich_text("Quanta: " + "; ".join(header[:2])))
@@ -183,6 +181,14 @@ def _repair_needs_failures(given: bool, node_mtbf_h: float) -> None:
     if given and not node_mtbf_h > 0:
         raise QuantaError("is the repair time of failing nodes: give --node-mtbf-h H too",
                           field="--repair-h")
+
+
+def _unwind_on_stop() -> None:
+    """SIGTERM (`timeout`, kill) and SIGHUP (a terminal or ssh session closed) as an exit that
+    unwinds: what a command made is put back or shut down, as after Ctrl-C."""
+    import signal
+    signal.signal(signal.SIGTERM, _stopped)
+    signal.signal(signal.SIGHUP, _stopped)
 
 
 def _stopped(signum, _frame) -> None:
@@ -295,9 +301,7 @@ def sweep(
     # (a sweep file's repair_h counts where it is not the default)
     _repair_needs_failures(repair_h is not None or spec.repair_h != SweepSpec.repair_h,
                            spec.node_mtbf_h)
-    import signal
-    signal.signal(signal.SIGTERM, _stopped)    # (as simulate: an exit that unwinds, the worker
-    signal.signal(signal.SIGHUP, _stopped)     # pool shut down, no leaked-semaphore warnings)
+    _unwind_on_stop()                          # (the worker pool shut down, no leaked semaphores)
     try:
         res = run_sweep(spec, Path(out), workers=workers, ray=ray,
                         console=None if quiet else console(), plots=plots,
@@ -453,66 +457,9 @@ def _print_spread(rows: list[dict]) -> None:
                               "more runs needed", "dim"))
 
 
-@app.command()
-def worlds() -> None:
-    """Simulated worlds: Quanta's own and the reference simulators' replay profiles."""
-    from quanta.worlds import get_world, world_names
-    for name in world_names():
-        line = rich_text(f"{name:12s}", "bold")
-        line.append(" " + get_world(name).description)
-        console().print(line)
+from quanta.cli_listings import register as _register_listings  # noqa: E402
 
-
-@app.command()
-def policies(name: Optional[str] = typer.Argument(None, metavar="[NAME]", help="a policy (or "
-                                                  "module:Class): its parameters")) -> None:
-    """List the scheduling policies; with NAME, that policy's parameters (NAME:key=value,...)."""
-    from quanta.policies import POLICIES
-    from quanta.policies.plugins import entry_point_infos
-    if name is not None:
-        from quanta.policies.registry import policy_info, policy_parameters, split_spec
-        info = policy_info(split_spec(name.strip())[0])     # (NAME:key=value as --policy takes)
-        typer.echo(f"{info.name}: {info.description}")       # (one line, piped or not)
-        rows = [(f"{key}={default}", kind) for key, kind, default in policy_parameters(info.name)]
-        if rows:
-            print_listing(rows, max(len(r[0]) for r in rows) + 2, indent=2)
-        else:
-            typer.echo("  no parameters")
-        return
-    rows = [(name, info.description + (f" (from {info.origin})" if info.origin else ""))
-            for name, info in sorted(POLICIES.items())]
-    rows += [(info.name, f"{info.description} (plugin: {info.origin})")
-             for info in entry_point_infos() if info.name not in POLICIES]
-    print_listing(rows, 24)
-
-
-@app.command()
-def clusters() -> None:
-    """List the cluster presets."""
-    from quanta.model.presets import PRESETS
-    print_listing([(name, p.description) for name, p in PRESETS.items()], 16)
-
-
-@app.command()
-def traces() -> None:
-    """List the bundled trace samples and the trace formats that can be read."""
-    from quanta.workloads.formats import FORMATS
-    from quanta.workloads.samples import SAMPLES
-    console().print(rich_text("bundled samples (use the name with --trace):"))
-    print_listing([(name, f"[{fmt}] {desc}") for name, (_file, fmt, desc) in SAMPLES.items()],
-                  14, indent=2)
-    console().print(rich_text("formats (--format):"))
-    print_listing([(name, info.description) for name, info in FORMATS.items()], 14, indent=2)
-
-
-@app.command()
-def catalog() -> None:
-    """List the job types the performance models know, with their source."""
-    from quanta.workloads.catalog import catalog_rows
-    for r in catalog_rows():
-        console().print(rich_text(f"{r.name:34s} {r.model:22s} {r.gpu_types:38s} {r.cpu_mem:20s} "
-                                  f"{r.source}"), soft_wrap=True)
-
+_register_listings(app, console)
 
 from quanta.cli_jobs import register as _register_job_commands  # noqa: E402
 
