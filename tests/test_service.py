@@ -452,7 +452,7 @@ def test_api_and_cli_hardening(service, tmp_path):
 
 
 def test_metrics_label_values_are_escaped_with_or_without_prometheus_client():
-    from quanta.service.app import exposition
+    from quanta.service.metrics import exposition
     forged = 'x"} 1\nquanta_gpus_total{gpu_type="cpu"} 9999'
     fams = [("quanta_pending_jobs", "gauge", "Pending jobs per queue.", [("", {"queue": forged}, 2)]),
             ("quanta_gpus_total", "gauge", "GPUs per type.", [("", {"gpu_type": "cpu"}, 1)])]
