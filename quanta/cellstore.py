@@ -2,12 +2,15 @@
 version, so that a re-run (or a killed sweep started again) skips what is done.
 
 One JSON file per cell, `<sweep>/cells/<key>.json`, written whole (temporary file, then rename):
-a killed sweep leaves finished cells or nothing, never half a cell.
+a killed sweep leaves finished cells or nothing, never half a cell. A policy is known in a key by
+its spec, or a Policy object by its class, field values and the digest of its class's file (of
+its code, for a class with no file: a notebook's).
 """
 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import os
 from functools import lru_cache
@@ -106,3 +109,53 @@ class CellStore:
         tmp = self.folder / f".{key}.{os.getpid()}.tmp"
         tmp.write_text(json.dumps({**data, "key": key}, sort_keys=True))
         os.replace(tmp, self.path(key))
+
+
+# -- what identifies a policy in a cell's key ------------------------------------------------
+def policy_config(p) -> dict:
+    """What identifies a policy in a cell's key: its spec (and its module's bytes if a plugin),
+    or a Policy object's class, module bytes and field values."""
+    from quanta.policies.registry import policy_info, split_spec
+    from quanta.report.outdir import plain
+    if not isinstance(p, str):        # a Policy object
+        cls = type(p)
+        # (each value as it is in every process: a function by its name, not its address)
+        state = sorted((k, repr(plain(v))) for k, v in vars(p).items())
+        return {"object": f"{cls.__module__}.{cls.__qualname__}", "fields": state,
+                "module": class_digest(cls)}
+    info = policy_info(split_spec(p)[0])
+    return {"spec": p.strip(), "module": class_digest(info.cls) if info.origin else None}
+
+
+def class_digest(cls: type) -> str:
+    """The digest of the file that defines the class, or of its code where no file can be read
+    (a notebook's class, `python -`, `python -c`)."""
+    try:
+        path = inspect.getsourcefile(cls)
+    except (TypeError, OSError):
+        path = None
+    digest = file_digest(path) if path else None
+    return digest if digest is not None else _code_digest(cls)
+
+
+def _code_digest(cls: type) -> str:
+    """A class without a source file (a notebook's, `python -`): a digest of what it holds, its
+    methods' code and its other class attributes, so that a class edited and defined again gets
+    cells of its own (it had the digest None: a sweep reused the cells of its old code)."""
+    def code_text(code) -> str:
+        consts = [code_text(c) if inspect.iscode(c) else
+                  repr(sorted(map(repr, c))) if isinstance(c, frozenset) else repr(c)
+                  for c in code.co_consts]
+        return repr((code.co_code.hex(), code.co_names, code.co_varnames, consts))
+
+    from quanta.report.outdir import plain
+    parts = []
+    for name, value in sorted(vars(cls).items()):
+        if name in ("__dict__", "__weakref__", "__module__", "__doc__", "__dataclass_fields__",
+                    "__dataclass_params__", "__match_args__", "__annotations__"):
+            continue
+        func = getattr(value, "__func__", getattr(value, "fget", value))
+        code = getattr(func, "__code__", None)
+        parts.append((name, code_text(code) if code is not None else repr(plain(value))))
+    parts.append(("__bases__", [f"{b.__module__}.{b.__qualname__}" for b in cls.__bases__]))
+    return "code:" + hashlib.sha256(repr(parts).encode()).hexdigest()

@@ -11,7 +11,6 @@ confidence interval over seeds), jobs.parquet (a row per job per cell), sweep.js
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import os
@@ -23,7 +22,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
-from quanta.cellstore import CellStore, cell_key, code_version, file_digest
+from quanta.cellstore import CellStore, cell_key, code_version, file_digest, policy_config
 from quanta.errors import QuantaError
 from quanta.policies.base import Policy
 from quanta.report.window import Window, parse_window
@@ -97,57 +96,6 @@ def synthetic_rate(trace: str) -> float | None:
         return None
 
 
-def _policy_config(p: str | Policy) -> dict:
-    """What identifies a policy in a cell's key: its spec (and its module's bytes if a plugin),
-    or an object's class, module bytes and field values."""
-    from quanta.policies.registry import policy_info, split_spec
-    from quanta.report.outdir import plain
-    if isinstance(p, Policy):
-        cls = type(p)
-        # (each value as it is in every process: a function by its name, not its address)
-        state = sorted((k, repr(plain(v))) for k, v in vars(p).items())
-        return {"object": f"{cls.__module__}.{cls.__qualname__}", "fields": state,
-                "module": _module_digest(cls)}
-    info = policy_info(split_spec(p)[0])
-    return {"spec": p.strip(), "module": _module_digest(info.cls) if info.origin else None}
-
-
-def _module_digest(cls: type) -> str:
-    """The digest of the file that defines the class, or of its code where no file can be read
-    (a notebook's class, `python -`, `python -c`)."""
-    try:
-        path = inspect.getsourcefile(cls)
-    except (TypeError, OSError):
-        path = None
-    digest = file_digest(path) if path else None
-    return digest if digest is not None else _code_digest(cls)
-
-
-def _code_digest(cls: type) -> str:
-    """A class without a source file (a notebook's, `python -`): a digest of what it holds, its
-    methods' code and its other class attributes, so that a class edited and defined again gets
-    cells of its own (it had the digest None: a sweep reused the cells of its old code)."""
-    import hashlib
-
-    def code_text(code) -> str:
-        consts = [code_text(c) if inspect.iscode(c) else
-                  repr(sorted(map(repr, c))) if isinstance(c, frozenset) else repr(c)
-                  for c in code.co_consts]
-        return repr((code.co_code.hex(), code.co_names, code.co_varnames, consts))
-
-    from quanta.report.outdir import plain
-    parts = []
-    for name, value in sorted(vars(cls).items()):
-        if name in ("__dict__", "__weakref__", "__module__", "__doc__", "__dataclass_fields__",
-                    "__dataclass_params__", "__match_args__", "__annotations__"):
-            continue
-        func = getattr(value, "__func__", getattr(value, "fget", value))
-        code = getattr(func, "__code__", None)
-        parts.append((name, code_text(code) if code is not None else repr(plain(value))))
-    parts.append(("__bases__", [f"{b.__module__}.{b.__qualname__}" for b in cls.__bases__]))
-    return "code:" + hashlib.sha256(repr(parts).encode()).hexdigest()
-
-
 def expand(spec: SweepSpec) -> list[Cell]:
     """Every cell of the sweep, in table order (trace, cluster, load scale, policy, seed);
     cells with the same key (a value given twice) appear once."""
@@ -158,7 +106,7 @@ def expand(spec: SweepSpec) -> list[Cell]:
     common["code"] = version
     if spec.queues is not None:            # (absent otherwise: earlier cells keep their keys)
         common["queues"], common["queues_digest"] = spec.queues, file_digest(spec.queues)
-    pol_cfg = [_policy_config(p) for p in spec.policies]
+    pol_cfg = [policy_config(p) for p in spec.policies]
     cells, seen = [], set()
     for trace in spec.all_traces():
         tdig = file_digest(trace) if not trace.startswith("synthetic:") else None

@@ -357,7 +357,7 @@ def test_a_policy_objects_cells_have_the_same_key_in_every_process():
     # Hadar's price and schedule functions by their names, not their addresses, so that a
     # second sweep finds the first one's cells
     code = ("import json; from quanta.policies.hadar import Hadar; "
-            "from quanta.sweeps import _policy_config; print(json.dumps(_policy_config(Hadar())))")
+            "from quanta.cellstore import policy_config; print(json.dumps(policy_config(Hadar())))")
     keys = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            env={**ENV, "PYTHONHASHSEED": seed}, timeout=120).stdout
             for seed in ("1", "2")]

@@ -4,9 +4,10 @@ A run never writes over an earlier run's files: `Staging` refuses a folder that 
 line naming the folder and `--force`); with `force` it replaces exactly those files. Quanta's files
 are the ones the earlier run's `config.yaml` lists (`files:`), and, for a folder written before
 config.yaml existed, the names Quanta writes (summary.csv, report.md, queues.csv, its figures,
-`<policy>/jobs.csv|timeline.csv|events.csv`). Anything else in the folder is the user's: left
-alone when there is no earlier run to replace, and a refusal (never a deletion) under `force`. A
-sub-folder that is itself an output folder (another run, a sweep) is left alone.
+`<policy>/jobs.csv|timeline.csv|events.csv`). Anything else in the folder is the user's, never
+deleted: beside the run it is left alone, `force` or not; inside a policy folder of the earlier
+run it is a refusal under `force` (that folder goes with the run). A sub-folder that is itself an
+output folder (another run, a sweep) is left alone.
 
 A run's files land whole or not at all: they are written into a hidden folder inside the output
 folder, and moved into place (an earlier run's files moved aside first, deleted last) only once
