@@ -237,7 +237,7 @@ class Parser:
         except ValueError:
             f = self.number(text, field, minimum=None)
             if f != int(f):
-                raise self.error(f"'{text}' is not a whole number", field=field) from None
+                raise self.error(f"'{_short(text)}' is not a whole number", field=field) from None
             v = int(f)
         if minimum is not None and v < minimum:
             raise self.error(f"{_short(text)} is below the minimum {minimum}", field=field)
