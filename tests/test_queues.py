@@ -488,6 +488,8 @@ def write(tmp_path, text):
      "finite number"),                                  # (NaN scores within a queue)
     ("fairshare:\n  weight_fairshare: .nan\nqueues:\n  - name: a\n", 2,
      "fairshare.weight_fairshare", "finite number"),
+    # a line break in the file's name split the title of `quanta queues` in two
+    ('name: "lab\\nx"\nqueues:\n  - name: a\n', 1, "name", "no control characters"),
 ])
 def test_bad_files_name_file_line_and_field(tmp_path, text, line, field, words):
     p = write(tmp_path, text)

@@ -102,7 +102,8 @@ class UserModel(BaseModel):
 class QueuesFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = ""
+    name: str = Field("", max_length=64,
+                      description="the file's name in reports (default: the file's stem)")
     scope: Literal["cluster", "queue"] = Field(
         "cluster", description="cluster: the policy decides once for all queues (their jobs "
         "and GPUs together), each queue then kept within its GPUs in the policy's order; queue: "
@@ -114,6 +115,14 @@ class QueuesFile(BaseModel):
     priority_classes: dict[str, int] = Field(default_factory=dict)
     users: dict[str, UserModel] = Field(default_factory=dict)
     queues: list[QueueModel] = Field(min_length=1)
+
+    @field_validator("name")
+    @classmethod
+    def _one_line(cls, v: str) -> str:
+        """(Shown in table titles: a line break in it split the title of `quanta queues`.)"""
+        if any(c < " " or c == "\x7f" for c in v):
+            raise ValueError("a name holds no control characters (line breaks, tabs)")
+        return v
 
     @field_validator("users", mode="before")
     @classmethod
