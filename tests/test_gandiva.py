@@ -173,4 +173,21 @@ def test_jobs_the_performance_model_cannot_share_wait_instead_of_time_slicing():
     sim = quanta.simulate("sia-philly-1", "sia-64", ["gandiva", "fifo"], max_jobs=16)
     rows = {r["policy"]: r for r in sim.summary.to_dict("records")}
     assert rows["gandiva"]["finished"] == rows["fifo"]["finished"] == 16
-    assert sim.results[0].table.migrations.sum() == 0
+    assert not sim.results[0].shared.any()          # (moves left: defragmentations only)
+
+
+def test_a_spread_job_left_alone_is_defragmented_without_another_change():
+    """Gandiva's defragmentation: a 4-GPU job that could only start over two nodes moves onto one
+    when the jobs around it finish, although no other job changes in that decision (the mechanism
+    dropped a decision's defragmentations when nothing else moved: the job ran spread to its end)."""
+    jobs = [JobSpec(str(i), 0.0, 1, "", total_steps=200.0 if i in (3, 5) else 2000.0)
+            for i in range(6)] + [JobSpec("6", 300.0, 4, "", total_steps=5000.0)]
+    moves = {}
+    for name in ("gandiva", "gandiva:defrag=false"):
+        res = run(jobs, name, gpus=4, nodes=2, events=True)
+        assert (res.table.state == DONE).all()
+        starts = [e for e in res.event_log if e[1] == 6 and e[2] == "start"]
+        assert starts and starts[0][5] == 2                    # started over two nodes
+        moves[name] = [(e[0], e[5]) for e in res.event_log if e[1] == 6 and e[2] == "migrate"]
+    assert moves["gandiva"] == [(2000.0, 1)]                   # onto one node once alone
+    assert moves["gandiva:defrag=false"] == []

@@ -88,7 +88,9 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
     else:
         reshare = rows[:0]
     if rows.size == 0 and reshare.size == 0:
-        return []
+        # nothing else moves: only the policy's defragmentations (dropped here, a job left spread
+        # over nodes once every other job had gone, until another change came)
+        return _defragmentations(snap, dec, occ, changed) if dec.defrag else []
     running = jobs.running[rows].tolist()
     drows = rows_d[rows].tolist()
     keep_gpus = {} if regear is None else \
