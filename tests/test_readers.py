@@ -439,3 +439,19 @@ def test_a_run_cut_by_max_jobs_says_so_and_that_the_traces_notes_count_all(tmp_p
     assert "kept the first 2 of the trace's 5 jobs by submit time (max jobs); the notes above " \
            "count all 5" in wl.notes
     assert not any("kept the first" in n for n in build_workload(tr, CatalogModel()).notes)
+
+
+def test_jobs_submitted_together_keep_the_traces_order(tmp_path):
+    """Ties in submit time in the trace's order (docs/sweeps.md: arrival ranks, ties by trace
+    order), as the reference simulators' stable sorts leave them: by job id as text, job "10"
+    went before job "9", and FIFO ran them so."""
+    import quanta
+    p = tmp_path / "t.csv"
+    p.write_text("job_id,submit_time_s,num_gpus,duration_s\n9,0,1,100\n10,0,1,100\n2,0,1,100\n"
+                 "1,50,1,100\n")
+    tr = load_trace(p, "normalized")
+    assert [j.job_id for j in tr.jobs] == ["9", "10", "2", "1"]
+    assert [j.job_id for j in load_trace(p, "normalized", max_jobs=2).jobs] == ["9", "10"]
+    sim = quanta.simulate(str(p), "v100:1x1", ["fifo"])
+    starts = sim.jobs.sort_values("start_s")["job_id"].astype(str).tolist()
+    assert starts == ["9", "10", "2", "1"]

@@ -84,7 +84,9 @@ class Trace:
     origin: float = 0.0      # the file's submit time of the first job (subtracted from every job)
 
     def __post_init__(self) -> None:
-        self.jobs.sort(key=lambda j: (j.submit_time, j.job_id))
+        # ties in the trace's order, as the reference simulators read theirs (a stable sort by
+        # time); by job id as text, job "10" went before job "9" at the same instant
+        self.jobs.sort(key=lambda j: j.submit_time)
 
     def __len__(self) -> int:
         return len(self.jobs)

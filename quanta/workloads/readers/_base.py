@@ -323,7 +323,7 @@ def build_trace(path: Path, fmt: str, rows: list[dict[str, Any]], notes: list[st
     _dedupe_ids(rows, notes)
     total = len(rows)
     if max_jobs is not None and max_jobs < total:
-        rows.sort(key=lambda r: (r["submit_time"], r["job_id"]))
+        rows.sort(key=lambda r: r["submit_time"])          # (ties in the file's order)
         rows = rows[:max_jobs]
         notes.append(f"kept the first {max_jobs} of {total} jobs by submit time (max_jobs)")
     t0 = min(r["submit_time"] for r in rows)
