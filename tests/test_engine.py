@@ -144,6 +144,19 @@ def test_round_based_policy_decides_on_ticks_only(perf):
     assert all("tick" in c[1] for c in pol.calls)
 
 
+def test_an_arrival_at_a_round_start_is_that_rounds_when_no_tick_stood_for_it(perf):
+    """Rounds at multiples of the interval: a job arriving on an idle cluster exactly at a round
+    start is decided then (the first job of every trace, at time 0, waited a whole round; a job
+    arriving at a round start after an idle spell too, while one arriving there with a tick
+    queued was not); one arriving between round starts waits for the next."""
+    jobs = [JobSpec("a", 0.0, 1, "", total_steps=50.0), JobSpec("b", 200.0, 1, "", total_steps=10.0),
+            JobSpec("c", 450.0, 1, "", total_steps=10.0)]
+    pol = RecordingRounds()
+    res = Simulator(jobs, homogeneous(1), pol, perf).run()
+    assert [c[0] for c in pol.calls] == [0.0, 200.0, 500.0]
+    assert res.table.first_start.tolist() == [0.0, 200.0, 500.0]
+
+
 def test_round_clock_moves_on_where_a_round_start_rounds_down():
     """Rounds from a first arrival at 7349.774233024967 s, 60 s long: at the round start
     65549.77423302496 s, (now - origin) / 60 is 969.9999999999999, and the next round computed

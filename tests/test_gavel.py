@@ -49,11 +49,11 @@ def test_rounds_happen_every_interval(perf):
     res = Simulator(jobs, homogeneous(1, 1), make_policy("gavel-las"), perf,
                     restart=RestartCost(0.0)).run()
     t = res.table
-    # the first round starts at 360 s; the two jobs then alternate on the GPU round by round:
-    # the first finishes inside its 6th round (3960 + 200 s) and its GPU idles until the next
-    # round, where the second needs 200 s more
+    # the first round starts at 0 s, where they arrive; the two jobs then alternate on the GPU
+    # round by round: the first finishes inside its 6th round (3600 + 200 s) and its GPU idles
+    # until the next round, where the second needs 200 s more
     assert t.preemptions.sum() >= 8
-    assert sorted(t.end) == pytest.approx([4160.0, 4520.0], abs=1e-6)
+    assert sorted(t.end) == pytest.approx([3800.0, 4160.0], abs=1e-6)
 
 
 def test_packed_allocation_beats_unpacked_when_pairs_help(perf):
@@ -79,8 +79,8 @@ def test_packed_policy_pairs_jobs_on_shared_gpus(perf):
     res = Simulator(jobs, homogeneous(1, 2), make_policy("gavel-las-packed"), perf,
                     restart=RestartCost(0.0)).run()
     assert res.shared.max() == 2 and (res.table.state == 3).all()
-    # packed without slowdown, all four finish one hour after the first round (360 s)
-    assert max(res.table.end) == pytest.approx(360.0 + 3600.0, rel=1e-3)
+    # packed without slowdown, all four finish one hour after the first round (at 0 s)
+    assert max(res.table.end) == pytest.approx(3600.0, rel=1e-3)
 
 
 # -- agreement with Gavel's own programmes and mechanism (stanford-futuredata/gavel @ c4fa400) ------
@@ -232,7 +232,9 @@ def test_fifo_base_reproduces_gavels_stale_type():
 
 
 def test_recompute_every_holds_new_jobs_until_the_next_recompute(perf):
-    jobs = [JobSpec("a", 0.0, 1, "", total_steps=20000.0), JobSpec("b", 400.0, 1, "", total_steps=2000.0)]
+    # (a at 100 s: the first allocation is at the round of 360 s; one at time 0 counts as none,
+    # as in Gavel, and b would be allocated at once)
+    jobs = [JobSpec("a", 100.0, 1, "", total_steps=20000.0), JobSpec("b", 400.0, 1, "", total_steps=2000.0)]
     starts = {}
     for spec in ("gavel-las", "gavel-las:recompute_every=1920,hold_unallocated=true"):
         res = Simulator(jobs, homogeneous(1, 2), make_policy(spec), perf,

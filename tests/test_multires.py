@@ -83,9 +83,9 @@ def test_plan_sets_the_rate_and_a_plan_change_is_a_reconfiguration_on_the_same_g
                     restart=RestartCost(10.0), record_events=True)
     res = sim.run()
     t = res.table
-    # rounds at 100, 200, ...: 100 s at 4 steps/s, then the plan change at 200: 10 s restore,
+    # rounds at 0, 100, ...: 100 s at 4 steps/s, then the plan change at 100: 10 s restore,
     # then 8 steps/s for the other 1600
-    assert t.state[0] == DONE and t.end[0] == pytest.approx(200 + 10 + 1600 / 8)
+    assert t.state[0] == DONE and t.end[0] == pytest.approx(100 + 10 + 1600 / 8)
     assert t.reconfigs[0] == 1 and t.restarts[0] == 1 and t.migrations[0] == 0
     kinds = [e[2] for e in res.event_log if e[1] == 0]
     assert kinds == ["submit", "start", "reconfigure", "finish"]
@@ -257,7 +257,7 @@ def test_a_multi_node_plan_job_granted_less_network_runs_slower_and_the_simulato
     assert t.rate[0] == pytest.approx(slow)
     assert [e[2] for e in res.event_log if e[1] == 0] == ["submit", "start", "reconfigure"]
     assert sim.occ.net_free.tolist() == [46.0, 46.0]
-    # started at 50 at the full rate; from 100 a 10 s restore, then the slower rate until 170
-    assert t.progress(np.array([0]), 170.0)[0] == pytest.approx(full * 50 + slow * 60)
+    # started at 0 at the full rate; from 50 a 10 s restore, then the slower rate until 170
+    assert t.progress(np.array([0]), 170.0)[0] == pytest.approx(full * 50 + slow * 110)
     t.extend([JobSpec("late", 0.0, 1, "x", total_steps=1.0)])
     assert t.net_gbps.tolist() == [8.0, 0.0]

@@ -88,7 +88,8 @@ def _simulate(tmp_path, rows, policy, until=None, cluster="t4:1x4"):
     wl = build_workload(load_any_trace(str(p), "auto", 0), perf, keep_clock=True)
     run_perf = w.perf_for_run(perf, policy)
     sim = Simulator(w.jobs_for(policy, wl.specs), resolve_cluster(cluster),
-                    build_policy(policy, w, 0), run_perf, restart=w.restart(30.0), until=until)
+                    build_policy(policy, w, 0), run_perf, restart=w.restart(30.0), until=until,
+                    **w.engine_options())
     return sim.run(), run_perf
 
 
@@ -106,7 +107,8 @@ def test_the_engine_teaches_each_agent_after_every_round_and_the_scheduler_reads
 
 
 def test_a_segment_spent_restoring_adds_no_point(tmp_path):
-    # bert starts at the round at 60 s and restores for 120 s under sia-sim (rounds every 60 s):
+    # bert starts at the round at 60 s (none at 0 under sia-sim, as in Sia's simulator) and
+    # restores for 120 s (rounds every 60 s):
     # the rounds at 120 and 180 s end segments without training, the one at 240 s one with
     res, agents = _simulate(tmp_path, ["bert-0,0,bert,1,384"], "pollux", until=230.0)
     assert res.table.first_start[0] == 60.0

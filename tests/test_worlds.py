@@ -122,12 +122,14 @@ def test_sia_sim_keeps_the_traces_clock(tmp_path):
     """Sia's simulator runs its rounds at multiples of the interval from the workload's time 0
     and shows a job to the policy from the first round at or after its submission (cluster.py
     340-354; bench/anchors/sia.md section 3). A first job submitted at 498 s under the Gavel
-    baseline's 360 s rounds starts at 720 s, not one round after its own arrival (858 s), as it
-    does when the first arrival is taken as time 0 (Quanta's own world); JCTs count from the
-    submission either way."""
+    baseline's 360 s rounds starts at 720 s, not at its own arrival, as it does when the first
+    arrival is taken as time 0 (Quanta's own world, where a round starts there); JCTs count from
+    the submission either way. A job submitted exactly at a round start is seen in that round
+    (the second, at 1440 s under sia-sim), whether or not a round had been due."""
     f = tmp_path / "w.csv"
     f.write_text("name,time,application,num_replicas,batch_size\n"
-                 "cifar10-0,498,cifar10,4,2048\ncifar10-1,1427,cifar10,4,2048\n")
+                 "cifar10-0,498,cifar10,4,2048\ncifar10-1,1427,cifar10,4,2048\n"
+                 "cifar10-2,1938,cifar10,4,2048\n")
     starts = {}
     for world in ("sia-sim", "quanta"):
         _rows, _h, res = run_simulations(SimulationRequest(
@@ -135,8 +137,8 @@ def test_sia_sim_keeps_the_traces_clock(tmp_path):
             world=world), keep_results=True)
         t = res[0].table
         starts[world] = (t.submit.tolist(), t.first_start.tolist())
-    assert starts["sia-sim"] == ([498.0, 1427.0], [720.0, 1440.0])
-    assert starts["quanta"] == ([0.0, 929.0], [360.0, 1080.0])
+    assert starts["sia-sim"] == ([498.0, 1427.0, 1938.0], [720.0, 1440.0, 2160.0])
+    assert starts["quanta"] == ([0.0, 929.0, 1440.0], [0.0, 1080.0, 1440.0])
 
 
 def test_world_on_the_command_line(tmp_path):

@@ -31,6 +31,12 @@ def next_round(now: float, origin: float, interval: float) -> float:
     return at
 
 
+def on_round(now: float, origin: float, interval: float) -> bool:
+    """Whether `now` is a round start of rounds at origin + k * interval (as next_round gives
+    them: the same float)."""
+    return origin + round((now - origin) / interval) * interval == now
+
+
 class DecisionLoop:
     def __init__(self, policy: Policy, table: JobTable, occ: Occupancy):
         interval = getattr(policy, "interval", None)    # (a wrapper may not say)

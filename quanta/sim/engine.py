@@ -17,7 +17,7 @@ import numpy as np
 
 from quanta.core.jobtable import (KIND_CODES, PENDING, PREEMPT_CODE, RUNNING, SHARE_MODES,
                                   START_CODE, UNSCHEDULABLE, JobTable, never_fits)
-from quanta.core.loop import DecisionLoop, next_round
+from quanta.core.loop import DecisionLoop, next_round, on_round
 from quanta.core.mechanism import Kind
 from quanta.model.cluster import Cluster
 from quanta.model.job import JobSpec
@@ -35,6 +35,9 @@ INF = float("inf")
 KIND_OF = {k: KIND_CODES[k.value] for k in Kind}
 KIND_NAME = {code: name for name, code in KIND_CODES.items()}
 DEFAULT_RESTART_S = 30.0   # Pollux's simulator charges 30 s per restart
+# a round-based policy that starts nothing, round after round, while nothing runs and every job
+# has arrived: stalled after this many rounds (a policy that waits for jobs to age waits a round)
+STALL_ROUNDS = 10
 FEW = 24      # a decision of at most this many GPUs-only transitions: _apply_few (about where
 #               the two cost the same: ~20 + 11 us a transition against ~210 + 3 us, Philly)
 
@@ -94,6 +97,7 @@ class Simulator(ReferenceRounds, PartnersLeft):
                  outages: Sequence[NodeOutage] = (), until: float | None = None,
                  progress: Callable[[float], None] | None = None, record_events: bool = False,
                  rounds_from_first_arrival: bool = False, impossible_arrivals_decide: bool = False,
+                 round_at_zero: bool = True,
                  failed_rounds: FailedRounds | None = None, round_leases: bool = False,
                  round_clock: RoundClock | None = None):
         self.cluster = cluster
@@ -130,6 +134,9 @@ class Simulator(ReferenceRounds, PartnersLeft):
         # round-based policies: rounds at the multiples of the interval (False), or from the first
         # arrival on, the first round at that arrival (Gavel's simulator)
         self.rounds_from_first_arrival = rounds_from_first_arrival
+        # a round at time 0 where the first jobs arrive (else the first is one interval in, as
+        # in Sia's simulator; World.round_at_zero)
+        self.round_at_zero = round_at_zero
         # the arrival of a job that can never run is an event too (Tiresias' simulator runs a
         # scheduling pass at every arrival); by default only arrivals that can run are
         self.impossible_arrivals_decide = impossible_arrivals_decide
@@ -419,6 +426,7 @@ class Simulator(ReferenceRounds, PartnersLeft):
         events_total = 0
         transitions = 0
         stalled = False
+        idle_rounds = 0       # rounds in a row that started nothing while nothing ran
         batches = 0
         submit = t.submit.tolist()     # (Python floats: read one at a time)
         until = np.inf if self.until is None else self.until
@@ -537,6 +545,11 @@ class Simulator(ReferenceRounds, PartnersLeft):
                 # starts now
                 origin, tick_ver, tick_pending = now, tick_ver + 1, False
                 kinds.add("tick")
+            if interval and not tick_pending and "tick" not in kinds and \
+                    on_round(now, origin, interval) and (now > 0.0 or self.round_at_zero):
+                # a round starts now, and no tick stood for it (nothing was active): it is this
+                # round's all the same (the first arrival of a trace at time 0 waited a round)
+                kinds.add("tick")
             seen = active
             if "tick" in kinds:
                 if self.alone_next_round or self.dropping:   # a reference's rounds
@@ -561,8 +574,15 @@ class Simulator(ReferenceRounds, PartnersLeft):
                     push(loop.wake_at, WAKE, -1, wake_ver)
                 if not trs and n_running == 0 and ptr == n and down_nodes == 0 and len(active) \
                         and len(seen) == len(active):    # (a late arrival is seen next round)
-                    stalled = True
-                    break
+                    # nothing runs and nothing more will come: a stall, unless a round-based
+                    # policy may still decide otherwise as time goes by (Pollux gives a job
+                    # nothing in the round it arrives in: its re-allocation factor is 0 at age 0)
+                    idle_rounds += 1
+                    if not interval or idle_rounds >= STALL_ROUNDS:
+                        stalled = True
+                        break
+                else:
+                    idle_rounds = 0
             if interval and len(active) and not tick_pending:
                 push(next_round(now, origin, interval), TICK, -1, tick_ver)
                 tick_pending = True

@@ -44,6 +44,10 @@ class World:
     # round-based policies decide from the first arrival on, every interval (the reference's
     # rounds), instead of at the multiples of the interval
     rounds_from_first_arrival: bool = False
+    # a round at time 0 (the first arrival, or the trace's time 0 with keep_clock); False where
+    # the reference's first policy call is one interval in (Sia's simulator: its step at t = 0
+    # runs nothing)
+    round_at_zero: bool = True
     # the arrival of a job that can never run triggers a decision as any arrival does
     impossible_arrivals_decide: bool = False
     # arrivals keep the trace's own clock (the reference's rounds fall at multiples of the
@@ -70,6 +74,7 @@ class World:
         """The Simulator's keyword arguments that this world sets (its rounds, arrivals, failed
         rounds, pair leases and round clock): every driver of a run in this world passes them."""
         return {"rounds_from_first_arrival": self.rounds_from_first_arrival,
+                "round_at_zero": self.round_at_zero,
                 "impossible_arrivals_decide": self.impossible_arrivals_decide,
                 "failed_rounds": self.failed_rounds, "round_leases": self.round_leases,
                 "round_clock": self.new_round_clock and self.new_round_clock()}

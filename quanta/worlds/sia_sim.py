@@ -528,6 +528,7 @@ def sia_sim() -> World:
         prepare=_prepare,
         restart_fixed=True,
         keep_clock=True,
+        round_at_zero=False,
         # the simulator's default cluster (simulator_config.py:9,11): 6 x 4 T4 (aws), 3 x 8 RTX
         # 2080Ti (rtx), 2 x 8 A100 (dgx-ext); what `quanta reproduce sia` replays on
         cluster="t4:6x4,rtx:3x8,a100:2x8",
