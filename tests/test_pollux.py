@@ -303,3 +303,20 @@ def test_unaware_pollux_never_chooses_a_count_the_job_cannot_run_at(v100s, k80s,
     res = Simulator(specs, c, make_policy("pollux"), CatalogModel(), record_events=True).run()
     assert (res.table.state == 3).all()
     assert not [e for e in res.event_log if e[3] == 1 and e[4] > 1]    # k80 is type 1
+
+
+def test_pollux_search_keeps_jobs_off_the_types_they_may_not_use():
+    """Pollux's genetic search knows no GPU types: it put replicas of a ResNet-50 at batch 128
+    (which 2 K80s cannot hold) on K80 nodes, and the mechanism stopped the run ('decision puts a
+    job on a GPU type it may not use'). Its repair drops replicas there now; the jobs run on the
+    V100s."""
+    from quanta.model.presets import resolve_cluster
+    from quanta.sim import Simulator
+    jobs = [JobSpec(f"r{i}", 0.0, 2, "ResNet-50 (batch size 128)", total_steps=2000.0)
+            for i in range(3)]
+    cluster = resolve_cluster("v100:1x2,k80:2x4")
+    res = Simulator(jobs, cluster, make_policy("pollux:search=ga,population=20,generations=10"),
+                    CatalogModel(), record_events=True).run()
+    assert (res.table.state == 3).all()
+    k80 = cluster.types.index("k80")
+    assert all(e[3] != k80 for e in res.event_log if e[2] in ("start", "resize", "migrate"))

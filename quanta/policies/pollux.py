@@ -339,7 +339,9 @@ class Pollux(Policy):
         age = (snap.now - j.submit)[order]
         d = self.restart_delay
         factor = np.maximum(age - restarts * d, 0.0) / (age + d)
-        prob = Problem(table, base, cap_o, vn.res, factor, self.p, N / max(total, 1))
+        usable = j.allowed[order][:, vn.type]          # (a type a job may not use: no replicas)
+        prob = Problem(table, base, cap_o, vn.res, factor, self.p, N / max(total, 1),
+                       None if usable.all() else usable)
         # start from the previous round's Pareto front, the jobs carried over (else the
         # current allocation)
         prev = st.get("front")

@@ -68,7 +68,7 @@ class Problem:
     are bit for bit those of the plain numpy expressions (tests/test_pollux_ga_speed.py)."""
 
     def __init__(self, table: np.ndarray, base: np.ndarray, cap: np.ndarray, res: np.ndarray,
-                 factor: np.ndarray, p: float, scale: float):
+                 factor: np.ndarray, p: float, scale: float, usable: np.ndarray | None = None):
         self.table = table          # (J, nodes + 1, replicas + 1) speedups
         self.base = base            # (J, N) replicas per virtual node now
         self.cap = cap              # (J,) replicas a job may have
@@ -77,6 +77,10 @@ class Problem:
         self.p = p
         self.scale = scale          # speedup of one node's worth of GPUs = 1
         self.jobs = np.arange(base.shape[0])
+        # (J, N) whether a job may run on a virtual node's GPU type (None: everywhere, as in
+        # Pollux, whose search knows no types; where a job's spec or memory rules a type out,
+        # replicas there are dropped first)
+        self.usable = usable
 
     def evaluate(self, X: np.ndarray) -> np.ndarray:
         """(P, 2) objectives (both minimised): minus the power mean, minus the utility."""
@@ -139,6 +143,8 @@ class Problem:
         P, J, N = X.shape
         # worked on job by job, on a (jobs, P, N) copy where a job's slice is contiguous
         T = X.transpose(1, 0, 2).copy()
+        if self.usable is not None:
+            T[~np.broadcast_to(self.usable[:, None, :], T.shape)] = 0
         # at most one distributed job per node: on each node, everything from the second
         # distributed job on (in job order) is dropped, as the reference's cumulative mask does
         nz = T > 0
