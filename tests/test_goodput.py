@@ -233,3 +233,29 @@ def test_goodput_perf_delegates_unknown_types(catalog):
     mixed = perf.rate_matrix([other, JobSpec("c", 0.0, 1, "cifar10")], ["v100"])
     assert mixed[0, 0] == table.rate_matrix([other], ["v100"])[0, 0] and mixed[1, 0] > 0
     assert isinstance(GoodputPerf(catalog).fallback, TableModel)
+
+
+def test_a_job_is_rated_on_the_simulated_clusters_nodes():
+    """A 6-GPU deepspeech2 on 4-GPU V100 servers fills two of them: its rates (the drivers', the
+    policies', its ideal run time) count those two nodes, not the model's 8-GPU testbed node.
+    Rated on one node, it ran its first epoch at the one-node speed and the next epochs at the
+    two-node speed of the GPUs it held (one placement, two speeds), and finished alone and
+    unpreempted faster than its own ideal run time (FTF rho 0.87)."""
+    from quanta.core.jobtable import JobTable
+    from quanta.model.presets import resolve_cluster
+    from quanta.perf.catalog_model import CatalogModel
+
+    perf = CatalogModel()
+    job = JobSpec("d", 0.0, 6, "deepspeech2")
+    job = job.with_(total_steps=perf.work_steps(job))        # (its epochs, as a trace gets)
+    four, eight = resolve_cluster("v100:4x4"), resolve_cluster("v100:2x8")
+    assert JobTable([job], four, perf).rates[0, 0] == perf.rate(job, "v100", 6, 2, True)
+    assert JobTable([job], eight, perf).rates[0, 0] == perf.rate(job, "v100", 6, 1, True)
+    assert perf.rate(job, "v100", 6, 2, True) != perf.rate(job, "v100", 6, 1, True)
+    from quanta.policies import make_policy
+    from quanta.report.metrics import job_metrics
+    from quanta.sim import Simulator
+    res = Simulator([job], four, make_policy("fifo"), perf).run()
+    m = job_metrics(res)
+    assert m.queue[0] == 0 and m.jct[0] == pytest.approx(m.ideal[0], rel=1e-9)
+    assert m.rho[0] == pytest.approx(1.0, rel=1e-9)

@@ -14,7 +14,7 @@ import numpy as np
 from quanta.core.snapshot import JobsView
 from quanta.model.cluster import Cluster
 from quanta.model.job import JobSpec
-from quanta.perf.base import PerfModel
+from quanta.perf.base import PerfModel, consolidated_rates
 
 FUTURE, PENDING, RUNNING, DONE, UNSCHEDULABLE, DROPPED = 0, 1, 2, 3, 4, 5
 KIND_CODES = {"start": 0, "preempt": 1, "migrate": 2, "resize": 3, "reshare": 4, "reconfigure": 5}
@@ -49,7 +49,7 @@ class JobTable:
                 self.allowed[i] = [t in s.gpu_types for t in cluster.types]
         # steps/s at the requested count, consolidated, per GPU type (0 where not allowed);
         # a type where the job cannot run (measured 0: out of memory) is not allowed
-        self.rates = perf.rate_matrix(self.specs, cluster.types) * self.allowed
+        self.rates = consolidated_rates(perf, self.specs, cluster) * self.allowed
         self.allowed &= self.rates > 0
         self.state = np.zeros(n, dtype=np.int8)
         self.prog0 = np.zeros(n)
@@ -369,7 +369,7 @@ class JobTable:
         if new == old:
             return False
         spec = self.specs[row] = self.specs[row].with_(phase=new)
-        self.rates[row] = self.perf.rate_matrix([spec], self.cluster.types)[0] * self.allowed[row]
+        self.rates[row] = consolidated_rates(self.perf, [spec], self.cluster)[0] * self.allowed[row]
         return True
 
     def finish(self, row: int, now: float) -> None:

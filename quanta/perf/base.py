@@ -30,7 +30,9 @@ class PerfModel(Protocol):
         """Steps/s of `job` while `other` shares its GPUs ("pack": at once; "slice": in turns)."""
 
     def rate_matrix(self, jobs: Sequence[JobSpec], types: Sequence[str]) -> np.ndarray:
-        """(len(jobs), len(types)) steps/s at each job's requested GPU count, consolidated."""
+        """(len(jobs), len(types)) steps/s at each job's requested GPU count, consolidated.
+        (A model whose consolidated rate depends on how many nodes those GPUs fill says
+        `per_node_rates = True` and takes `per_node=`: see `consolidated_rates`.)"""
 
     def provenance(self, job: JobSpec, gpu_type: str) -> Provenance:
         """How sure the model is about `job` on `gpu_type`."""
@@ -97,6 +99,25 @@ def allocation_rate(perf, job: JobSpec, gpu_type: str, num_gpus: int, num_nodes:
                                 plan=plan, other_plan=partner_plan)
     return rate_with(perf, job, gpu_type, num_gpus, num_nodes, consolidated, plan, cpus, mem_gb,
                      net_gbps)
+
+
+def rates_on(perf, jobs: Sequence[JobSpec], types: Sequence[str],
+             per_node: Sequence[int] | None = None) -> np.ndarray:
+    """`perf.rate_matrix(jobs, types)`, telling a model that asks for it (`per_node_rates`) the
+    GPUs per node of each type (`per_node`, None: the model's own idea of its nodes)."""
+    if per_node is not None and getattr(perf, "per_node_rates", False):
+        return perf.rate_matrix(jobs, types, per_node=per_node)
+    return perf.rate_matrix(jobs, types)
+
+
+def consolidated_rates(perf, jobs: Sequence[JobSpec], cluster) -> np.ndarray:
+    """Each job's steps/s at its requested GPU count on the fewest nodes of `cluster` (its
+    largest node of each type): the rates the drivers run a job at when it has what it asked
+    for. A model rating multi-node jobs apart (Pollux's goodput model) counts this cluster's
+    nodes, not those of the testbed it was fitted on (a 6-GPU job on 4-GPU servers was rated on
+    one 8-GPU node, then at its next epoch on the two nodes it held: two speeds for one
+    placement, and an ideal run time it could beat)."""
+    return rates_on(perf, jobs, cluster.types, [int(x) for x in cluster.type_node_max])
 
 
 class Part(NamedTuple):

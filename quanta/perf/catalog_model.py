@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from quanta.model.job import JobSpec
-from quanta.perf.base import ADAPTIVE_BATCH, Provenance
+from quanta.perf.base import ADAPTIVE_BATCH, Provenance, rates_on
 from quanta.perf.goodput_data import APPS as GOODPUT_APPS
 from quanta.perf.plan_apps import APP_TO_FAMILY
 from quanta.perf.synergy import PROPORTIONAL, cpu_mem_factor
@@ -95,7 +95,10 @@ class CatalogModel:
         model = self.model_for(job)
         return model.host_memory_gb(job, plan) if model is self._plan else 0.0
 
-    def rate_matrix(self, jobs: Sequence[JobSpec], types: Sequence[str]) -> np.ndarray:
+    per_node_rates = True       # (its goodput model's: perf.base.consolidated_rates)
+
+    def rate_matrix(self, jobs: Sequence[JobSpec], types: Sequence[str],
+                    per_node: Sequence[int] | None = None) -> np.ndarray:
         out = np.zeros((len(jobs), len(types)))
         groups: dict[int, list[int]] = {}
         models = {}
@@ -108,7 +111,7 @@ class CatalogModel:
                 models[id(m)] = m
             groups.setdefault(id(m), []).append(i)
         for key, idx in groups.items():
-            out[idx] = models[key].rate_matrix([jobs[i] for i in idx], types)
+            out[idx] = rates_on(models[key], [jobs[i] for i in idx], types, per_node)
         return out
 
     def work_steps(self, job: JobSpec) -> float | None:

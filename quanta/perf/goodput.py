@@ -32,7 +32,7 @@ import numpy as np
 from quanta.errors import QuantaError
 from quanta.model.gpu import gpu_type as gpu_spec
 from quanta.model.job import JobSpec
-from quanta.perf.base import ADAPTIVE_BATCH, Provenance, is_adaptive
+from quanta.perf.base import ADAPTIVE_BATCH, Provenance, is_adaptive, rates_on
 from quanta.perf.goodput_data import (APPS, GPUS_PER_NODE, MAX_LOCAL_OVERRIDE, SIA_POLLUX_DIR,
                                       canonical_type, load_samples, load_validation,
                                       profiled_types, seed_atomic, validation_batches)
@@ -531,17 +531,23 @@ class GoodputPerf:
             raise QuantaError(f"goodput model: '{job.job_type}' is not a Pollux/Sia application")
         return self.catalog[app].profile(gpu_type)
 
-    def rate_matrix(self, jobs: Sequence[JobSpec], types: Sequence[str]) -> np.ndarray:
+    per_node_rates = True       # (a job over two nodes is rated apart: see rate_matrix)
+
+    def rate_matrix(self, jobs: Sequence[JobSpec], types: Sequence[str],
+                    per_node: Sequence[int] | None = None) -> np.ndarray:
+        """`per_node`: GPUs per node of each type (perf.base.consolidated_rates), else those of
+        the testbeds the model was fitted on."""
         out = np.empty((len(jobs), len(types)))
         other = [i for i, j in enumerate(jobs) if self._app(j) is None]
         if other:
-            out[other] = self.fallback.rate_matrix([jobs[i] for i in other], types)
+            out[other] = rates_on(self.fallback, [jobs[i] for i in other], types, per_node)
         mine = set(range(len(jobs))) - set(other)
         for k, t in enumerate(types):
-            per_node = GPUS_PER_NODE.get(canonical_type(t), 8)
+            per_node_k = per_node[k] if per_node is not None else \
+                GPUS_PER_NODE.get(canonical_type(t), 8)
             for i in mine:
                 n = jobs[i].num_gpus
-                out[i, k] = self.rate(jobs[i], t, n, max(1, ceil(n / per_node)), True)
+                out[i, k] = self.rate(jobs[i], t, n, max(1, ceil(n / per_node_k)), True)
         return out
 
     def shared_rate(self, job: JobSpec, other: JobSpec, gpu_type: str, num_gpus: int,

@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from quanta.model.job import JobSpec
-from quanta.perf.base import PerfModel, Provenance
+from quanta.perf.base import PerfModel, Provenance, rates_on
 
 ALPHA = 0.5
 
@@ -70,8 +70,13 @@ class OnlineModel:
         base = self.base.rate(job, gpu_type, num_gpus, num_nodes, consolidated)
         return base * self._ratio.get((job.job_id, gpu_type), 1.0)
 
-    def rate_matrix(self, jobs: Sequence[JobSpec], types: Sequence[str]) -> np.ndarray:
-        out = self.base.rate_matrix(jobs, types)
+    @property
+    def per_node_rates(self) -> bool:
+        return getattr(self.base, "per_node_rates", False)
+
+    def rate_matrix(self, jobs: Sequence[JobSpec], types: Sequence[str],
+                    per_node: Sequence[int] | None = None) -> np.ndarray:
+        out = rates_on(self.base, jobs, types, per_node)
         if self._ratio:
             for i, job in enumerate(jobs):
                 for k, t in enumerate(types):

@@ -109,8 +109,15 @@ class MeasuredPlanPerf:
     def rate(self, job, gpu_type, num_gpus, num_nodes=1, consolidated=None):
         return self.rate_with(job, gpu_type, num_gpus, num_nodes, consolidated)
 
-    def rate_matrix(self, jobs, types):
-        out = np.array(self.base.rate_matrix(jobs, types), dtype=float)
+    @property
+    def per_node_rates(self) -> bool:
+        return getattr(self.base, "per_node_rates", False)
+
+    def rate_matrix(self, jobs, types, per_node=None):
+        """(Its measurements are of Rubick's 8-GPU servers, as PlanPerf's plans: `per_node` goes
+        to the base model only.)"""
+        from quanta.perf.base import rates_on
+        out = np.array(rates_on(self.base, jobs, types, per_node), dtype=float)
         for i, job in enumerate(jobs):
             for k, t in enumerate(types):
                 if out[i, k] > 0:

@@ -43,7 +43,8 @@ class DecideOn(Policy):
         specs = snap.jobs.all_specs
         key = (len(specs), tuple(snap.cluster.types))
         if self._rates is None or self._key != key:
-            self._rates = np.asarray(self.perf.rate_matrix(list(specs), list(snap.cluster.types)),
+            from quanta.perf.base import consolidated_rates
+            self._rates = np.asarray(consolidated_rates(self.perf, list(specs), snap.cluster),
                                      dtype=float)
             self._key = key
         return self._rates

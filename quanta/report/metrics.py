@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from quanta.core.jobtable import DONE, STATE_NAMES
+from quanta.perf.base import consolidated_rates
 from quanta.report.window import Window
 from quanta.sim.engine import SimResult
 
@@ -62,8 +63,8 @@ def job_metrics(res: SimResult) -> JobMetrics:
     ideal = np.where(best > 0, t.total / np.maximum(best, 1e-12), np.nan)
     for r, ends in t.phase_ends.items():    # rates change by training phase: sum the phases
         spec = t.specs[r]
-        rates = t.perf.rate_matrix([spec.with_(phase=k) for k in range(len(ends))],
-                                   t.cluster.types) * t.allowed[r]
+        rates = consolidated_rates(t.perf, [spec.with_(phase=k) for k in range(len(ends))],
+                                   t.cluster) * t.allowed[r]
         top = rates.max(axis=1)
         ideal[r] = float(np.sum(np.diff(ends, prepend=0.0) / top)) if np.all(top > 0) else np.nan
     with np.errstate(invalid="ignore", divide="ignore"):

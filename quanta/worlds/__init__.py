@@ -106,6 +106,8 @@ class PlacementFree:
     the base model's consolidated rate (reference simulators that count GPUs, or give a job its
     measured throughput wherever its GPUs are). Everything else is the base model's."""
 
+    per_node_rates = False        # (nodes do not matter: not its base's answer)
+
     def __init__(self, base):
         self.base = base
 

@@ -113,10 +113,16 @@ class SlowedPerf:
         return self._f(job) * rate_with(self.base, job, gpu_type, num_gpus, num_nodes,
                                         consolidated, plan, cpus, mem_gb, net_gbps)
 
-    def rate_matrix(self, jobs, types):
+    @property
+    def per_node_rates(self) -> bool:
+        return getattr(self.base, "per_node_rates", False)
+
+    def rate_matrix(self, jobs, types, per_node=None):
         import numpy as np
+
+        from quanta.perf.base import rates_on
         f = np.array([self._f(j) for j in jobs])
-        return self.base.rate_matrix(jobs, types) * f[:, None]
+        return rates_on(self.base, jobs, types, per_node) * f[:, None]
 
     def shared_rate(self, job, other, gpu_type, num_gpus, num_nodes=1, consolidated=None,
                     mode="pack", **kw):
@@ -367,16 +373,19 @@ class MeasuredPerf:
                             lambda: self._progress_on(job, app, t, shape,
                                                       2 if len(shape) > 1 else 1, plan))
 
-    def rate_matrix(self, jobs, types):
-        out = np.array(self.base.rate_matrix(jobs, types), dtype=float)
+    per_node_rates = True
+
+    def rate_matrix(self, jobs, types, per_node=None):
+        from quanta.perf.base import rates_on
+        out = np.array(rates_on(self.base, jobs, types, per_node), dtype=float)
         for i, job in enumerate(jobs):
             if self._goodput_app(job) is None:
                 continue
             for k, t in enumerate(types):
                 if out[i, k] > 0:
-                    per_node = GPUS_PER_NODE.get(t, 8)
+                    pn = per_node[k] if per_node is not None else GPUS_PER_NODE.get(t, 8)
                     n = job.num_gpus
-                    out[i, k] = self.rate(job, t, n, max(1, -(-n // per_node)), True)
+                    out[i, k] = self.rate(job, t, n, max(1, -(-n // pn)), True)
         return out
 
     def observe(self, job, gpu_type, num_gpus, num_nodes=1):
