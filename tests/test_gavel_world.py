@@ -66,6 +66,23 @@ def test_throughput_does_not_depend_on_placement():
         pytest.approx(floor, rel=1e-12)
 
 
+def test_a_placement_free_table_rate_is_the_one_node_rate_for_every_job():
+    """Placement never matters in gavel-sim (and tiresias-sim): a 16-GPU cifar10 (a goodput job,
+    rated apart on two nodes by its model) ran at its two-node rate when it had its request,
+    consolidated, and at the one-node rate spread, faster; every rate is the one-node one now."""
+    from quanta.model.presets import resolve_cluster
+    from quanta.perf.base import consolidated_rates
+    from quanta.worlds import PlacementFree
+    perf, job = PlacementFree(CatalogModel()), JobSpec("c", 0.0, 16, "cifar10")
+    one = perf.rate(job, "v100", 16, 2, True)
+    base = CatalogModel()
+    assert one == base.rate(job, "v100", 16, 1, True) != base.rate(job, "v100", 16, 2, True)
+    assert consolidated_rates(perf, [job], resolve_cluster("v100:4x8"))[0, 0] == one
+    whole = get_world("gavel-sim").perf(CatalogModel())
+    assert consolidated_rates(whole, [job], resolve_cluster("v100:4x8"))[0, 0] == \
+        pytest.approx(math.floor(360 * one) / 360, rel=1e-12)
+
+
 @pytest.mark.parametrize("left,dropped", [(2, True), (4, False)])
 def test_a_multi_gpu_job_with_fewer_steps_left_than_gpus_fails_its_rounds_and_is_dropped(left,
                                                                                          dropped):

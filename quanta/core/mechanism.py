@@ -88,8 +88,8 @@ def apply(snap: Snapshot, dec: Decision, occ: Occupancy) -> list[Transition]:
     else:
         reshare = rows[:0]
     if rows.size == 0 and reshare.size == 0:
-        # nothing else moves: only the policy's defragmentations (dropped here, a job left spread
-        # over nodes once every other job had gone, until another change came)
+        # nothing else moves: only the policy's defragmentations (a job left spread over nodes
+        # once the jobs around it finished is moved here, with no other change in the decision)
         return _defragmentations(snap, dec, occ, changed) if dec.defrag else []
     running = jobs.running[rows].tolist()
     drows = rows_d[rows].tolist()

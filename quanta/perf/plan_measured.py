@@ -31,7 +31,7 @@ from functools import cache
 import numpy as np
 
 from quanta.model.job import JobSpec
-from quanta.perf.base import ADAPTIVE_BATCH, rate_with
+from quanta.perf.base import ADAPTIVE_BATCH, rate_with, rates_on
 from quanta.perf.plan import ExecutionPlan
 from quanta.perf.plan_perf import REFERENCE_TYPE, PlanPerf
 from quanta.perf.plan_evidence import plan_perf_of
@@ -116,7 +116,6 @@ class MeasuredPlanPerf:
     def rate_matrix(self, jobs, types, per_node=None):
         """(Its measurements are of Rubick's 8-GPU servers, as PlanPerf's plans: `per_node` goes
         to the base model only.)"""
-        from quanta.perf.base import rates_on
         out = np.array(rates_on(self.base, jobs, types, per_node), dtype=float)
         for i, job in enumerate(jobs):
             for k, t in enumerate(types):

@@ -15,7 +15,8 @@ Read from siasosp23/artifacts, sia-simulator @ aaf7a0d (file:line there); own im
   single-point crossover over jobs (probability 0.9), Pollux's mutation (a job's row reset to its
   allocation, entries zeroed, replicas added where they fit) and repair (one distributed job per
   node, the job's replica cap, at most 16 nodes, node capacities in order of least attained
-  service), duplicates eliminated; the front's solution of best power mean is applied
+  service; Quanta's own first step, where a job may not use some GPU type (its spec or its
+  memory rules it out): its replicas there dropped), duplicates eliminated; the front's solution of best power mean is applied
   (pollux_unaware.py:117-203, 343-424; pymoo 0.4.2.1 NSGA2);
 - a job given virtual nodes of several GPU types keeps only those of its majority type (ties:
   a100, v100, rtx6000, rtx, t4) and the others idle this round (cluster_unaware.py:448-503).

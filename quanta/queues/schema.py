@@ -103,7 +103,8 @@ class QueuesFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field("", max_length=64,
-                      description="the file's name in reports (default: the file's stem)")
+                      description="the file's name in reports (default: the file's stem; "
+                      "'queues' for a mapping given to the API)")
     scope: Literal["cluster", "queue"] = Field(
         "cluster", description="cluster: the policy decides once for all queues (their jobs "
         "and GPUs together), each queue then kept within its GPUs in the policy's order; queue: "

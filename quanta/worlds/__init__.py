@@ -101,12 +101,15 @@ class World:
         return list(specs) if self.prepare is None else self.prepare(policy_name, specs)
 
 
+ONE_NODE = 1 << 30       # GPUs per node for a placement-free rate: any request fits on one
+
+
 class PlacementFree:
     """A performance model in which placement never slows a job down: every allocation runs at
     the base model's consolidated rate (reference simulators that count GPUs, or give a job its
     measured throughput wherever its GPUs are). Everything else is the base model's."""
 
-    per_node_rates = False        # (nodes do not matter: not its base's answer)
+    per_node_rates = False        # (its own rate_matrix below: nodes never matter)
 
     def __init__(self, base):
         self.base = base
@@ -122,6 +125,13 @@ class PlacementFree:
     def shared_rate(self, job, other, gpu_type, num_gpus, num_nodes=1, consolidated=None,
                     mode="pack", **kw):
         return self.base.shared_rate(job, other, gpu_type, num_gpus, 1, True, mode, **kw)
+
+    def rate_matrix(self, jobs, types):
+        """The base model's rates on one node, as `rate` gives them (a model that rates
+        multi-node jobs apart was asked on its own node size: a 16-GPU goodput job ran slower
+        on its request, consolidated, than spread)."""
+        from quanta.perf.base import rates_on
+        return rates_on(self.base, jobs, types, [ONE_NODE] * len(types))
 
     def __getattr__(self, name):          # rate_matrix, provenance, phase_fractions, ...
         return getattr(self.base, name)

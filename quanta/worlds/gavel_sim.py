@@ -75,7 +75,7 @@ class WholeSteps(PlacementFree):
         return float(self._floor(super().rate_with(*args, **kw)))
 
     def rate_matrix(self, jobs, types):
-        return self._floor(self.base.rate_matrix(jobs, types))
+        return self._floor(super().rate_matrix(jobs, types))
 
     def shared_rate(self, *args, **kw):
         return float(self._floor(super().shared_rate(*args, **kw)))

@@ -3,9 +3,10 @@
 Columns: `job_id, submit_time_s, num_gpus, duration_s` and, where the source has them, `vc` (kept
 as the queue), `status`, `gpu_fraction` (share of one GPU; a value above 1 is the job's GPU
 amount, num_gpus x share, as the openb file writes it for multi-GPU pods), `qos` (LS and
-Guaranteed -> guaranteed), `censored` (1 = still running at trace end, so `duration_s` is a lower bound).
-A `duration_s` of 0 means unknown: the job's run time is drawn from Gavel's distribution (seeded,
-and said in the run's notes), as for every trace without run times. Optional `job_type`
+Guaranteed -> guaranteed), `censored` (1 = still running at trace end, so `duration_s` is a
+lower bound). A `duration_s` of 0 means unknown: the job's work is the catalog's for a Pollux/Sia
+application, else its run time is drawn from Gavel's distribution (seeded, said in the run's
+notes), as for every trace without run times. Optional `job_type`
 and `user` columns are kept too, and `priority` (a number, or a class name of the queues file given
 with --queues); other columns are ignored.
 """
