@@ -10,8 +10,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import time
-from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -27,6 +26,7 @@ from quanta.placement.occupancy import Occupancy
 from quanta.policies.base import Policy, PolicyError
 from quanta.sim.faults import FailureModel, NodeOutage
 from quanta.sim.partners import PartnersLeft
+from quanta.sim.result import RestartCost, SimResult
 from quanta.sim.rounds import FailedRounds, ReferenceRounds, RoundClock
 from quanta.sim.shapes import odd_shapes, same_shape_moves
 
@@ -34,51 +34,11 @@ COMPLETE, FAIL, RECOVER, TICK, WAKE, PHASE = 0, 1, 2, 4, 5, 6
 INF = float("inf")
 KIND_OF = {k: KIND_CODES[k.value] for k in Kind}
 KIND_NAME = {code: name for name, code in KIND_CODES.items()}
-DEFAULT_RESTART_S = 30.0   # Pollux's simulator charges 30 s per restart
 # a round-based policy that starts nothing, round after round, while nothing runs and every job
 # has arrived: stalled after this many rounds (a policy that waits for jobs to age waits a round)
 STALL_ROUNDS = 10
 FEW = 24      # a decision of at most this many GPUs-only transitions: _apply_few (about where
 #               the two cost the same: ~20 + 11 us a transition against ~210 + 3 us, Philly)
-
-
-@dataclass(frozen=True)
-class RestartCost:
-    """Seconds a job spends restoring a checkpoint before it progresses again, per job type."""
-
-    default: float = DEFAULT_RESTART_S
-    per_type: Mapping[str, float] = field(default_factory=dict)
-    first_start_s: float = 0.0   # seconds a job's first start pays (process start-up, runtime)
-    first_start_as_restart: bool = False   # the first start pays the job's restart delay instead
-    # a move to other GPUs of the same type with the same GPUs per node is free (Sia's simulator:
-    # job.py:524-542 restarts a job only when its per-node counts change; sim/shapes.py)
-    same_shape_free: bool = False
-
-    def __call__(self, spec: JobSpec) -> float:
-        return float(self.per_type.get(spec.job_type, self.default))
-
-
-@dataclass
-class SimResult:
-    policy: str
-    cluster: Cluster
-    table: JobTable
-    times: np.ndarray           # timeline: batch times
-    busy: np.ndarray            # (m, K) GPUs held per type after each batch
-    pending: np.ndarray         # jobs waiting after each batch
-    running: np.ndarray
-    shared: np.ndarray          # GPUs holding a second (guest) job after each batch
-    active_integral_submit: np.ndarray   # ∫ active jobs dt at each job's submit (for FTF)
-    active_integral_end: np.ndarray
-    events: int = 0             # processed events (arrivals, completions, ticks, faults, wake-ups)
-    transitions: int = 0        # starts, preemptions, migrations, resizes applied
-    decisions: int = 0
-    wall_s: float = 0.0
-    decide_s: float = 0.0
-    stalled: bool = False
-    horizon: float | None = None
-    event_log: list | None = None
-    policy_state: dict | None = None    # the policy's state after its last decision (Decision.state)
 
 
 def _live(event: tuple, version: np.ndarray, state: np.ndarray, wake_ver: int) -> bool:
