@@ -3,7 +3,8 @@ workload (406 jobs of vit, roberta, bert, t5, gpt2, llama7, llama30 over 13.2 h,
 `rubick-base`).
 
     python bench/repro_rubick.py [--seed 0] [--guaranteed 0.48] [--policies rubick,sia,synergy,fifo]
-                                 [--first-start-charge] [--run-measured] [--artifact]
+                                 [--first-start-charge] [--first-round-late] [--run-measured]
+                                 [--artifact]
                                  [--sla-from PATH] [--reference PATH]
     python bench/repro_rubick.py --ablation        # each artifact behaviour alone, then all of them
     python bench/repro_rubick.py --round-time      # rubick's decide time at 64 / 512 / 2,048 GPUs
@@ -22,6 +23,10 @@ Rubick's profiles (docs/perf-plan.md).
 Where Rubick's artifact differs from its paper (quanta/policies/rubick.py, "Paper vs artifact"):
 - `--first-start-charge` (R4): a job's first start pays the 260 s too, as every placement change
   does in the artifact's simulator (simulator/job.py:218-227): RestartCost(first_start_as_restart).
+- `--first-round-late` (R6): the first round one interval (60 s) in, not at time 0: the artifact's
+  simulator advances its jobs and its clock before each policy call (simulator.py:76-107,
+  `Cluster.step`), so its first call is at 60 s and jobs that arrive at 0 wait for it
+  (`Simulator(round_at_zero=False)`).
 - `--run-measured`: jobs run at the artifact's measured iteration time where it has the exact
   (plan, placement) row (quanta/perf/plan_measured.py), the fitted model elsewhere, and every
   policy decides on the fitted model (quanta/policies/decide_on.py), as in the artifact's
@@ -32,7 +37,8 @@ Where Rubick's artifact differs from its paper (quanta/policies/rubick.py, "Pape
 - `--artifact`: all of the artifact's behaviours at once: rubick with `ARTIFACT_PARAMS` (R1
   shrink_running=false, R2 scale_cap=node, R3 normalize=model8, SLA sla_admit=1.5, (a) fill_node=true:
   a job starts on one node's free GPUs, (b) release_3d=32: 3D jobs on >= 32 GPUs placed again each round),
-  --first-start-charge and --run-measured (the two world options apply to every policy listed).
+  --first-start-charge, --first-round-late and --run-measured (the three world options apply to
+  every policy listed).
 - `--ablation`: rubick with the paper's defaults, then each artifact behaviour alone, then all.
 
 SLA columns, over guaranteed jobs: "floor kept" = every rate the job ran at was >= the rate of its
@@ -80,21 +86,24 @@ def with_params(base: str, given: str) -> str:
 
 REFERENCE = (Path(__file__).resolve().parents[1] / "quanta" / "data" / "reference" / "rubick"
              / "rubick_workload-base__morphling.json")
-# --ablation: (label, rubick's parameters, first start charged, run at measured throughput)
+# --ablation: (label, rubick's parameters, first start charged, run at measured throughput,
+# first round one interval in)
 ABLATION = (
-    ("paper, no scale-out cap (before)", "scale_cap=none", False, False),
-    ("paper (default: evidence cap)", "", False, False),
-    ("R1 shrink_running=false", "shrink_running=false", False, False),
-    ("R2 scale_cap=node", "scale_cap=node", False, False),
-    ("R3 normalize=model8", "normalize=model8", False, False),
-    ("R4 --first-start-charge", "", True, False),
-    ("SLA sla_admit=1.5", "sla_admit=1.5", False, False),
-    ("--run-measured", "", False, True),
-    ("(a) fill_node=true", "fill_node=true", False, False),
-    ("(b) release_3d=32", "release_3d=32", False, False),
+    ("paper, no scale-out cap (before)", "scale_cap=none", False, False, False),
+    ("paper (default: evidence cap)", "", False, False, False),
+    ("R1 shrink_running=false", "shrink_running=false", False, False, False),
+    ("R2 scale_cap=node", "scale_cap=node", False, False, False),
+    ("R3 normalize=model8", "normalize=model8", False, False, False),
+    ("R4 --first-start-charge", "", True, False, False),
+    ("R6 --first-round-late", "", False, False, True),
+    ("SLA sla_admit=1.5", "sla_admit=1.5", False, False, False),
+    ("--run-measured", "", False, True, False),
+    ("(a) fill_node=true", "fill_node=true", False, False, False),
+    ("(b) release_3d=32", "release_3d=32", False, False, False),
     ("--artifact without (a), (b) (before)",
-     ("shrink_running=false,scale_cap=node,normalize=model8,sla_admit=1.5"), True, True),
-    ("--artifact (all)", ARTIFACT_PARAMS, True, True),
+     ("shrink_running=false,scale_cap=node,normalize=model8,sla_admit=1.5"), True, True, False),
+    ("--artifact (all) before R6", ARTIFACT_PARAMS, True, True, False),
+    ("--artifact (all)", ARTIFACT_PARAMS, True, True, True),
 )
 
 
@@ -137,7 +146,8 @@ def sla_met(res) -> tuple[float, float, float, int]:
     return float(kept.mean()), float(kept23.mean()), float(no_slower.mean()), n
 
 
-def simulate(specs, name: str, perf, *, first_start: bool = False, measured: bool = False):
+def simulate(specs, name: str, perf, *, first_start: bool = False, measured: bool = False,
+             first_round_late: bool = False):
     """One run on rubick-64: (result, the world's perf model)."""
     cluster = resolve_cluster("rubick-64")
     policy = make_policy(name)
@@ -146,7 +156,8 @@ def simulate(specs, name: str, perf, *, first_start: bool = False, measured: boo
         world = MeasuredPlanPerf(perf)
         policy = DecideOn(policy, perf)
     restart = RestartCost(RESTART_S, first_start_as_restart=first_start)
-    sim = Simulator(specs, cluster, policy, world, restart=restart)
+    sim = Simulator(specs, cluster, policy, world, restart=restart,
+                    round_at_zero=not first_round_late)
     if measured:
         world.reset_counts()
     return sim.run(), world
@@ -252,12 +263,14 @@ def main() -> None:
     ap.add_argument("--policies", default="rubick,sia,synergy,synergy:tune=false,fifo")
     ap.add_argument("--first-start-charge", action="store_true",
                     help="R4: the first start pays the 260 s restart too (the artifact's simulator)")
+    ap.add_argument("--first-round-late", action="store_true",
+                    help="R6: the first round at 60 s, not at 0 (the artifact's simulator)")
     ap.add_argument("--run-measured", action="store_true",
                     help="run jobs at the artifact's measured times where it has them; decide on "
                          "the fitted model")
     ap.add_argument("--artifact", action="store_true",
                     help="all of the artifact's behaviours: rubick:" + ARTIFACT_PARAMS
-                         + ", --first-start-charge, --run-measured")
+                         + ", --first-start-charge, --first-round-late, --run-measured")
     ap.add_argument("--ablation", action="store_true",
                     help="rubick with the paper's defaults, each artifact behaviour alone, all")
     ap.add_argument("--reference", default=str(REFERENCE))
@@ -285,17 +298,19 @@ def main() -> None:
     if a.ablation:
         print(HEADER.format(first="rubick variant"))
         print("|---" * 12 + "|")
-        for label, params, first, measured in ABLATION:
+        for label, params, first, measured, late in ABLATION:
             t0 = time.perf_counter()
             sp = jobs(measured)
             res, world = simulate(sp, "rubick" + (":" + params if params else ""), perf,
-                                  first_start=first, measured=measured)
+                                  first_start=first, measured=measured,
+                                  first_round_late=late)
             print(row(label, res, sp, time.perf_counter() - t0), flush=True)
             models.append(per_model(label, res))
             if measured:
                 notes.append(f"{label}: {measured_note(world)}")
     else:
         first = a.first_start_charge or a.artifact
+        late = a.first_round_late or a.artifact
         measured = a.run_measured or a.artifact
         sp = jobs(measured)
         print(HEADER.format(first="policy"))
@@ -304,7 +319,8 @@ def main() -> None:
             if a.artifact and name.split(":")[0] == "rubick":
                 name = "rubick:" + with_params(ARTIFACT_PARAMS, name.partition(":")[2])
             t0 = time.perf_counter()
-            res, world = simulate(sp, name, perf, first_start=first, measured=measured)
+            res, world = simulate(sp, name, perf, first_start=first, measured=measured,
+                                  first_round_late=late)
             print(row(name, res, sp, time.perf_counter() - t0), flush=True)
             models.append(per_model(name, res))
             if measured:
