@@ -20,8 +20,8 @@ _PROCESS = False
 def _imports_without_gc(freeze: bool):
     """The cyclic collector off while start-up imports run, and what they made (modules,
     classes, functions: objects that live as long as the process) frozen after them if `freeze`,
-    so that no later pass goes over it again: the collector's passes cost ~20 ms of a 0.5 s
-    `quanta simulate`, ~3 ms so (docs/benchmarks.md, start-up)."""
+    so that no later pass goes over it again: the collector's passes cost 11-15 ms of a 0.5 s
+    `quanta simulate`, 2-4 ms so (docs/benchmarks.md, "Forty-first session")."""
     was = gc.isenabled()
     gc.disable()
     try:

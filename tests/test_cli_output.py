@@ -372,7 +372,7 @@ def test_main_freezes_what_is_left_so_that_exit_skips_the_collector(monkeypatch,
 
 def test_start_up_imports_run_without_the_collector_and_freeze_only_in_quantas_process(tmp_path):
     """Start-up imports run with the collector off (issue 13: its passes over what they make cost
-    ~20 ms of a 0.5 s simulate); what they made is frozen only in `quanta`'s own process
+    11-15 ms of a 0.5 s simulate); what they made is frozen only in `quanta`'s own process
     (main()): a simulate called inside another program (CliRunner here) freezes nothing, and
     the collector is on after it as before it."""
     import gc
