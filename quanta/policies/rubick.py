@@ -88,10 +88,6 @@ the scale-out cap, whose default is the range the performance model was measured
   the placement differs, () -> first placement too; spent before progress, job.py:160-163). In
   Quanta: RestartCost(260, first_start_as_restart=True); bench/repro_rubick.py
   --first-start-charge.
-- R6 (not a policy parameter): the artifact's simulator advances its jobs and clock one interval
-  before each policy call (simulator.py:76-107, `Cluster.step`), so its first call is at 60 s and
-  jobs that arrive at 0 wait for it; Quanta's engine decides a round at the first arrival. In
-  Quanta: Simulator(round_at_zero=False); bench/repro_rubick.py --first-round-late.
 - R5 network bandwidth (not allocated, as in the artifact's policy). The artifact's curves have a
   bandwidth axis (performance_model.py:38, 169-178: 0 = NVLink, 1-10 network units; its model reads
   any network bandwidth as 2, pred_throughput.py:191-192) and each node offers 10 units
@@ -99,6 +95,10 @@ the scale-out cap, whose default is the range the performance model was measured
   only (morphling.py:346-359, `res_matrix[g][1][0]`): no job is given or denied bandwidth. Here a
   job spread over nodes runs at the network its placement gives it (the plan model's NIC share,
   quanta/perf/plan.py `_nic_share`); `Decision.net_gbps` (a cap the drivers charge) is left unset.
+- R6 (not a policy parameter): the artifact's simulator advances its jobs and clock one interval
+  before each policy call (simulator.py:76-107, `Cluster.step`), so its first call is at 60 s and
+  jobs that arrive at 0 wait for it; Quanta's engine decides a round at the first arrival. In
+  Quanta: Simulator(round_at_zero=False); bench/repro_rubick.py --first-round-late.
 - SLA `sla_admit` (default 1.0; artifact: 1.5). morphling.py:243-247, 274-278, 309-313 admit a
   guaranteed job, and stop taking for it, once `res_matrix[g][1][0][0] * 1.5 >= sla_perf` (or its
   requested GPU count is reached); sla_perf is the batch over the measured iteration time of the
