@@ -12,7 +12,8 @@ PATH is a Gavel checkout or the bare git dir `fetch github:stanford-futuredata/g
 is not a dependency: bench/anchors/gavel.py exports it and builds its venv once, under
 ~/.cache/anchors/gavel). Without --trace, a trace is made once with Gavel's own generator
 (`gavel.py generate --rate R --jobs N --seed S`) into --work (default
-~/.cache/anchors/gavel/speed) and reused after that.
+~/.cache/anchors/gavel/speed) and reused after that: `single_r30_n600_s1.trace` for the defaults.
+--trace FILE: a path, or the bare name of a trace in --work (one made so).
 
 Per Gavel policy (Quanta's policy of the same name: quanta.worlds.gavel_sim.GAVEL_POLICIES):
 - Gavel: `gavel.py run --trace T --policy P --seed S` (cluster 36:36:36, one GPU per server, ECOS,
@@ -90,8 +91,10 @@ def env_for(pythonpath: str | None) -> dict:
 def make_trace(a: argparse.Namespace, work: Path) -> Path:
     if a.trace:
         p = Path(a.trace).expanduser()
+        if not p.is_file() and p.name == a.trace:      # a bare name: one this bench made
+            p = work / a.trace
         if not p.is_file():
-            raise SystemExit(f"speed_gavel.py: --trace {a.trace}: no such file")
+            raise SystemExit(f"speed_gavel.py: --trace {a.trace}: no such file (here or in {work})")
         return p.resolve()
     kind = "multi" if a.multi_gpu else "single"
     rate = f"{a.rate:g}".replace(".", "p")
