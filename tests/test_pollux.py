@@ -320,3 +320,23 @@ def test_pollux_search_keeps_jobs_off_the_types_they_may_not_use():
     assert (res.table.state == 3).all()
     k80 = cluster.types.index("k80")
     assert all(e[3] != k80 for e in res.event_log if e[2] in ("start", "resize", "migrate"))
+
+
+@pytest.mark.parametrize("cluster", ["v100:1x2,k80:1x4", "k80:1x4"])
+def test_learning_pollux_never_chooses_a_count_the_job_cannot_run_at(tmp_path, cluster):
+    """The Pollux of Sia's simulator with the exact programme (`pollux:search=ilp` under
+    sia-sim: it knows a job from what it measured, as if on the cluster's main type) offered a
+    ResNet-50 at batch 128 two K80s, where it cannot run: the run stopped with a PolicyError
+    (found on synthetic:5:39 over v100:1x8,k80:2x4). Now no job runs where it cannot, and all
+    finish."""
+    from quanta.runner import SimulationRequest, run_simulations
+    trace = tmp_path / "r.csv"
+    trace.write_text("job_id,submit_time_s,num_gpus,duration_s,job_type\n" + "".join(
+        f"r{i},0,1,3600,ResNet-50 (batch size 128)\n" for i in range(3)))
+    req = SimulationRequest(trace=str(trace), cluster=cluster, policies=["pollux:search=ilp"],
+                            out=None, world="sia-sim", plots=False, events=True)
+    rows, _header, (res,) = run_simulations(req, keep_results=True)
+    assert rows[0]["finished"] == 3
+    k80 = res.cluster.types.index("k80")
+    held = [(e[3], e[4]) for e in res.event_log if e[2] in ("start", "resize", "migrate")]
+    assert held and all(n == 1 for t, n in held if t == k80)

@@ -209,6 +209,7 @@ class Pollux(Policy):
                 return kept
         rows: list[int] = []
         blocks: list[np.ndarray] = []
+        fits: dict[tuple, bool] = {}        # (learn: this round's; else the memo's)
         for i, spec in enumerate(j.specs):
             allowed = np.flatnonzero(j.allowed[i]).tolist()
             tops = tuple(min(int(cap[i]), int(snap.capacity[k])) for k in allowed)
@@ -217,12 +218,13 @@ class Pollux(Policy):
                 good = self._goodputs(snap, st, i, main, counts,
                                       [cl.min_nodes(main, int(c)) for c in counts]).tolist()
                 out = np.array([(k, cnt, g) for k, top in zip(allowed, tops)
-                                for cnt, g in zip(counts.tolist(), good) if cnt <= top and g > 0],
+                                for cnt, g in zip(counts.tolist(), good)
+                                if cnt <= top and g > 0 and _runs_on(snap, spec, k, cnt, fits)],
                                dtype=float).reshape(-1, 3)
             else:
                 out = kept_rates(memo, int(j.rows[i]), spec, (tuple(allowed), tops),
                                  self._rated, snap, main, spec, allowed, tops,
-                                 {} if memo is None else memo.fits)
+                                 fits if memo is None else memo.fits)
             rows.append(i)
             blocks.append(out)
         return kept_candidates(memo, rows, blocks)
@@ -231,10 +233,9 @@ class Pollux(Policy):
                tops: tuple[int, ...], fits: dict) -> list[tuple[int, int, float]]:
         """The model's rate of a job on each allowed type (as if on `main` unless `aware`) at
         each GPU count up to the type's top. Unaware, a count the job cannot run at on the type
-        itself (the model's rate there is 0: it does not fit) is left out too: Pollux does not
-        know how fast a type is, but a job that cannot start there would fail (before, such a
-        choice stopped the run: a ResNet-50 on 2 K80s of gavel-108, synthetic:3:300). `fits`
-        keeps, per kind of job, type and count, whether it runs there (RateMemo.fits)."""
+        itself is left out too (`_runs_on`; before, such a choice stopped the run: a ResNet-50 on
+        2 K80s of gavel-108, synthetic:3:300); with `learn` the same (`_candidates`; before, it
+        stopped `pollux:search=ilp` under sia-sim on synthetic:5:39, v100:1x8,k80:2x4)."""
         cl = snap.cluster
         out = []
         for k, top in zip(allowed, tops):
@@ -244,14 +245,8 @@ class Pollux(Policy):
                                  cl.min_nodes(seen_as, cnt), True, ADAPTIVE_BATCH)
                 if rate <= 0:
                     continue
-                if seen_as != k:      # whether it runs there at all
-                    key = (spec.job_type, spec.batch_size, spec.plan, k, cnt)
-                    ok = fits.get(key)
-                    if ok is None:
-                        ok = fits[key] = snap.perf.rate(spec, cl.types[k], cnt,
-                                                        cl.min_nodes(k, cnt), True) > 0
-                    if not ok:
-                        continue
+                if seen_as != k and not _runs_on(snap, spec, k, cnt, fits):
+                    continue
                 out.append((k, cnt, rate))
         return out
 
@@ -434,3 +429,17 @@ def _carried(prev_rows: np.ndarray, rows: np.ndarray, carry: str) -> tuple[np.nd
     else:
         src = [before[r] for r in rows.tolist() if r in before]
     return np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
+
+
+def _runs_on(snap: Snapshot, spec, k: int, cnt: int, fits: dict) -> bool:
+    """Whether a job runs on `cnt` GPUs of type index `k` at all (the model's rate there > 0: it
+    fits). Unaware, Pollux values every type as its main one, so a count the job cannot run at
+    on the type itself is left out of its choices: a job that cannot start there would fail (a
+    ResNet-50 at batch 128 runs on 1 K80 but not on 2). `fits` keeps the answers per kind of job
+    (job type, batch size, plan), type and count."""
+    key = (spec.job_type, spec.batch_size, spec.plan, k, cnt)
+    ok = fits.get(key)
+    if ok is None:
+        cl = snap.cluster
+        ok = fits[key] = snap.perf.rate(spec, cl.types[k], cnt, cl.min_nodes(k, cnt), True) > 0
+    return ok
