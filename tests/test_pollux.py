@@ -322,18 +322,22 @@ def test_pollux_search_keeps_jobs_off_the_types_they_may_not_use():
     assert all(e[3] != k80 for e in res.event_log if e[2] in ("start", "resize", "migrate"))
 
 
-@pytest.mark.parametrize("cluster", ["v100:1x2,k80:1x4", "k80:1x4"])
-def test_learning_pollux_never_chooses_a_count_the_job_cannot_run_at(tmp_path, cluster):
-    """The Pollux of Sia's simulator with the exact programme (`pollux:search=ilp` under
-    sia-sim: it knows a job from what it measured, as if on the cluster's main type) offered a
+@pytest.mark.parametrize("policy,cluster", [
+    ("pollux:search=ilp", "v100:1x2,k80:1x4"), ("pollux:search=ilp", "k80:1x4"),
+    pytest.param("pollux:population=20,generations=10", "v100:1x2,k80:1x4",
+                 marks=pytest.mark.slow)])          # (~100 s: the search on three jobs)
+def test_learning_pollux_never_chooses_a_count_the_job_cannot_run_at(tmp_path, policy, cluster):
+    """The Pollux of Sia's simulator (under sia-sim: it knows a job from what it measured, as if
+    on the cluster's main type), with the exact programme or its genetic search, gave a
     ResNet-50 at batch 128 two K80s, where it cannot run: the run stopped with a PolicyError
-    (found on synthetic:5:39 over v100:1x8,k80:2x4). Now no job runs where it cannot, and all
-    finish."""
+    (found on synthetic:5:39 over v100:1x8,k80:2x4). Now no job runs where it cannot (the
+    programme does not offer it; the search's choice is cut to the most the job runs at there),
+    and all finish."""
     from quanta.runner import SimulationRequest, run_simulations
     trace = tmp_path / "r.csv"
     trace.write_text("job_id,submit_time_s,num_gpus,duration_s,job_type\n" + "".join(
         f"r{i},0,1,3600,ResNet-50 (batch size 128)\n" for i in range(3)))
-    req = SimulationRequest(trace=str(trace), cluster=cluster, policies=["pollux:search=ilp"],
+    req = SimulationRequest(trace=str(trace), cluster=cluster, policies=[policy],
                             out=None, world="sia-sim", plots=False, events=True)
     rows, _header, (res,) = run_simulations(req, keep_results=True)
     assert rows[0]["finished"] == 3

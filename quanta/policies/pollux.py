@@ -352,6 +352,18 @@ class Pollux(Policy):
         best = X[int(np.argmin(F[:, 0]))]
         # a job on virtual nodes of several types keeps its majority type's; the rest idles
         alloc = np.array([keep_one_type(best[a], vn.type, cl.types) for a in range(n)])
+        # and one left with a count it cannot run at on that type keeps the most replicas it
+        # runs at there, from its first virtual nodes (the search values every type as the
+        # main one: a ResNet-50 at batch 128 given 2 K80s stopped the run), or none
+        fits: dict[tuple, bool] = {}
+        for a, i in enumerate(order.tolist()):
+            cnt = int(alloc[a].sum())
+            k = int(vn.type[np.argmax(alloc[a] > 0)])
+            if cnt and not _runs_on(snap, j.specs[i], k, cnt, fits):
+                keep = next((c for c in range(cnt - 1, 0, -1)
+                             if _runs_on(snap, j.specs[i], k, c, fits)), 0)
+                alloc[a] = np.minimum(alloc[a], np.maximum(keep - (np.cumsum(alloc[a])
+                                                                   - alloc[a]), 0))
         st["vnodes"] = {int(rows[a]): alloc[a] for a in range(n) if alloc[a].any()}
         self._to_gpus(snap, vn, order, alloc, dec)
         return dec
