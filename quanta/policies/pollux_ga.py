@@ -19,7 +19,10 @@ Read from siasosp23/artifacts, sia-simulator @ aaf7a0d (file:line there); own im
   memory rules it out): its replicas there dropped), duplicates eliminated; the front's solution of best power mean is applied
   (pollux_unaware.py:117-203, 343-424; pymoo 0.4.2.1 NSGA2);
 - a job given virtual nodes of several GPU types keeps only those of its majority type (ties:
-  a100, v100, rtx6000, rtx, t4) and the others idle this round (cluster_unaware.py:448-503).
+  a100, v100, rtx6000, rtx, t4) and the others idle this round (cluster_unaware.py:448-503);
+  Quanta's own step after it (pollux.py `_decide_ga`): a job left with a count it cannot run at
+  on that type (its model's rate there is 0: it does not fit) keeps the most replicas it runs at
+  there, from its first virtual nodes, or none.
 The random stream is not the reference's (pymoo draws from the unseeded global numpy RNG): the
 same algorithm, a different draw, deterministic for the run's seed.
 """
