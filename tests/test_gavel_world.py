@@ -260,3 +260,28 @@ def test_the_jobs_a_round_sees_leave_out_late_arrivals_as_a_set_difference():
     rounds.late = []
     same = np.array([3, 5], dtype=np.int64)
     assert rounds._seen(same) is same               # nobody late: the list itself
+
+
+def test_a_job_forked_over_gpu_types_keeps_gavels_round_clock_running():
+    """HadarE under gavel-sim forks a job over a V100 and two K80s; Gavel's table has no rate
+    for it at its whole count on its first type (0), and its lease was 0 / 0: a NaN round length
+    that turned the reference's round clock off for the rest of the run (and a RuntimeWarning).
+    Its lease is now taken at the rate the engine runs it at, and the clock stays finite."""
+    import warnings
+
+    from quanta.sim.rounds import ReferenceRounds
+    jobs = [JobSpec("r0", 0.0, 1, "ResNet-50 (batch size 128)", total_steps=3000.0),
+            JobSpec("x0", 50.0, 2, "Transformer (batch size 128)", total_steps=3000.0)]
+    seen = []
+    decided = ReferenceRounds._round_decided
+
+    def spy(self, now, active, version, push):
+        decided(self, now, active, version, push)
+        seen.append(self.ref_next)
+    with warnings.catch_warnings(), pytest.MonkeyPatch.context() as mp:
+        warnings.simplefilter("error", RuntimeWarning)
+        mp.setattr(ReferenceRounds, "_round_decided", spy)
+        res, _perf = _run("gavel-sim", jobs, policy="hadare",
+                          nodes=(("v100", 1), ("k80", 2), ("k80", 2)))
+    assert (res.table.state == 3).all()
+    assert any(t != math.inf for t in seen) and not any(math.isnan(t) for t in seen)

@@ -131,8 +131,14 @@ class GavelClock:
                     if not odd[i]:
                         self.alone[r, k] = rate
                 T[i] = rate
+        # an allocation Gavel's table has no rate for (a job HadarE forked over GPU types: 0 at
+        # its whole count on its first type) is one micro-task at the rate the engine runs it
+        # at, and one making no progress ends the round no later (before: a NaN lease, and the
+        # reference clock off for the rest of the run)
+        T = np.where(T > 0, T, table.rate[rows])
         left = np.rint(table.total[rows] - table.progress(rows, now))
-        lease = np.minimum(np.floor(ROUND_S * T), left) / T
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lease = np.where(T > 0, np.minimum(np.floor(ROUND_S * T), left) / T, 0.0)
         self._rows, self._ends = rows, now + lease
         return float(lease.max())
 
