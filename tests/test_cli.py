@@ -188,6 +188,10 @@ def test_service_addresses_and_state_folders_no_one_can_use_are_one_line(tmp_pat
          {}, "field '--cluster': with the Ray backend the cluster is what the Ray nodes offer"),
         (["serve", "--state", str(tmp_path / "afile" / "st")], {},
          "cannot use the state folder (Not a directory"),
+        # (before the state folder is made)
+        (["serve", "--backend", "ray", "--ray-address", f"127.0.0.1:{port}", "--state",
+          str(tmp_path / "rayst")], {}, f"field '--ray-address': cannot connect to a Ray cluster "
+                                        f"at '127.0.0.1:{port}': Connection refused"),
         (["queue", "--url", "notaurl"], {}, "field '--url': 'notaurl' is not a service address"),
         (["queue"], {"QUANTA_URL": "ftp://x"}, "field '$QUANTA_URL': 'ftp://x' is not a service"),
         # tracebacks before (a token with a space also waited 28 s, then printed the token)

@@ -113,3 +113,56 @@ def test_a_relative_cwd_is_made_inside_the_jobs_folder(ray_cluster, tmp_path):
     assert store.job(j).state == "finished", store.events(j)
     folder = (tmp_path / "jobs" / str(j) / "sub" / "dir").resolve()
     assert (tmp_path / "jobs" / str(j) / "job.log").read_text() == f"{folder}\n"
+
+
+def _ray_running_here() -> bool:
+    from ray._private import services, utils
+    return bool(services.find_gcs_addresses() or utils.read_ray_address())
+
+
+def test_serve_with_the_ray_backend_and_no_address_starts_a_local_ray(tmp_path):
+    """`--ray-address` left out and no Ray running here: `quanta serve` starts one offering this
+    machine's CPU slots (as its help says; it stopped with 'Could not find any running Ray
+    instance', blamed on --state, and left a database behind), runs a job on it, and the Ray goes
+    when the service does."""
+    import os
+    from test_service import Service
+    if _ray_running_here():
+        pytest.skip("a Ray already runs on this machine: the service would join it")
+    s = Service(tmp_path / "state", cluster="auto", args=["--backend", "ray"]).start()
+    try:
+        slots = os.cpu_count() or 1
+        nodes = s.req("GET", "/v1/cluster").json()["nodes"]
+        assert [(n["gpu_type"], n["gpus"]) for n in nodes] == [("cpu", slots)], nodes
+        one = s.submit(steps=30, checkpoint_every=10)
+        assert s.wait(one, lambda j: j["state"] == "finished", timeout=180)["steps_done"] == 30
+        # stopped mid-run, the Ray goes with it; started again (a new Ray), the job resumes
+        # from its checkpoint and runs once
+        two = s.submit(command=[PY, "-m", "quanta.examples.train", "--step-sleep", "0.05"],
+                       steps=400, checkpoint_every=10)
+        s.wait(two, lambda j: j["state"] == "running" and j["steps_done"] >= 20, timeout=180)
+        s.stop()
+        s.restart()
+        assert s.wait(two, lambda j: j["state"] == "finished", timeout=300)["steps_done"] == 400
+        assert "resume" in s.kinds(two), s.kinds(two)
+        log = (s.state / "jobs" / str(two) / "job.log").read_text()
+        assert log.count("step 1/400") == 1 and log.count("step 400/400") == 1, log[-2000:]
+    finally:
+        s.stop()
+    end = time.time() + 60
+    while _ray_running_here() and time.time() < end:
+        time.sleep(0.5)
+    assert not _ray_running_here(), "the Ray the service started outlived it"
+
+
+def test_a_ray_that_cannot_start_is_one_line_naming_the_flag(monkeypatch, tmp_path):
+    from quanta.errors import QuantaError
+    from quanta.runtime.backends import ray as ray_backend
+
+    def init(**_kw):
+        raise RuntimeError("no room\nfor a raylet (details on the next lines)")
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", init)
+    with pytest.raises(QuantaError) as err:
+        ray_backend.connect(None)
+    assert str(err.value) == "field '--ray-address': cannot start or join Ray: no room"

@@ -42,6 +42,9 @@ def build(cfg: ServiceConfig):
     if cfg.backend == "ray" and cfg.cluster != "auto":
         raise QuantaError("with the Ray backend the cluster is what the Ray nodes offer "
                           "(leave --cluster auto)", field="--cluster")
+    if cfg.backend == "ray" and cfg.ray_address:   # (a Ray address no one answers at: before
+        from quanta.runtime.backends.ray import check_address   # the state folder is made)
+        check_address(cfg.ray_address)
     policy = make_policy(cfg.policy)
     tree = None
     if cfg.queues is not None:
@@ -57,7 +60,8 @@ def build(cfg: ServiceConfig):
         print(f"quanta serve: {run_as.source} maps users to OS accounts, but jobs run as this "
               "service's own account (it runs unprivileged): every token is a shell as that "
               "account (docs/runtime.md, Security model)", file=sys.stderr, flush=True)
-    store = Store(state / "quanta.db")
+    # the backend before the store: a Ray that cannot be reached or started leaves no database
+    # (`store` is read only once jobs run)
     user_of = lambda job_id: store.job(int(job_id)).user      # noqa: E731
     if cfg.backend == "local":
         from quanta.runtime.backends.local import LocalBackend, detect_cluster
@@ -77,6 +81,7 @@ def build(cfg: ServiceConfig):
                   "(start Ray with RAY_AUTH_MODE=token; docs/runtime.md, Security model)",
                   file=sys.stderr, flush=True)
         cluster = backend.cluster
+    store = Store(state / "quanta.db")
     runtime = Runtime(store, backend, cluster, policy, CatalogModel(), state / "jobs", cfg.poll_s)
     runtime.state_lock = lock          # held for the life of the process
     if tree is not None:

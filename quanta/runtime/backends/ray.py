@@ -35,6 +35,7 @@ from pathlib import Path
 from quanta.errors import QuantaError
 from quanta.model.cluster import Cluster, NodeSpec
 from quanta.runtime.backends.base import Exit, Launch
+from quanta.runtime.backends import local
 from quanta.runtime.backends.local import free_port
 from quanta.runtime.launch import job_cwd, rank_env
 
@@ -52,16 +53,45 @@ def _ray():
 
 
 def connect(address: str | None):
+    """Ray, connected: to the cluster at `address`; without one, to a Ray running on this
+    machine (`ray start`, or $RAY_ADDRESS), else to one started here that offers this machine's
+    devices as the local backend counts them (it stops with this process)."""
     ray = _ray()
-    if not ray.is_initialized():
-        from quanta.executors import unreachable
-        why = unreachable(address) if address else None
-        if why:
-            raise QuantaError(f"cannot connect to a Ray cluster at '{address}': {why}",
-                              field="ray_address")
-        ray.init(address=address or "auto", namespace=NAMESPACE, log_to_driver=False,
-                 ignore_reinit_error=True)
+    if ray.is_initialized():
+        return ray
+    if address:
+        check_address(address)
+    opts = dict(namespace=NAMESPACE, log_to_driver=False, ignore_reinit_error=True)
+    try:
+        try:
+            ray.init(address=address or "auto", **opts)
+        except ConnectionError:              # ("auto": no Ray runs here)
+            if address:
+                raise
+            ray.init(resources=local_offer(), include_dashboard=False, **opts)
+    except QuantaError:
+        raise
+    except Exception as e:                   # noqa: BLE001 - Ray's reasons, on one line
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise QuantaError(f"cannot {'connect to' if address else 'start or join'} Ray: {first}",
+                          field="--ray-address") from None
     return ray
+
+
+def check_address(address: str) -> None:
+    """A clear error at once where nothing answers at `address` (Ray retries for minutes)."""
+    from quanta.executors import unreachable
+    why = unreachable(address)
+    if why:
+        raise QuantaError(f"cannot connect to a Ray cluster at '{address}': {why}",
+                          field="--ray-address")
+
+
+def local_offer() -> dict[str, float]:
+    """The resources a Ray started by Quanta on this machine offers it: its CUDA GPUs, else one
+    CPU slot per core (quanta_<type>: count, as `ray start --resources` would)."""
+    gpu_type, shape = local.detect_cluster().split(":")
+    return {PREFIX + gpu_type: float(shape.split("x")[1])}
 
 
 def token_auth() -> bool:
