@@ -418,7 +418,16 @@ def test_api_and_cli_hardening(service, tmp_path):
             (b"[" * 100_000 + b"]" * 100_000, "application/json",
              "the request body is not valid JSON (nested too deep)"),
             (b"name=x", "application/x-www-form-urlencoded", "the request body is not a JSON "
-             "object (Content-Type: application/x-www-form-urlencoded; want application/json)")]:
+             "object (Content-Type: application/x-www-form-urlencoded; want application/json)"),
+            # (named the Content-Type it had as the one it wanted; blamed nesting for a number
+            # of more digits than Python converts)
+            (b"[1, 2]", "application/json", "the request body is not a JSON object (it is a "
+             "list; want a JSON object of the job's fields)"),
+            (b"null", "application/json; charset=utf-8", "the request body is not a JSON object "
+             "(it is null; want a JSON object of the job's fields)"),
+            (b'{"gpus": 1' + b"0" * 4300 + b"}", "application/json", "the request body is not "
+             "valid JSON (Exceeds the limit (4300 digits) for integer string conversion: value "
+             "has 4301 digits)")]:
         bad = s.req("POST", "/v1/jobs", content=body, headers={"content-type": ctype})
         assert bad.status_code == 422 and bad.json() == {"error": want}, bad.text
     bad = s.req("POST", "/v1/users", json={"name": "u1", "amdin": True})      # a typo: no user
@@ -426,6 +435,10 @@ def test_api_and_cli_hardening(service, tmp_path):
     with sqlite3.connect(s.state / "quanta.db") as db:
         assert ("u1",) not in db.execute("SELECT name FROM users").fetchall()
     assert s.req("HEAD", "/v1/health", token="").status_code == 200
+    # one operation id per operation (GET and HEAD of /v1/health shared one: FastAPI warned)
+    ops = [op.get("operationId") for p in s.req("GET", "/openapi.json").json()["paths"].values()
+           for op in p.values()]
+    assert len(ops) == len(set(ops)), ops
     r = cli("logs", "1", "-n", "99999999999", env=env)    # the CLI's option named, not the API's
     assert r.returncode == 2 and "'--tail' / '-n'" in r.stderr and "100000" in r.stderr, r.stderr
     # `quanta add-user admin` renews the admin's token and keeps it an admin

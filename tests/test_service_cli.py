@@ -58,6 +58,11 @@ def test_cli_submit_queue_status_logs_cancel(service, tmp_path):
     ("name: x\ncommand: [echo]\nsteps: 5\ngpus: -1\n", "job.yaml:4: field 'gpus'"),   # its line
     ("name: x\n  command: [echo\n", "job.yaml:2: not valid YAML"),
     ("- 1\n- 2\n", "job.yaml: a job spec is a mapping"),
+    # (a model the catalog does not know ran on the generic profile, unsaid)
+    ("name: x\ncommand: [echo]\nmodel: resnet50\n", "job.yaml:3: field 'model': 'resnet50' "
+     "is not a job type of `quanta catalog`; did you mean 'ResNet-50 (batch size 128)'?"),
+    ("name: x\ncommand: [echo]\nmodel: nosuchmodel\n", "'nosuchmodel' is not a job type of "
+     "`quanta catalog` (leave it out for the generic profile)"),
 ])
 def test_cli_rejects_a_malformed_job_spec_in_one_line(tmp_path, text, needle):
     spec = tmp_path / "job.yaml"

@@ -8,7 +8,8 @@
     gpu_type: [v100, a100]   # optional: allowed types
     queue: default
     priority: high           # optional: a number, or a class of the queues file
-    model: resnet50          # optional: catalog job type, for the performance model's priors
+    model: imagenet          # optional: a job type of `quanta catalog`, for the performance
+                             # model's priors (without it: the name, if a catalog type)
 
 Validated by pydantic (unknown fields are errors); `quanta submit --schema` prints the JSON Schema.
 Names that reach metrics, terminals and file names (name, queue, GPU types, environment variable
@@ -18,6 +19,7 @@ be UTF-8 YAML without duplicate keys.
 
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
 
@@ -112,10 +114,27 @@ class JobSubmission(BaseModel):
                 raise ValueError(f"argument {i} is longer than {MAX_TEXT} characters")
         return v
 
-    @field_validator("cwd", "model")
+    @field_validator("cwd")
     @classmethod
     def _text(cls, v: str) -> str:
         return _no_nul(v, "it")
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, v: str) -> str:
+        """A name of `quanta catalog` (a typo left the job on the generic profile, unsaid)."""
+        from quanta.workloads.catalog import job_type_names, known_job_type
+        if v and not known_job_type(_no_nul(v, "it")):
+            def key(name: str) -> str:          # ResNet-50 (batch size 64) -> resnet50
+                return re.sub(r"[^a-z0-9]", "", name.partition(" (batch size ")[0].lower())
+            by_key: dict[str, str] = {}
+            for n in sorted(job_type_names()):
+                by_key.setdefault(key(n), n)
+            near = difflib.get_close_matches(key(v), by_key, n=1, cutoff=0.75)
+            hint = f"; did you mean {by_key[near[0]]!r}?" if near else ""
+            raise ValueError(f"{v[:80]!r} is not a job type of `quanta catalog`{hint} (leave it "
+                             "out for the generic profile)")
+        return v
 
     @field_validator("env")
     @classmethod

@@ -187,14 +187,25 @@ def json_error(e: dict, doc: object) -> str:
     return f"the request body is not valid JSON ({why})"
 
 
+JSON_KINDS = {list: "a list", str: "a string", int: "a number", float: "a number",
+              bool: "true or false", type(None): "null"}
+
+
 def unparsable_body(body: bytes) -> str:
     """Why a JSON body that json.loads could not take at all is not JSON: not UTF-8 (the first bad
-    byte), else nested deeper than the parser goes."""
+    byte), a number Python does not convert (over 4,300 digits), else nested deeper than the
+    parser goes."""
     try:
         body.decode("utf-8")
     except UnicodeDecodeError as err:
         return (f"the request body is not valid JSON (not UTF-8: byte 0x{body[err.start]:02x} at "
                 f"offset {err.start})")
+    try:
+        json.loads(body)
+    except RecursionError:
+        pass
+    except ValueError as err:              # (int's digit limit; its advice is for programmers)
+        return f"the request body is not valid JSON ({one_line(str(err).split(';')[0])})"
     return "the request body is not valid JSON (nested too deep)"
 
 
@@ -267,9 +278,13 @@ def create_app(store: Store, runtime: Runtime, state_dir: Path,
                 "error": "no body: want a JSON object of the job's fields (quanta schema)"})
         if e.get("type") in ("model_attributes_type", "dict_type") and list(e["loc"]) == ["body"]:
             kind = printable(request.headers.get("content-type", "") or "none")[:100]
+            if kind.split(";")[0].strip().lower() == "application/json":   # JSON, not an object
+                got = JSON_KINDS.get(type(e.get("input")), "a value")
+                why = f"it is {got}; want a JSON object of the job's fields"
+            else:
+                why = f"Content-Type: {kind}; want application/json"
             return JSONResponse(status_code=422, content={
-                "error": f"the request body is not a JSON object (Content-Type: {kind}; want "
-                         "application/json)"})
+                "error": f"the request body is not a JSON object ({why})"})
         where_from = ("body", "query", "path", "header")      # (not a field's name)
         loc, msg = first_error([{**x, "loc": x["loc"][1:] if x["loc"][:1] and x["loc"][0] in
                                  where_from else x["loc"]} for x in exc.errors()])
@@ -467,7 +482,8 @@ def create_app(store: Store, runtime: Runtime, state_dir: Path,
     def job_schema() -> dict:
         return JobSubmission.model_json_schema()
 
-    @app.api_route(f"{API}/health", methods=["GET", "HEAD"])
+    @app.get(f"{API}/health")
+    @app.head(f"{API}/health", include_in_schema=False)   # (GET and HEAD both in it: one id twice)
     def health(response: Response) -> dict:
         """ok: the runtime's loop runs and its last step raised nothing; 503 where the loop
         stopped (the API would take jobs no one schedules)."""

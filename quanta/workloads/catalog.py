@@ -55,6 +55,19 @@ class CatalogRow:
     cpu_mem: str = "-"  # Synergy CPU/host-memory sensitivity profile used for it
 
 
+@lru_cache(maxsize=1)
+def job_type_names() -> frozenset[str]:
+    """Every name `quanta catalog` lists (a job type some performance model knows)."""
+    return frozenset(r.name for r in catalog_rows())
+
+
+def known_job_type(name: str) -> bool:
+    """Whether a job of this type gets a model's profile rather than the generic one: a name of
+    the catalog (the profiled applications, lower case, in any case: CatalogModel.model_for)."""
+    names = job_type_names()
+    return name in names or name.lower() in names
+
+
 def catalog_rows() -> list[CatalogRow]:
     """Every job type any performance model knows, for `quanta catalog`."""
     from quanta.perf.gavel_table import GAVEL_TYPES
