@@ -483,7 +483,7 @@ def create_app(store: Store, runtime: Runtime, state_dir: Path,
         return JobSubmission.model_json_schema()
 
     @app.get(f"{API}/health")
-    @app.head(f"{API}/health", include_in_schema=False)   # (GET and HEAD both in it: one id twice)
+    @app.head(f"{API}/health", include_in_schema=False)   # (in it, HEAD repeated GET's id)
     def health(response: Response) -> dict:
         """ok: the runtime's loop runs and its last step raised nothing; 503 where the loop
         stopped (the API would take jobs no one schedules)."""

@@ -34,8 +34,8 @@ from pathlib import Path
 
 from quanta.errors import QuantaError
 from quanta.model.cluster import Cluster, NodeSpec
-from quanta.runtime.backends.base import Exit, Launch
 from quanta.runtime.backends import local
+from quanta.runtime.backends.base import Exit, Launch
 from quanta.runtime.backends.local import free_port
 from quanta.runtime.launch import job_cwd, rank_env
 
