@@ -321,6 +321,9 @@ def sweep(
             "until_h": until_h, "drop_impossible": drop_impossible, "world": world,
             "queues": str(queues) if queues else None}
     spec = replace(spec, **{k: v for k, v in over.items() if v is not None})
+    if jobs is not None and not spec.rates:      # (ignored: the traces ran whole)
+        raise QuantaError("sizes the synthetic traces of --rate (none given): a trace's jobs are "
+                          "cut with --max-jobs", field="--jobs")
     # (a sweep file's repair_h counts where it is not the default)
     _repair_needs_failures(repair_h is not None or spec.repair_h != SweepSpec.repair_h,
                            spec.node_mtbf_h)

@@ -16,6 +16,7 @@ from quanta.model.job import JobSpec, Trace
 from quanta.model.presets import resolve_cluster
 from quanta.perf.catalog_model import CatalogModel
 from quanta.policies import Policy, make_policy
+from quanta.policies.base import MAX_SEED
 from quanta.report.window import Window, parse_window
 from quanta.sim.engine import SimResult, Simulator
 from quanta.sim.faults import FailureModel
@@ -128,7 +129,6 @@ def check_distinct(policies: Sequence[Policy], named: Sequence[bool]) -> None:
                                   f"same parameters): give each once", field="--policy")
 
 
-MAX_SEED = 2**63 - 1       # (a seed is an int64 in the tables)
 MAX_SYNTHETIC_JOBS = 10_000_000    # (issue 13's growth run of 1,000,000 jobs peaked at 1.8 GB)
 
 

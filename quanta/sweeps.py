@@ -148,7 +148,7 @@ def _rate_text(r: float) -> str:
 
 def check_values(spec: SweepSpec) -> None:
     """A QuantaError (one line, the field's name) for a number no cell could use."""
-    from quanta.runner import MAX_SEED
+    from quanta.policies.base import MAX_SEED
     for s in spec.seeds:
         if int(s) < 0:
             raise QuantaError(f"seed {s} is negative", field="seeds")
@@ -400,7 +400,7 @@ def run_sweep(spec: SweepSpec, out: Path, *, workers: int | None = None, ray: st
     out = Path(out)
     validate(spec)
     from quanta.report.outdir import FIG_FORMATS
-    if plots and fig_format not in FIG_FORMATS:
+    if fig_format not in FIG_FORMATS:         # (with --no-plots too, as simulate)
         raise QuantaError(f"unknown figure format '{fig_format}' (png, pdf or svg)",
                           field="--fig-format")
     cells = expand(spec)

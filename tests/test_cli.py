@@ -156,6 +156,29 @@ def test_an_option_that_would_be_ignored_is_refused(args, needle, tmp_path):
         r.stderr
 
 
+@pytest.mark.parametrize("args, needle", [
+    # (ran the whole trace: --jobs sizes --rate's synthetic traces only)
+    (["sweep", "--trace", "tiresias-60", "--jobs", "5", "-p", "fifo"],
+     "field '--jobs': sizes the synthetic traces of --rate (none given)"),
+    # (passed with --no-plots; simulate refused it)
+    (["sweep", "--rate", "3", "--jobs", "5", "-p", "fifo", "--no-plots", "--fig-format", "jpg"],
+     "field '--fig-format': unknown figure format 'jpg'"),
+    # (the service started on the local backend, the address unused)
+    (["serve", "--ray-address", "127.0.0.1:6379"], "field '--ray-address': is the address of the "
+                                                   "Ray backend's cluster: give --backend ray too"),
+])
+def test_sweep_and_serve_options_that_would_be_ignored_are_refused(args, needle, tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    where = ["--state", str(tmp_path / "o"), "--port", port] if args[0] == "serve" else \
+        ["-q", "--out", str(tmp_path / "o")]
+    r = quanta(*args, *where, cwd=ROOT)
+    assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, \
+        r.stderr
+    assert not (tmp_path / "o").exists()
+
+
 def test_queues_json_is_json_with_no_nan():
     """A queue that finished no job had NaN averages, which is no JSON (RFC 8259): null."""
     import json

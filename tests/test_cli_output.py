@@ -148,6 +148,11 @@ def test_nonsensical_values_are_one_line_exit_2(args, flag, tmp_path):
     (["rubick:max_restarts=-1"], "rubick: max_restarts must be 0 or more"),
     (["tiresias-las:pack_limit=-1"], "tiresias: pack_limit must be a share in [0, 1]"),
     (["gavel-las:decimals=99"], "gavel: decimals must be -1 (off) to 15"),
+    # a policy's own seed, bounded as --seed is (ran; an int past a float's range: a traceback)
+    (["gavel-las:seed=99999999999999999999999"], "gavel: seed must be 0 to 2^63 - 1, got "
+                                                 "99999999999999999999999"),
+    (["pollux:seed=-1" + "0" * 400], "pollux: seed must be 0 to 2^63 - 1, got -10000000000... "
+                                     "(402 digits)"),
     # tracebacks before: an option no run can use, a field that is no parameter
     (["gavel-hierarchical:entity=usr"], "gavel entity 'usr' unknown (known: queue, user)"),
     (["gavel-las:tie_types=foo/v100"], "gavel tie_types: unknown GPU type 'foo'"),   # (passed over)

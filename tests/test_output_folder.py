@@ -254,6 +254,22 @@ def test_folders_a_run_would_write_into_are_checked_before_it(tmp_path):
     line = one_line_error(quanta("simulate", *TINY, "--policy", "fifo", "--out",
                                  str(tmp_path / "g")))
     assert "holds fifo, which is not a folder" in line
+    # a folder where the run writes a file: said before the run (it ran, then said the folder
+    # "changed while this run ran", and again on every try)
+    for name in ("summary.csv", "fifo/jobs.csv"):
+        (tmp_path / "fold" / name).mkdir(parents=True)
+        line = one_line_error(quanta("simulate", *TINY, "--policy", "fifo", "--out",
+                                     str(tmp_path / "fold"), "--force"))
+        assert f"holds a folder {name}/ where this run writes the file {name}" in line
+        (tmp_path / "fold" / name).rmdir()
+    # an earlier config.yaml that is not UTF-8, or nests deeper than the parser goes: no run's
+    # list of files (tracebacks before)
+    for text in (b"\x90\xff" * 200, b"a: " + b"[" * 100_000):
+        (tmp_path / "k").mkdir(exist_ok=True)
+        (tmp_path / "k" / "config.yaml").write_bytes(text)
+        line = one_line_error(quanta("simulate", *TINY, "--policy", "fifo", "--out",
+                                     str(tmp_path / "k")))
+        assert "holds an earlier run's files (config.yaml)" in line
     (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
     line = one_line_error(quanta("simulate", *TINY, "--out", str(tmp_path / "dangling")))
     assert "is a link to a missing folder" in line

@@ -32,11 +32,18 @@ def require(ok: bool, policy: str, name: str, value, want: str) -> None:
     QuantaError naming the policy, the parameter and what it must be."""
     if not ok:
         from quanta.errors import QuantaError
-        shown = f"{value:g}" if isinstance(value, (int, float)) else repr(value)
+        if isinstance(value, float):
+            shown = f"{value:g}"
+        elif isinstance(value, int):     # (as written: 2^63 was 9.22337e+18, 10^400 overflowed)
+            digits = str(value)
+            shown = digits if len(digits) <= 24 else f"{digits[:12]}... ({len(digits)} digits)"
+        else:
+            shown = repr(value)
         raise QuantaError(f"{policy}: {name} must be {want}, got {shown}", field="--policy")
 
 
 INF = float("inf")
+MAX_SEED = 2**63 - 1   # a seed is an int64 (the run's tables hold it); 0 or more
 MIN_INTERVAL_S = 1e-3  # a round interval under it: no run of any length could end
 POWER = "a power from -100 to -0.01 or 0.01 to 100"     # Sia's / Pollux's p
 

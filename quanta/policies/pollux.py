@@ -56,7 +56,7 @@ from quanta.core.snapshot import Snapshot
 from quanta.errors import QuantaError
 from quanta.perf.base import ADAPTIVE_BATCH, rate_with
 from quanta.perf.pollux_online import MERGED, pollux_goodput, record_trained
-from quanta.policies.base import INF, MAX_S, POWER, Policy, require
+from quanta.policies.base import INF, MAX_S, MAX_SEED, POWER, Policy, require
 from quanta.policies.config_candidates import (
     Candidates,
     RateMemo,
@@ -139,7 +139,8 @@ class Pollux(Policy):
         require(self.max_gpus >= 1, "pollux", "max_gpus", self.max_gpus, "1 or more")
         require(0 < self.time_limit <= INF, "pollux", "time_limit", self.time_limit,
                 "a positive number of seconds, or inf (none)")
-        require(self.seed >= 0, "pollux", "seed", self.seed, "0 or more")
+        require(0 <= self.seed <= MAX_SEED, "pollux", "seed", self.seed,
+                "0 to 2^63 - 1")
         require(self.population >= 1, "pollux", "population", self.population, "1 or more")
         require(self.generations >= 0, "pollux", "generations", self.generations, "0 or more")
 

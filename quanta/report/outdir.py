@@ -55,7 +55,7 @@ def listed_files(out: Path) -> set[str]:
     import yaml
     try:
         data = yaml.safe_load(cfg.read_text()) or {}
-    except (OSError, yaml.YAMLError):
+    except (OSError, ValueError, RecursionError, yaml.YAMLError):   # (not UTF-8: a ValueError)
         return set()
     files = data.get("files") if isinstance(data, dict) else None
     return {str(f) for f in files} if isinstance(files, list) else set()
@@ -160,6 +160,13 @@ class Staging:
                 raise QuantaError(f"output folder {out}/ holds another run in {name}/, the folder "
                                   f"this run's policy {name} writes: use another --out",
                                   field="--out")
+        names = [*TOP_FILES, *(f"{stem}.{ext}" for stem in FIGURES for ext in FIG_FORMATS),
+                 *(f"{d}/{f}" for d in folders for f in POLICY_FILES)]
+        blocked = [n for n in names if (out / n).is_dir()]
+        if blocked:
+            raise QuantaError(f"output folder {out}/ holds a folder {blocked[0]}/ where this run "
+                              f"writes the file {blocked[0]}: move it away or use another --out",
+                              field="--out")
         real = out.resolve()
         if out.exists() and any(f.startswith(f"{real.name}/") for f in listed_files(real.parent)):
             raise QuantaError(f"output folder {out}/ is policy folder {real.name}/ of an earlier "

@@ -42,6 +42,9 @@ def build(cfg: ServiceConfig):
     if cfg.backend == "ray" and cfg.cluster != "auto":
         raise QuantaError("with the Ray backend the cluster is what the Ray nodes offer "
                           "(leave --cluster auto)", field="--cluster")
+    if cfg.backend != "ray" and cfg.ray_address:   # (ignored: the jobs ran here)
+        raise QuantaError("is the address of the Ray backend's cluster: give --backend ray too",
+                          field="--ray-address")
     if cfg.backend == "ray" and cfg.ray_address:   # (a Ray address no one answers at: before
         from quanta.runtime.backends.ray import check_address   # the state folder is made)
         check_address(cfg.ray_address)

@@ -78,7 +78,7 @@ import numpy as np
 from quanta.core.decision import Decision
 from quanta.core.snapshot import Snapshot
 from quanta.errors import QuantaError
-from quanta.policies.base import INF, Policy, gpu_type_names, require
+from quanta.policies.base import INF, MAX_SEED, Policy, gpu_type_names, require
 from quanta.policies.gavel import allocations as alloc
 from quanta.policies.gavel import central, ecos
 from quanta.policies.gavel.pairs import PairEntries
@@ -208,7 +208,8 @@ class Gavel(PairEntries, Policy):
         require(0 <= self.recompute_every < INF, "gavel", "recompute_every", self.recompute_every,
                 "a number of seconds, 0 or more")
         require(-1 <= self.decimals <= 15, "gavel", "decimals", self.decimals, "-1 (off) to 15")
-        require(self.seed >= 0, "gavel", "seed", self.seed, "0 or more")
+        require(0 <= self.seed <= MAX_SEED, "gavel", "seed", self.seed,
+                "0 to 2^63 - 1")
 
     # -- the allocation -----------------------------------------------------------------------
     def allocation(self, snap: Snapshot, st: dict | None = None) -> np.ndarray:
