@@ -305,6 +305,9 @@ def sweep(
     from quanta.sweeps import SweepSpec, run_sweep
     if not out.strip():                  # (Path("") is the working folder)
         raise QuantaError("is empty: name a folder for the sweep's files", field="--out")
+    if trace and not all(t.strip() for t in trace):    # (as simulate's; '' read the folder)
+        raise QuantaError("is empty: name a trace file, a bundled sample or synthetic:RATE:JOBS",
+                          field="--trace")
     if file is not None:
         from quanta.sweepfile import load_sweep_file
         spec = load_sweep_file(file)

@@ -163,11 +163,12 @@ def test_an_option_that_would_be_ignored_is_refused(args, needle, tmp_path):
     # (passed with --no-plots; simulate refused it)
     (["sweep", "--rate", "3", "--jobs", "5", "-p", "fifo", "--no-plots", "--fig-format", "jpg"],
      "field '--fig-format': unknown figure format 'jpg'"),
+    (["sweep", "--trace", "", "-p", "fifo"], "field '--trace': is empty"),   # ('.: not a file')
     # (the service started on the local backend, the address unused)
     (["serve", "--ray-address", "127.0.0.1:6379"], "field '--ray-address': is the address of the "
                                                    "Ray backend's cluster: give --backend ray too"),
 ])
-def test_sweep_and_serve_options_that_would_be_ignored_are_refused(args, needle, tmp_path):
+def test_sweep_and_serve_options_ignored_or_empty_are_refused(args, needle, tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = str(s.getsockname()[1])
