@@ -6,6 +6,8 @@ process imports pydantic and builds ~20 adapters for its options before it reads
 bounds, paths and lists of those; `install` gives such parameters a converter that does here
 what the adapter would (the same values, the same one-line errors: tests/test_cli_options.py
 compares the two on many inputs). Any other parameter, and any other typer, keeps typer's own.
+One difference, deliberate: an empty path is an error here (typer reads it as the working folder:
+`serve --state ''` took the folder it ran in).
 """
 
 from __future__ import annotations
@@ -89,6 +91,9 @@ if RuntimeParam is not None:
                 return build_runtime_param(param.type_descriptor)._coerce_value(value, param,
                                                                                 ctx)
             if kind is Path:
+                if isinstance(value, str) and not value.strip():   # (Path("") is the working
+                    raise BadParameter("is empty: name a file or folder", ctx=ctx,   # folder)
+                                       param=param)
                 return coerce_cli_path(value if isinstance(value, Path) else Path(value), info,
                                        path_type=Path, param=param, ctx=ctx)
             try:

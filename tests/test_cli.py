@@ -164,6 +164,9 @@ def test_an_option_that_would_be_ignored_is_refused(args, needle, tmp_path):
     (["sweep", "--rate", "3", "--jobs", "5", "-p", "fifo", "--no-plots", "--fig-format", "jpg"],
      "field '--fig-format': unknown figure format 'jpg'"),
     (["sweep", "--trace", "", "-p", "fifo"], "field '--trace': is empty"),   # ('.: not a file')
+    # (".: cannot read it"; serve --state '' took the working folder)
+    (["sweep", "--rate", "3", "-p", "fifo", "--queues", ""],
+     "Invalid value for '--queues': is empty: name a file or folder"),
     # (the service started on the local backend, the address unused)
     (["serve", "--ray-address", "127.0.0.1:6379"], "field '--ray-address': is the address of the "
                                                    "Ray backend's cluster: give --backend ray too"),

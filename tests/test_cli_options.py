@@ -45,6 +45,17 @@ def _result(conv, value, cmd, p):
         return ("error", e.format_message())
 
 
+def _same(ours, theirs, value, cmd, p):
+    """Our conversion of `value` is typer's, but for an empty path: an error here, deliberately
+    (typer reads it as the working folder)."""
+    got = _result(ours, value, cmd, p)
+    one = value[0] if isinstance(value, (tuple, list)) else value
+    if ours.kind is Path and isinstance(one, str) and not one.strip():
+        assert got[0] == "error" and "is empty: name a file or folder" in got[1], got
+        return
+    assert got == _result(theirs, value, cmd, p), (cmd.name, p.name, value)
+
+
 def test_every_plain_parameter_is_covered():
     """Every option of `simulate` is covered, and so is every int, float, str and Path
     parameter of every command (the others keep typer's own conversion)."""
@@ -73,9 +84,7 @@ def test_same_values_and_errors_as_typer(value):
         v = value
         if ours.many:
             v = (value, value)
-        want = _result(theirs, v, cmd, p)
-        got = _result(ours, v, cmd, p)
-        assert got == want, (cmd.name, p.name, value)
+        _same(ours, theirs, v, cmd, p)
 
 
 # pydantic-core reads an integer's leading zeros and underscores loosely: "0-5" is -5 and
@@ -94,8 +103,7 @@ def test_same_as_typer_on_numeric_looking_text(text):
     for cmd, p, ours, theirs in COVERED:
         if ours.kind is int and _zero_quirk(text):
             continue
-        v = (text,) if ours.many else text
-        assert _result(ours, v, cmd, p) == _result(theirs, v, cmd, p), (cmd.name, p.name, text)
+        _same(ours, theirs, (text,) if ours.many else text, cmd, p)
 
 
 @pytest.mark.parametrize("text", ["0-5", "+0-3", "0__3", "0_-58"])
