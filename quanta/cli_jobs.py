@@ -99,16 +99,25 @@ def since_time(text: str, now: float | None = None) -> float:
     text = text.strip()
     m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([smhd])", text)
     if m:
-        return now - float(m[1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m[2]]
-    if re.fullmatch(r"\d{9,}(\.\d+)?", text):
-        return float(text)
-    if re.fullmatch(r"\d{1,2}:\d{2}(:\d{2})?", text):
-        text = time.strftime("%Y-%m-%d", time.localtime(now)) + "T" + text
-    try:
-        return dt.datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        raise QuantaError(f"'{text}' is not a date (2026-11-24[T15:00]), a time (15:00), a span "
-                          "ago (90m, 6h, 2d) or unix seconds", field="--since") from None
+        at = now - float(m[1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m[2]]
+    elif re.fullmatch(r"\d{9,}(\.\d+)?", text):
+        at = float(text)
+    else:
+        if re.fullmatch(r"\d{1,2}:\d{2}(:\d{2})?", text):
+            text = time.strftime("%Y-%m-%d", time.localtime(now)) + "T" + text
+        try:
+            day = dt.datetime.fromisoformat(text)
+        except ValueError:
+            raise QuantaError(f"'{text}' is not a date (2026-11-24[T15:00]), a time (15:00), a "
+                              "span ago (90m, 6h, 2d) or unix seconds", field="--since") from None
+        try:
+            at = day.timestamp()
+        except (OverflowError, OSError, ValueError):   # (year 1: out of the platform's range)
+            at = -1.0
+    if not 0 <= at < float("inf"):         # (the service's words were for its own 'since')
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise QuantaError(f"'{shown}' is before 1970 (unix time 0)", field="--since")
+    return at
 
 
 def positions(client, jobs: list[dict]) -> dict | None:

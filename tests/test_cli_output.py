@@ -440,6 +440,14 @@ def test_a_misspelt_key_is_named_not_only_the_field_it_left_missing(tmp_path):
                          "missing: gpu_type")
 
 
+def test_a_folder_named_as_a_cluster_file_is_called_a_folder(tmp_path):
+    """(It said "cluster file not found" of a folder that is there.)"""
+    (tmp_path / "c.yaml").mkdir()
+    line = one_line_error(quanta("simulate", "--cluster", str(tmp_path / "c.yaml"), "-q",
+                                 "--out", str(tmp_path / "o")))
+    assert line.endswith("c.yaml: is a folder, not a cluster file"), line
+
+
 def test_a_key_that_does_not_print_is_named_escaped(tmp_path):
     """A key with a newline or tab in it was named as typed: the one-line error broke in two."""
     (tmp_path / "c.yaml").write_text('nodes: [{name: a, gpu_type: v100, gpus: 4}]\n"x\\ty": 1\n')

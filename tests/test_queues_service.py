@@ -394,6 +394,10 @@ def test_since_and_where_column():
     assert since_time("2026-11-24T15:00") == time.mktime((2026, 11, 24, 15, 0, 0, 0, 0, -1))
     with pytest.raises(QuantaError, match="--since"):
         since_time("yesterday-ish", now)
+    # before 1970: said here (the service refused its own 'since', by its name)
+    for text in ("99999999d", "0001-01-01", "9" * 400 + "d"):
+        with pytest.raises(QuantaError, match=r"field '--since': '.*' is before 1970"):
+            since_time(text, now)
     done = {"state": "finished", "reason": "Priority", "held": False, "nodes": ""}
     assert where_column(done) == "-"
     assert where_column({**done, "reason": "QuotaExceeded(a, cpu)"}) == "-"

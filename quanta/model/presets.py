@@ -159,7 +159,8 @@ def resolve_cluster(arg: str) -> Cluster:
     p = Path(arg)
     if p.suffix.lower() in (".yaml", ".yml") or p.is_file():
         if not p.is_file():
-            raise QuantaError("cluster file not found", source=arg)
+            raise QuantaError("is a folder, not a cluster file" if p.is_dir() else
+                              "cluster file not found", source=arg)
         return load_cluster_file(p)
     if ":" in arg:
         return parse_inline(arg)
