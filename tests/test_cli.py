@@ -302,9 +302,9 @@ def test_a_server_that_is_not_quantas_is_one_short_line():
 
 
 def test_serve_refuses_a_folder_that_is_not_a_state_folder(tmp_path):
-    """`quanta serve --state ''` (the current folder) or a project folder made every file in it
-    0600 and the folder 0700 (a script lost its execute bit): refused, one line, nothing
-    changed or written."""
+    """`quanta serve --state ''` (the current folder; now an empty path, refused as such) or a
+    project folder made every file in it 0600 and the folder 0700 (a script lost its execute
+    bit): refused, one line, nothing changed or written."""
     proj = tmp_path / "proj"
     proj.mkdir()
     (proj / "run.sh").write_text("#!/bin/sh\necho hi\n")
@@ -315,11 +315,14 @@ def test_serve_refuses_a_folder_that_is_not_a_state_folder(tmp_path):
     with socket.socket() as sock:               # a port free now (the check comes first)
         sock.bind(("127.0.0.1", 0))
         port = str(sock.getsockname()[1])
-    for args, cwd in ((["--state", ""], proj), (["--state", str(proj)], tmp_path)):
+    for args, cwd, says in (
+            (["--state", ""], proj, "Invalid value for '--state': is empty: name a file or folder"),
+            (["--state", str(proj)], tmp_path, "is not a state folder: it holds data, notes.txt, "
+                                               "run.sh")):
         r = subprocess.run([sys.executable, "-m", "quanta.cli", "serve", *args, "--port", port],
                            capture_output=True, text=True, timeout=60, cwd=cwd)
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
-        assert "is not a state folder: it holds data, notes.txt, run.sh" in r.stderr, r.stderr
+        assert says in r.stderr, r.stderr
         assert {p.name: p.stat().st_mode for p in [proj, *proj.iterdir()]} == before
     assert sorted(p.name for p in proj.iterdir()) == ["data", "notes.txt", "run.sh"]
     # a state folder's own files, and the temporary file of a write a kill -9 cut short, pass
