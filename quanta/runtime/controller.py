@@ -524,7 +524,10 @@ class Runtime(RuntimeRecovery, RuntimeLaunching, RuntimeQueues, RuntimeProgress)
                                       preemptions=int(t.preemptions[row]))
                 continue
             self.to_launch[row] = tr
-            if row in self.procs:              # migrate / resize: checkpoint, then relaunch
+            # migrate / resize: checkpoint, then relaunch; a job still stopping (preempted, then
+            # placed again before its processes ended) keeps the stop it was asked for: a "move"
+            # over it lost the preemption's record when the job then finished on its own
+            if row in self.procs and not self.procs[row].stopping:
                 self._ask_stop(row, "move")
 
     def _update_reasons(self, active: np.ndarray) -> None:
