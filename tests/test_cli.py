@@ -59,6 +59,7 @@ def test_simulate_inline_cluster_and_policy_params_is_deterministic(tmp_path):
     (["--cluster", "LIST.yaml"], "LIST.yaml: want a mapping of fields (key: value), got list"),
     (["--cluster", "STRNODE.yaml"], "field 'nodes.0': Input should be a valid dictionary"),
     (["--cluster", "BOOLCOUNT.yaml"], "field 'nodes.0.count': Input should be a valid integer"),
+    (["--cluster", "INFMEM.yaml"], "field 'nodes.0.mem_gb': Input should be a finite number"),
     (["--cluster", "v100:99999999x99999999"], "nodes is more than the 1,000,000"),   # was a hang
     (["--trace", "BINARY.csv"], "cannot tell the trace format from the first line: it is not "
                                 "text"),            # (and not a hundred escaped bytes of it)
@@ -66,6 +67,7 @@ def test_simulate_inline_cluster_and_policy_params_is_deterministic(tmp_path):
 def test_bad_input_is_one_line_exit_2(args, needle, tmp_path):
     files = {"EMPTY.yaml": "", "LIST.yaml": "- a\n", "STRNODE.yaml": "nodes:\n  - v100\n",
              "BOOLCOUNT.yaml": "nodes:\n  - {gpu_type: v100, count: true, gpus: 8}\n",
+             "INFMEM.yaml": "nodes:\n  - {gpu_type: v100, gpus: 8, mem_gb: .inf}\n",
              "BINARY.csv": "\x1b[31m\x07" + "\x00\x01\x02" * 200}
     for name, text in files.items():
         (tmp_path / name).write_text(text)

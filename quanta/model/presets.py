@@ -121,9 +121,9 @@ def _cluster_file_model() -> type:
         count: int = Field(1, gt=0, strict=True)      # (strict: `count: true` is not 1)
         gpus: int = Field(gt=0, strict=True)
         cpus: int = Field(0, ge=0, strict=True)
-        mem_gb: float = Field(0.0, ge=0)
-        intra_bw_gbps: float = Field(0.0, ge=0)
-        inter_bw_gbps: float = Field(0.0, ge=0)
+        mem_gb: float = Field(0.0, ge=0, allow_inf_nan=False)
+        intra_bw_gbps: float = Field(0.0, ge=0, allow_inf_nan=False)
+        inter_bw_gbps: float = Field(0.0, ge=0, allow_inf_nan=False)
         name: str | None = None
 
     class _ClusterFile(BaseModel):
