@@ -255,7 +255,7 @@ def sweep(traces: str | Sequence[str] | None = None, clusters: str | Sequence[st
     spec = SweepSpec()
     if file is not None:
         from quanta.sweepfile import load_sweep_file
-        spec = load_sweep_file(file)
+        spec = load_sweep_file(file, more_rates=rates is not None)
     known = {f.name for f in fields(SweepSpec)}
     bad = sorted(set(options) - known)
     if bad:
@@ -278,6 +278,9 @@ def sweep(traces: str | Sequence[str] | None = None, clusters: str | Sequence[st
         over["window"] = parse_window(window, field="window")
     over.update(options)
     spec = replace(spec, **over)
+    if jobs is not None and not spec.rates:      # (as the CLI's --jobs)
+        raise QuantaError("sizes the synthetic traces of rates (none given): a trace's jobs are "
+                          "cut with max_jobs", field="jobs")
     if out is None:
         out = Path(tempfile.mkdtemp(prefix="quanta-sweep-"))
     console = None

@@ -310,7 +310,7 @@ def sweep(
                           field="--trace")
     if file is not None:
         from quanta.sweepfile import load_sweep_file
-        spec = load_sweep_file(file)
+        spec = load_sweep_file(file, more_rates=bool(rate))
     else:
         spec = SweepSpec()
     over = {"traces": tuple(dict.fromkeys(trace)) if trace else None,

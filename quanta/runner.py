@@ -166,16 +166,17 @@ def check_feasible(specs: Sequence[JobSpec], impossible: np.ndarray, trace: Trac
         return [f"{len(bad)} jobs can never fit on this cluster and are reported as "
                 f"unschedulable{under}"]
     spec = specs[int(bad[0])]
+    from quanta.workloads.formats import column_of
     allowed = [t for t in cluster.types if not spec.gpu_types or t in spec.gpu_types]
     if not allowed:
-        field, what = "gpu_types", (f"job {spec.job_id} may only use {'|'.join(spec.gpu_types)}; "
-                                    f"cluster '{cluster.name}' has {', '.join(cluster.types)}")
+        field = column_of(trace.format, "gpu_types")
+        what = f"job {spec.job_id} may only use {'|'.join(spec.gpu_types)}; cluster " \
+               f"'{cluster.name}' has {', '.join(cluster.types)}"
     else:
         caps = [int(cluster.capacity[cluster.type_index(t)]) for t in allowed]
         has = f"its usable GPU types together have {sum(caps)}" \
             if mixes_types(policy) else \
             f"the largest usable GPU type of cluster '{cluster.name}' has {max(caps)}"
-        from quanta.workloads.formats import column_of
         field = column_of(trace.format, "num_gpus")
         what = f"job {spec.job_id} asks for {spec.num_gpus} GPUs{under}; {has}"
     more = f" ({len(bad) - 1} more such jobs)" if len(bad) > 1 else ""

@@ -75,7 +75,9 @@ class _Lines:
         return best
 
 
-def load_sweep_file(path: str | Path) -> SweepSpec:
+def load_sweep_file(path: str | Path, more_rates: bool = False) -> SweepSpec:
+    """The sweep a file describes. `more_rates`: the caller adds rates of its own (a file's
+    `jobs` with no `rates` sizes nothing otherwise, and is refused)."""
     path = Path(path)
     data = read_yaml(path)
     lines = _Lines(path.read_text())
@@ -145,6 +147,9 @@ def load_sweep_file(path: str | Path) -> SweepSpec:
         if not out:
             raise err("empty list", key)
         kw[name] = tuple(dict.fromkeys(out))
+    if "jobs" in kw and not kw.get("rates") and not more_rates:    # (as --jobs alone)
+        raise err("sizes the synthetic traces of rates (none given): a trace's jobs are cut "
+                  "with max_jobs", fields["jobs"][1])
     if "repair_h" in kw and not kw.get("node_mtbf_h", 0.0) > 0:     # (as --repair-h alone)
         raise err("is the repair time of failing nodes: give node_mtbf_h too",
                   fields["repair_h"][1])

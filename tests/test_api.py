@@ -204,6 +204,7 @@ SWEEP_BAD = [   # an empty axis ran the 2,000-job Philly default; 1.5 ran seed 1
     (dict(rates=["3"]), "rates", "want numbers, got str '3'"),
     (dict(until_h="x"), "until_h", "want a number, got str 'x'"),
     (dict(out=""), "out", "is empty: name a folder"),
+    (dict(rates=None, traces=["philly"]), "jobs", "sizes the synthetic traces of rates"),
     (dict(policies=["nope"]), "policies", "unknown policy 'nope'"),        # (was '--policy')
     (dict(clusters=["v100:0x1"]), "clusters", "bad cluster spec 'v100:0x1'"),   # ('--cluster')
 ]

@@ -95,6 +95,24 @@ def test_impossible_job_names_file_line_and_field(tmp_path):
     assert states == {"a": "finished", "b": "unschedulable"}
 
 
+@pytest.mark.parametrize("name, text, column", [
+    ("pods.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
+                 "deletion_time,scheduled_time\np0,1000,1024,1,1000,,LS,Running,0,100,0\n"
+                 "p1,1000,1024,1,1000,V100M16|XYZ9,LS,Running,0,100,0\n", "gpu_spec"),
+    ("tasks.csv", "job_name,task_name,inst_num,status,start_time,end_time,plan_cpu,plan_mem,"
+                  "plan_gpu,gpu_type\nj1,t,1,Terminated,0,100,600,29,100,V100\n"
+                  "j2,t,1,Terminated,0,100,600,29,100,QQQ\n", "gpu_type"),
+])
+def test_a_job_no_gpu_type_of_the_cluster_serves_names_the_files_own_column(tmp_path, name,
+                                                                             text, column):
+    """openb's gpu_spec and pai's gpu_type (it named the field they become, gpu_types)."""
+    (tmp_path / name).write_text(text)
+    r = quanta("simulate", "--trace", str(tmp_path / name), "--cluster", "v100:1x4", "--quiet",
+               "--no-plots", "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert f"{name}:3: field '{column}': job " in r.stderr and "may only use" in r.stderr, r.stderr
+
+
 def test_cluster_yaml_errors_name_the_field(tmp_path):
     good = tmp_path / "c.yaml"
     good.write_text("name: lab\nnodes:\n  - {gpu_type: v100, count: 2, gpus: 8}\n")

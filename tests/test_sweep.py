@@ -212,6 +212,8 @@ BAD_YAML = [
     ("rates: [2]\nseeds:\n", "sweep.yaml:2", "seeds", "want a number, got nothing"),
     ("rates: [2]\nload_scales: ~\n", "sweep.yaml:2", "load_scales", "want a number, got nothing"),
     ("rates: [2]\nmax_jobs: 0\n", "sweep.yaml:2", "max_jobs", "max_jobs 0 is not positive"),
+    # jobs with no rates sized nothing: the traces ran whole (as --jobs alone, refused)
+    ("traces: [philly]\njobs: 10\n", "sweep.yaml:2", "jobs", "sizes the synthetic traces of rates"),
     ("rates: [2]\njobs: -10\n", "sweep.yaml:2", "jobs", "jobs -10 is not positive"),
     ("rates: [2]\njobs: 100000000000\n", "sweep.yaml:2", "jobs",        # (named --trace)
      "jobs 100,000,000,000 is past the 10,000,000"),
@@ -248,6 +250,15 @@ def test_bad_sweep_file_is_one_line_naming_file_line_field(tmp_path, text, where
     assert where in lines[0] and needle in lines[0], lines[0]
     if field:
         assert f"field '{field}'" in lines[0], lines[0]
+
+
+def test_a_sweep_files_jobs_size_the_rates_the_command_line_gives(tmp_path):
+    f = tmp_path / "sweep.yaml"
+    f.write_text("jobs: 6\nclusters: [v100:1x4]\npolicies: [fifo]\n")
+    r = quanta("sweep", str(f), "--rate", "3", "--out", str(tmp_path / "o"), "-q", "--no-plots")
+    assert r.returncode == 0, r.stderr
+    rows = list(csv.DictReader(open(tmp_path / "o" / "results.csv")))
+    assert [row["trace"] for row in rows] == ["synthetic:3:6"], rows
 
 
 @pytest.mark.parametrize("args, needle", [

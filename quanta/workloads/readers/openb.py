@@ -21,7 +21,7 @@ FORMAT = "openb"
 DESCRIPTION = "Alibaba openb pod list (FGD ATC'23): GPU sharing, GPU-type constraints, QoS"
 # the file's column of each JobSpec field whose name differs (errors after reading name it)
 FIELDS = {"job_id": "name", "submit_time": "creation_time", "num_gpus": "num_gpu",
-          "duration_s": "deletion_time"}
+          "duration_s": "deletion_time", "gpu_types": "gpu_spec"}
 REQUIRED = ("name", "num_gpu", "creation_time", "deletion_time", "scheduled_time")
 
 

@@ -27,7 +27,7 @@ FORMAT = "pai"
 DESCRIPTION = "Alibaba PAI 2020 pai_task_table (headerless or with header; plan_gpu in % of a GPU)"
 # the file's column of each JobSpec field whose name differs (errors after reading name it)
 FIELDS = {"job_id": "job_name", "submit_time": "start_time", "num_gpus": "plan_gpu",
-          "duration_s": "end_time"}
+          "duration_s": "end_time", "gpu_types": "gpu_type"}
 TASK_COLUMNS = ("job_name", "task_name", "inst_num", "status", "start_time", "end_time",
                 "plan_cpu", "plan_mem", "plan_gpu", "gpu_type")
 JOB_COLUMNS = ("job_name", "inst_id", "user", "status", "start_time", "end_time")
