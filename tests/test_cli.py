@@ -441,6 +441,30 @@ def test_a_run_cut_short_counts_running_jobs_to_the_cut(tmp_path):
     assert float(row["gpu_hours"]) == 3510 / 3600 and float(row["gpu_util"]) == 3510 / 3600
 
 
+def test_a_cut_counts_only_jobs_still_to_run_and_a_windows_own(tmp_path):
+    """A run whose only unfinished job is unschedulable ended before its --until-h: its
+    utilisation was taken over the span to the cut (100 / 3600); a window none of whose jobs
+    finished by the cut had 0 utilisation (its span was to a last finish it did not have)."""
+    (tmp_path / "t.csv").write_text("job_id,submit_time_s,num_gpus,duration_s\n"
+                                    "j0,0,1,100\nj1,0,4,100\n")
+    r = quanta("simulate", "--trace", "t.csv", "--cluster", "v100:1x1", "-p", "fifo",
+               "--until-h", "1", "--drop-impossible", "--out", "o", "--no-plots", "--quiet",
+               cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    row = next(csv.DictReader(open(tmp_path / "o/summary.csv")))
+    assert float(row["gpu_util"]) == 1.0 and float(row["makespan_s"]) == 100, row
+    # report.md's run line counts what its --until-h note does, the unschedulable apart
+    assert "0 jobs not finished, 1 unschedulable" in (tmp_path / "o/report.md").read_text()
+    (tmp_path / "w.csv").write_text("job_id,submit_time_s,num_gpus,duration_s\n"
+                                    "j0,0,1,10\nj1,100,1,10000\nj2,200,1,10\n")
+    r = quanta("simulate", "--trace", "w.csv", "--cluster", "v100:1x1", "-p", "fifo",
+               "--until-h", "1", "--window", "1:3", "--out", "w", "--no-plots", "--quiet",
+               cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    row = next(csv.DictReader(open(tmp_path / "w/summary.csv")))
+    assert row["finished"] == "0" and float(row["gpu_util"]) == 1.0, row   # 3500 s of 3500
+
+
 def test_python_m_from_a_folder_holding_a_folder_named_quanta(tmp_path):
     """`python -m` puts the working folder first on sys.path: a folder there named quanta (an
     earlier run's `--out quanta`) made an editable install's package an empty namespace package,

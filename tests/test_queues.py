@@ -188,6 +188,20 @@ def test_jobs_within_their_nominal_quota_on_lent_gpus_are_not_said_over_quota(re
     assert dec.reasons[12].startswith("QuotaExceeded(b")
 
 
+def test_no_grace_wait_where_nothing_is_lent():
+    """a's quota (40) is more than the cluster's 32 GPUs, all held by a's own jobs: a new job
+    fits the quota but nothing is lent to reclaim. It was WaitingForReclaim for the grace (and
+    woke the layer at its end); it waits for Resources."""
+    specs = [job(0, "a", 16), job(1, "a", 8), job(2, "a", 8), job(3, "a", 4, submit=1000.0)]
+    t = parse_queues({"preemption": {"min_runtime_s": 0, "reclaim_grace_s": 300},
+                      "queues": [{"name": "lab"},
+                                 {"name": "a", "parent": "lab", "quota": {"v100": 40}}]})
+    b = Built(specs, cluster(4), running={0: ("v100", 0.0), 1: ("v100", 0.0), 2: ("v100", 0.0)})
+    _s, dec, trs = b.decide(QueueLayer(make_policy("fifo"), t), 1100.0)
+    assert not trs and dec.gpus[3] == 0 and dec.reasons[3] == "Resources", dec.reasons
+    assert dec.wake_at is None or dec.wake_at != pytest.approx(1300.0)
+
+
 def test_reclaim_grace():
     specs = [job(0, "b", 16), job(1, "x", 16), job(2, "a", 4, submit=1000.0)]
     t = parse_queues({"preemption": {"min_runtime_s": 0, "reclaim_grace_s": 300},

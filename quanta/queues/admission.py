@@ -195,6 +195,17 @@ def admit(tree: QueueTree, ckpt: list[tuple[float, float]], overflow: int, snap:
             cand[v] = False
         return True, blocked
 
+    def lent_out(i: int, li: int, k: int) -> bool:
+        """Whether other queues of li's tree run borrowed GPUs of type k that job i could
+        reclaim (protected or not): what a job within its nominal quota waits the grace for."""
+        grp = vgroups.get((tops[li], k))
+        if grp is None or pre.reclaim == "never":
+            return False
+        m = (leaf[grp] != li) & borrowed[grp] & (victim[grp] == 0)
+        if recl_lower:
+            m &= prio[grp] < prio_l[i]
+        return bool(m.any())
+
     def admit(i: int, li: int, k: int, a: float) -> None:
         add(li, k, a)
         cand[i] = True
@@ -258,7 +269,7 @@ def admit(tree: QueueTree, ckpt: list[tuple[float, float]], overflow: int, snap:
                         lent_load[(li, k)] = ahead + a
                     deferred[li].append(i)
                     continue
-                if grace > 0 and now - waiting_since[i] < grace:
+                if grace > 0 and now - waiting_since[i] < grace and lent_out(i, li, k):
                     reasons[i] = "WaitingForReclaim"
                     wake = min(wake, waiting_since[i] + grace)
                     deferred[li].append(i)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from quanta.core.jobtable import DONE, STATE_NAMES
+from quanta.core.jobtable import DONE, FUTURE, RUNNING, STATE_NAMES
 from quanta.perf.base import consolidated_rates
 from quanta.report.window import Window
 from quanta.sim.engine import SimResult
@@ -74,9 +74,15 @@ def job_metrics(res: SimResult) -> JobMetrics:
     return JobMetrics(jct, queue, ideal, rho, gpu_s, t.state == DONE)
 
 
-def cut_at(res: SimResult) -> float | None:
-    """Where the run was cut short with jobs unfinished (--until-h), else None."""
-    if res.horizon is None or bool(np.all(res.table.state == DONE)):
+def cut_at(res: SimResult, sel: np.ndarray | None = None) -> float | None:
+    """Where the run was cut short (--until-h) with jobs (of `sel`, a mask: a window's) still to
+    arrive, waiting or running, else None. (Unschedulable and dropped jobs are over: a run they
+    were the only unfinished jobs of ended before its cut, and its utilisation was taken over the
+    span to the cut.)"""
+    if res.horizon is None:
+        return None
+    state = res.table.state if sel is None else res.table.state[sel]
+    if not bool(np.any((state >= FUTURE) & (state <= RUNNING))):
         return None
     return float(res.horizon)
 
@@ -96,7 +102,8 @@ def timeline_integral_between(res: SimResult, values: np.ndarray, a: float, b: f
 def summary(res: SimResult, window: Window | None = None,
             source: str = "") -> dict[str, float | int | str]:
     """Per-policy metrics; with a window, over the window's jobs only (makespan and utilisation
-    from the window's first arrival to its last completion)."""
+    from the window's first arrival to its last completion, or to the cut where the run was cut
+    with some of them unfinished)."""
     t = res.table
     m = job_metrics(res)
     sel = None if window is None else window.mask(t.submit, source)
@@ -109,19 +116,20 @@ def summary(res: SimResult, window: Window | None = None,
     else:
         makespan = 0.0
     gpu_seconds = float(np.sum(m.gpu_seconds if sel is None else m.gpu_seconds[sel]))
-    span = makespan
+    # a run cut with jobs (of the window) unfinished: utilisation over the span to the cut (the
+    # window's was to its last completion, 0 where none had finished)
+    cut = cut_at(res, sel)
+    span = makespan if cut is None else cut - start
     if not len(res.times):
         busy_seconds = 0.0
-    elif sel is None:
-        busy_seconds = timeline_integral(res, res.busy.sum(axis=1))
-        cut = cut_at(res)
-        if cut is not None:
-            # GPUs held from the last batch to the cut too, over the span to the cut (the
-            # last batch's over the span to the last finish gave utilisations above 1)
-            busy_seconds += float(res.busy[-1].sum()) * max(0.0, cut - res.times[-1])
-            span = cut - start
     else:
-        busy_seconds = timeline_integral_between(res, res.busy.sum(axis=1), start, start + makespan)
+        busy = res.busy.sum(axis=1)
+        busy_seconds = timeline_integral(res, busy) if sel is None else \
+            timeline_integral_between(res, busy, start, start + span)
+        if cut is not None:
+            # GPUs held from the last batch to the cut too (the last batch's over the span to
+            # the last finish gave utilisations above 1)
+            busy_seconds += float(busy[-1]) * max(0.0, cut - max(res.times[-1], start))
     rho = m.rho[fin]
     inv = 1.0 / rho[rho > 0] if rho.size else np.zeros(0)
 

@@ -8,8 +8,9 @@ import re
 from pathlib import Path
 from typing import Sequence
 
+from quanta.core.jobtable import DROPPED, RUNNING, UNSCHEDULABLE
 from quanta.report.metrics import (JOB_COLUMNS, JOB_FLOAT_COLUMNS, SUMMARY_COLUMNS, job_columns,
-                                   job_metrics, summary)
+                                   summary)
 from quanta.report.window import Window
 from quanta.sim.engine import SimResult
 
@@ -129,10 +130,13 @@ def markdown_report(rows: Sequence[dict], results: Sequence[SimResult], header: 
     parts += [f"- {n}" for n in list(header[3:]) + list(notes)] or ["- none"]
     parts += ["", "## Runs", ""]
     for r in results:
-        m = job_metrics(r)
+        st = r.table.state
+        over = [f"{n} {name}" for code, name in ((UNSCHEDULABLE, "unschedulable"), (DROPPED, "dropped"))
+                if (n := int((st == code).sum()))]
+        left = int((st <= RUNNING).sum())     # (to arrive, waiting, running: as the cut's note)
         parts.append(f"- `{r.policy}`: {r.events} events, {r.decisions} decisions, "
                      f"simulated in {r.wall_s:.2f} s (policy {r.decide_s:.2f} s); "
-                     f"{int((~m.finished).sum())} jobs not finished"
+                     f"{left} jobs not finished" + "".join(f", {o}" for o in over)
                      + ("; stopped: nothing ran, nothing was left to arrive, and the policy "
                         "started none of the jobs still waiting" if r.stalled else ""))
     if figures:
