@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from quanta.core.jobtable import DONE, FUTURE, RUNNING, STATE_NAMES
+from quanta.core.jobtable import DONE, RUNNING, STATE_NAMES
 from quanta.perf.base import consolidated_rates
 from quanta.report.window import Window
 from quanta.sim.engine import SimResult
@@ -76,13 +76,12 @@ def job_metrics(res: SimResult) -> JobMetrics:
 
 def cut_at(res: SimResult, sel: np.ndarray | None = None) -> float | None:
     """Where the run was cut short (--until-h) with jobs (of `sel`, a mask: a window's) still to
-    arrive, waiting or running, else None. (Unschedulable and dropped jobs are over: a run they
-    were the only unfinished jobs of ended before its cut, and its utilisation was taken over the
-    span to the cut.)"""
+    arrive, waiting or running, else None. Unschedulable and dropped jobs are over: a run where
+    only they are unfinished ended before its cut."""
     if res.horizon is None:
         return None
     state = res.table.state if sel is None else res.table.state[sel]
-    if not bool(np.any((state >= FUTURE) & (state <= RUNNING))):
+    if not bool(np.any(state <= RUNNING)):          # (FUTURE, PENDING, RUNNING)
         return None
     return float(res.horizon)
 
