@@ -210,6 +210,33 @@ def test_policy_that_never_schedules_stalls_instead_of_hanging(perf):
     assert "the policy started none of the jobs still waiting" in text
 
 
+class FirstJobOnly(NeverSchedules):
+    """Runs the trace's first job (row 0) where it is waiting, none of the others."""
+
+    def decide(self, snap):
+        from quanta.core.decision import Decision
+        dec = Decision.empty(snap)
+        at = np.flatnonzero(snap.jobs.rows == 0)
+        if at.size:
+            dec.gpus[at] = snap.jobs.req[at]
+            dec.gpu_type[at] = 0
+        return dec
+
+
+def test_a_stall_keeps_the_completion_that_left_it_in_the_timeline(perf):
+    """The batch in which a stall is found (here: the one running job's completion) was not
+    recorded: the timeline stopped at the job's start, so utilisation counted none of its GPU
+    time (0 where it should be its GPU-seconds over the makespan)."""
+    jobs = [j.with_(num_gpus=1) for j in random_jobs(3, seed=2, gap=0.0)]
+    res = Simulator(jobs, homogeneous(1), FirstJobOnly(), perf).run()
+    assert res.stalled and res.table.state[0] == DONE
+    end = float(res.table.end[0])
+    assert res.times[-1] == end and res.busy[-1].sum() == 0 and res.running[-1] == 0
+    s = summary(res)
+    assert s["gpu_util"] == pytest.approx((end - res.table.submit[0]) / (8 * s["makespan_s"]))
+    assert s["gpu_util"] > 0
+
+
 def test_openb_preset_is_the_alibaba_node_list():
     from quanta.model.presets import resolve_cluster
     c = resolve_cluster("openb")

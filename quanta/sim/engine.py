@@ -539,8 +539,8 @@ class Simulator(ReferenceRounds, PartnersLeft):
                     # nothing in the round it arrives in: its re-allocation factor is 0 at age 0)
                     idle_rounds += 1
                     if not interval or idle_rounds >= STALL_ROUNDS:
-                        stalled = True
-                        break
+                        stalled = True     # (this batch recorded below, then the run ends: a
+                        # completion that left the stall was missing from the timeline)
                 else:
                     idle_rounds = 0
             if interval and len(active) and not tick_pending:
@@ -557,7 +557,7 @@ class Simulator(ReferenceRounds, PartnersLeft):
             batches += 1
             if self.progress_cb and batches % 2000 == 0:
                 self.progress_cb(ptr / max(n, 1))
-            if ptr == n and not len(active):
+            if stalled or (ptr == n and not len(active)):
                 break
         if self.progress_cb:
             self.progress_cb(1.0)
