@@ -202,6 +202,41 @@ def test_no_grace_wait_where_nothing_is_lent():
     assert dec.wake_at is None or dec.wake_at != pytest.approx(1300.0)
 
 
+def test_a_priority_preemption_blocked_by_min_runtime_wakes_the_layer_when_it_ends():
+    """h (high) waits for GPUs its queue's low jobs hold, protected for 600 s: the layer asked
+    for no wake-up (only reclaim did), so h waited for an unrelated event (a completion hours
+    later, or another queue's arrival)."""
+    specs = [job(i, "a", 8, prio=-100) for i in range(4)] + [job(4, "a", 16, submit=100.0, prio=100)]
+    t = parse_queues({"preemption": {"min_runtime_s": 600},
+                      "priority_classes": {"high": 100, "low": -100},
+                      "queues": [{"name": "a", "quota": {"v100": 32}}]})
+    b = Built(specs, cluster(4), running={i: ("v100", 0.0) for i in range(4)})
+    layer = QueueLayer(make_policy("fifo"), t)
+    _s, dec, trs = b.decide(layer, 100.0)
+    assert not trs and dec.gpus[4] == 0
+    assert dec.wake_at == pytest.approx(600.0)
+    _s, dec, trs = b.decide(layer, 600.0, dec.state)
+    assert dec.gpus[4] == 16 and sum(dec.gpus[:4]) == 16
+
+
+@pytest.mark.parametrize("reclaim, starts", [("never", False), ("any", True)])
+def test_a_job_within_its_nominal_quota_takes_lent_gpus_back_only_by_reclaim(reclaim, starts):
+    """a's job fits a's nominal 8 while b's borrowers hold them: with `reclaim: never` they
+    keep them, though the job outranks them (borrow_within_cohort preempted them for it: that
+    rule is for a job that would borrow itself)."""
+    specs = [job(i, "b", 1) for i in range(16)] + [job(16, "a", 2, submit=100.0, prio=100)]
+    t = parse_queues({"preemption": {"min_runtime_s": 0, "reclaim": reclaim},
+                      "priority_classes": {"high": 100},
+                      "queues": [{"name": "lab"},
+                                 {"name": "a", "parent": "lab", "quota": {"v100": 8}},
+                                 {"name": "b", "parent": "lab", "quota": {"v100": 8}}]})
+    b = Built(specs, cluster(2), running={i: ("v100", 0.0) for i in range(16)})
+    _s, dec, trs = b.decide(QueueLayer(make_policy("fifo"), t), 200.0)
+    assert (dec.gpus[16] == 2) == starts
+    if not starts:
+        assert not trs and dec.reasons[16] == "Resources"
+
+
 def test_reclaim_grace():
     specs = [job(0, "b", 16), job(1, "x", 16), job(2, "a", 4, submit=1000.0)]
     t = parse_queues({"preemption": {"min_runtime_s": 0, "reclaim_grace_s": 300},
@@ -280,18 +315,20 @@ def test_equal_priority_never_preempts():
 
 
 def test_higher_priority_preempts_lower_borrowed_jobs_of_the_cohort():
-    specs = [job(0, "b", 8, prio=0), job(1, "b", 4, prio=-1, submit=1.0),
-             job(2, "a", 4, prio=0, submit=5.0), job(3, "a", 4, prio=3, submit=100.0)]
+    """A job that would borrow takes GPUs of a lower-priority borrower of its cohort
+    (borrow_within_cohort), reclaim off: a's job 3 goes beyond a's nominal 8 onto c's idle
+    quota, which b's job 1 (priority -1) borrows."""
+    specs = [job(0, "b", 4, prio=0), job(1, "b", 4, prio=-1, submit=1.0),
+             job(2, "a", 8, prio=0, submit=5.0), job(3, "a", 4, prio=3, submit=100.0)]
     t = parse_queues({"preemption": {"min_runtime_s": 0, "reclaim": "never"},
                       "queues": [{"name": "lab"},
                                  {"name": "a", "parent": "lab", "quota": {"v100": 8}},
-                                 {"name": "b", "parent": "lab", "quota": {"v100": 8}}]})
-    # b borrows 4 of a's quota; the cohort's 16 GPUs are all held
+                                 {"name": "b", "parent": "lab", "quota": {"v100": 4}},
+                                 {"name": "c", "parent": "lab", "quota": {"v100": 4}}]})
+    # b borrows 4 of c's quota; the cohort's 16 GPUs are all held
     b = Built(specs, cluster(2), running={0: ("v100", 0.0), 1: ("v100", 0.0), 2: ("v100", 0.0)})
     _s, dec, _ = b.decide(QueueLayer(make_policy("fifo"), t), 200.0)
-    # reclaim is off, but job 3 (prio 3) may take the lower-priority job on borrowed GPUs (1),
-    # before any job of its own queue
-    assert dec.gpus[3] == 4 and dec.gpus[1] == 0 and dec.gpus[0] == 8 and dec.gpus[2] == 4
+    assert dec.gpus[3] == 4 and dec.gpus[1] == 0 and dec.gpus[0] == 4 and dec.gpus[2] == 8
     assert dec.reasons[1] == "Preempted(Priority)"
 
 

@@ -161,8 +161,13 @@ def admit(tree: QueueTree, ckpt: list[tuple[float, float]], overflow: int, snap:
             if recl_lower:
                 m &= prio[grp] < p
         else:
+            # other queues' borrowers only for a job that would borrow itself (Kueue's
+            # borrowWithinCohort; one within its nominal quota takes them back by reclaim, whose
+            # rule, `reclaim: never` included, then holds)
+            q = leaf_nodes[li]
+            borrows = S_[q][k] + a > nomt[q][k] + 1e-9
             m &= prio[grp] < p
-            m &= ((lv == li) & within) | ((lv != li) & borrowed[grp] & bwc)
+            m &= ((lv == li) & within) | ((lv != li) & borrowed[grp] & (bwc and borrows))
         pr = m & protected[grp]
         blocked = float(hold_until[grp[pr]].min()) if pr.any() else INF
         m &= ~protected[grp]
@@ -377,6 +382,22 @@ def admit(tree: QueueTree, ckpt: list[tuple[float, float]], overflow: int, snap:
                 if cand[i]:
                     heapq.heappush(heap, (key(li), li))
                     break
+    # a job left waiting that outranks protected jobs (under their minimum run time) it could
+    # preempt by priority: the layer asks to be woken when the first protection ends (phase 1
+    # does so for reclaim; here the earliest end among the protected jobs of lower priority than
+    # the highest waiting in the same top-level queue: an early wake costs a decision, a missing
+    # one left the job waiting for an unrelated event)
+    if pr_ok and protected.any():
+        top_max: dict[int, int] = {}
+        for li in range(L):
+            for i in deferred[li]:
+                if adm_k[i] < 0 and not cand[i] and i not in reasons:
+                    top_max[tops[li]] = max(top_max.get(tops[li], -(1 << 62)), prio_l[i])
+        for (t, _k), grp in vgroups.items():
+            if t in top_max:
+                held = grp[protected[grp] & (prio[grp] < top_max[t])]
+                if held.size:
+                    wake = min(wake, float(hold_until[held].min()))
     # budgets: what each queue holds after admission
     Sf = np.array(S_)
     budget = Sf[leaf_nodes].copy()
