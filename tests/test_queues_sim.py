@@ -161,6 +161,50 @@ def test_reclaim_in_a_run(perf):
     assert rb["borrowed_gpu_hours"] == pytest.approx(want, rel=1e-6)
 
 
+def _one_queue_run(specs, queues, perf, inner, nodes=1, gpus=4):
+    c = Cluster(tuple(NodeSpec(f"v{i}", "v100", gpus) for i in range(nodes)))
+    res = Simulator(specs, c, QueueLayer(make_policy(inner), parse_queues(queues)), perf,
+                    restart=RestartCost(0.0)).run()
+    assert np.all(res.table.state == DONE)
+    return res.table
+
+
+def test_a_higher_class_goes_first_under_a_time_sharing_inner_policy(perf):
+    """One GPU, no preemption within the queue: when blk ends, h (high) starts before the
+    normal and low jobs that came before it. las was handed every waiting class as candidates
+    and started the low one first (least attained service, earliest)."""
+    def job(name, submit, prio, dur=100.0):
+        return JobSpec(name, submit, 1, "", total_steps=dur, duration_s=dur, queue="a",
+                       priority=prio)
+    specs = [job("blk", 0.0, -100, 1000.0), job("l1", 5.0, -100), job("n1", 10.0, 0),
+             job("h1", 20.0, 100), job("n2", 30.0, 0)]
+    q = {"preemption": {"within_queue": "never"},
+         "priority_classes": {"high": 100, "normal": 0, "low": -100},
+         "queues": [{"name": "a", "quota": {"v100": 1}}]}
+    for inner in ("fifo", "las"):
+        t = _one_queue_run(specs, q, perf, inner)
+        order = sorted(["l1", "n1", "h1", "n2"], key=lambda j: t.first_start[t.index[j]])
+        assert order == ["h1", "n1", "n2", "l1"], (inner, order)
+
+
+def test_a_starving_job_keeps_the_room_it_waits_for(perf):
+    """big (2 GPUs) waits behind a stream of 1-GPU jobs in a 2-GPU queue: past starvation_s the
+    smaller jobs no longer take the GPU freed first (they did, and big started after all of
+    them, at 5,795 s under fifo, as with no starvation_s)."""
+    specs = [JobSpec("s0", 0.0, 1, "", total_steps=1000.0, duration_s=1000.0, queue="a"),
+             JobSpec("big", 1.0, 2, "", total_steps=500.0, duration_s=500.0, queue="a")]
+    specs += [JobSpec(f"s{i}", 2.0 + i, 1, "", total_steps=700.0 + 37 * i,
+                      duration_s=700.0 + 37 * i, queue="a") for i in range(1, 12)]
+    q = {"starvation_s": 1500, "queues": [{"name": "a", "quota": {"v100": 2}}]}
+    for inner in ("fifo", "las"):
+        t = _one_queue_run(specs, q, perf, inner)
+        big = t.first_start[t.index["big"]]
+        assert big < 2000.0, (inner, big)
+        # once big starves, no job behind it starts until big has
+        later = [t.first_start[t.index[f"s{i}"]] for i in range(4, 12)]
+        assert all(x >= big for x in later if x > 1501.0 + 1e-6), (inner, big, later)
+
+
 def test_same_inputs_same_run(perf):
     specs = jobs(60)
     a = run("las", perf, events=False, specs=specs)[2]

@@ -298,6 +298,9 @@ def admit(tree: QueueTree, ckpt: list[tuple[float, float]], overflow: int, snap:
                         lent[i] = why
             if not done:
                 deferred[li].append(i)
+                if starving_l[i]:   # it goes first: nothing behind it takes the room it waits
+                    deferred[li].extend(js[pos + 1:])     # for (smaller jobs kept taking it)
+                    break
             elif starving_l[i]:
                 must[i] = True
     # phase 2: borrowing, one job at a time from the queue with the lowest fair-share key:
@@ -382,6 +385,9 @@ def admit(tree: QueueTree, ckpt: list[tuple[float, float]], overflow: int, snap:
                 if cand[i]:
                     heapq.heappush(heap, (key(li), li))
                     break
+            if starving_l[i] and not cand[i]:     # (as in phase 1: it keeps its queue's room)
+                ptr[li] = len(js)
+                break
     # a job left waiting that outranks protected jobs (under their minimum run time) it could
     # preempt by priority: the layer asks to be woken when the first protection ends (phase 1
     # does so for reclaim; here the earliest end among the protected jobs of lower priority than
@@ -411,8 +417,11 @@ def admit(tree: QueueTree, ckpt: list[tuple[float, float]], overflow: int, snap:
             np.minimum.at(low, leaf[arr], prio[arr])
     if adm.size:
         must[adm] |= prio[adm] > low[leaf[adm]]
-    # overflow: other waiting jobs of the lowest admitted class, for the inner policy to
-    # choose among
+    # overflow: other waiting jobs, of the queue's first (class, starving) among them, for the
+    # inner policy to choose among (every class at or above the lowest admitted one was offered:
+    # a time-sharing policy started a lower class, or a newer job, over a higher or starving
+    # one); a running job of a higher class than all of them is kept running, as a protected
+    # one is (the inner policy preempted it for them)
     if overflow > 0:
         rest = np.flatnonzero(~running & mapped & ~cand & (victim == 0))
         if rest.size:
@@ -422,7 +431,23 @@ def admit(tree: QueueTree, ckpt: list[tuple[float, float]], overflow: int, snap:
             ok = fitsb & (prio[rest] >= low[leaf[rest]]) & (low[leaf[rest]] < np.iinfo(np.int64).max)
             ok &= np.array([i not in reasons for i in rest.tolist()], dtype=bool)
             rest = rest[ok]
+            if rest.size:
+                key = 2 * prio[rest].astype(np.int64) + starving[rest]
+                top = np.full(L, np.iinfo(np.int64).min)
+                np.maximum.at(top, leaf[rest], key)
+                rest = rest[key == top[leaf[rest]]]
+                outrank = running & mapped & (victim == 0) & (leaf >= 0)
+                at = top[leaf[outrank]]           # (queues with no waiting candidate: none)
+                outrank[outrank] = (at > np.iinfo(np.int64).min) & \
+                    (2 * prio[outrank].astype(np.int64) > at)
+                protected = protected | outrank
             rest = rest[np.argsort(rank[rest], kind="stable")]
+            if rest.size and starving[rest].any():
+                # of starving jobs, the first only: the room it waits for is kept for it (the
+                # inner policy backfilled smaller starving jobs behind it into that room)
+                lr = leaf[rest]
+                first = np.searchsorted(lr, lr, side="left") == np.arange(len(rest))
+                rest = rest[first | ~starving[rest]]
             if overflow >= 0 and rest.size:
                 lr = leaf[rest]
                 first = np.searchsorted(lr, lr, side="left")

@@ -15,7 +15,8 @@ Each decision:
    priority class, then a Slurm-like multifactor score (the user's fair-share factor and the
    job's age), then arrival; a job waiting longer than the queue's `starvation_s` goes first;
 3. hands the inner policy, per queue (scope "queue"), the queue's running jobs, the jobs just
-   admitted and the other waiting jobs of the lowest admitted priority class, with the GPUs per
+   admitted and other waiting jobs of the queue's first class among them (starving first; of
+   starving ones the first only: the room it waits for is kept for it), with the GPUs per
    type the admission gave the queue as its capacity: the inner policy orders and places the
    queue's jobs within them. With scope "cluster" the inner policy gets every admitted job at
    once, the cluster's capacity, and only places them;

@@ -15,7 +15,8 @@ class Plan:
     admitted_k: np.ndarray        # (n,) type a waiting job was admitted on (-1 none)
     must: np.ndarray              # (n,) bool: must run (higher class, preemptor, starving)
     victim: np.ndarray            # (n,) 0 none, 1 reclaim, 2 priority
-    protected: np.ndarray         # (n,) bool: running and under its minimum run time
+    protected: np.ndarray         # (n,) bool: running and kept so: under its minimum run time,
+    #                               or of a higher class than the queue's waiting candidates
     budget: np.ndarray            # (L, K) GPUs per type each queue holds after admission
     reasons: dict[int, str]
     rank: np.ndarray              # (n,) position in the layer's order (lower first)
