@@ -134,8 +134,9 @@ def register(app: typer.Typer, console: Callable) -> None:
         at_h: Optional[float] = typer.Option(None, "--at-h", min=0.0, help="show the queues at "
                                              "this hour of the simulation (default: results "
                                              "over the whole run)"),
-        jobs: bool = typer.Option(False, "--jobs", help="with --at-h: the waiting jobs, their "
-                                  "reason, position and estimated start"),
+        jobs: bool = typer.Option(False, "--jobs", help="with --at-h: the jobs that would "
+                                  "wait were the layer to decide at that hour on the run's state "
+                                  "(not applied), with reason, position and estimated start"),
         drop_impossible: bool = typer.Option(False, "--drop-impossible", help="report jobs the "
                                              "cluster can never fit and go on (default: stop)"),
         as_json: bool = typer.Option(False, "--json", help="print JSON"),
