@@ -410,6 +410,21 @@ def test_positions_and_estimated_start():
     assert dec.positions[3][1] is None                   # after jobs not yet started
 
 
+def test_an_estimate_counts_the_room_given_to_a_job_behind_that_did_not_start():
+    """r holds 1 of a's 4 GPUs; big (4) waits behind it, s (1) behind big is admitted but the
+    policy (no backfill) leaves it waiting: big's estimate is r's end (it had none: s's admitted
+    GPU was taken from the room big counts on)."""
+    t = parse_queues({"queues": [{"name": "a", "quota": {"v100": 4}}]})
+    specs = [job(0, "a", 1, steps=3600.0), job(1, "a", 4, submit=1.0, steps=100.0),
+             job(2, "a", 1, submit=2.0, steps=100.0)]
+    b = Built(specs, cluster(1, gpus=4), running={0: ("v100", 0.0)})
+    b.table.prog0[0] = 0.0
+    s, dec, _ = b.decide(QueueLayer(make_policy("fifo:backfill=false"), t), 360.0)
+    assert dec.gpus[1] == 0 and dec.gpus[2] == 0 and dec.positions[1][0] == 1
+    rate = float(b.table.rates[0, 0])
+    assert dec.positions[1][1] == pytest.approx(360.0 + (3600.0 - rate * 360.0) / rate)
+
+
 def test_job_of_no_queue_waits_with_a_reason():
     t = parse_queues({"queues": [{"name": "a", "quota": {"v100": 8}, "users": ["alice"]}]})
     b = Built([job(0, "zzz", 1, user="mallory")], cluster(1))

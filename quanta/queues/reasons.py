@@ -163,7 +163,13 @@ def _estimates(snap: Snapshot, dec: Decision, plan: Plan, o: np.ndarray,
         g = dec.gpus[on][mine].astype(float)
         srt = np.argsort(e, kind="stable")
         e, g = e[srt], np.cumsum(g[srt])
-        head = float(max(plan.room_final[li].max(), 0.0))
+        # the room admission left, with what it gave jobs the policy left waiting (a job
+        # admitted behind this one but not started took the room from its estimate)
+        room = plan.room_final[li].astype(float)
+        idle = np.flatnonzero((plan.leaf == li) & (plan.admitted_k >= 0) & (dec.gpus == 0))
+        if idle.size:
+            np.add.at(room, plan.admitted_k[idle], jobs.req[idle].astype(float))
+        head = float(max(room.max(), 0.0))
         need = np.cumsum(req[a:b]) - head
         at = np.searchsorted(g, need, side="left")
         for j, (nd, x) in enumerate(zip(need.tolist(), at.tolist())):
