@@ -145,6 +145,12 @@ def admit(tree: QueueTree, ckpt: list[tuple[float, float]], overflow: int, snap:
     within = pre.within_queue != "never"
     bwc = pre.borrow_within_cohort != "never"
 
+    def reclaimable(grp: np.ndarray, li: int, p: int) -> np.ndarray:
+        """Of victims `grp`, those a job of leaf li and priority p may reclaim (protected or
+        not): other queues' borrowed jobs not yet taken, of lower priority where the rule says."""
+        m = (victim[grp] == 0) & (leaf[grp] != li) & borrowed[grp]
+        return m & (prio[grp] < p) if recl_lower else m
+
     def try_preempt(i: int, li: int, k: int, a: float, kind: str) -> tuple[bool, float]:
         """Preempt running jobs so that job i (leaf li) fits a GPUs of type k. kind:
         'reclaim' (borrowed jobs of other queues of its tree), 'priority' (lower-priority
@@ -155,12 +161,10 @@ def admit(tree: QueueTree, ckpt: list[tuple[float, float]], overflow: int, snap:
             return False, INF
         p = prio_l[i]
         lv = leaf[grp]
-        m = victim[grp] == 0
         if kind == "reclaim":
-            m &= (lv != li) & borrowed[grp]
-            if recl_lower:
-                m &= prio[grp] < p
+            m = reclaimable(grp, li, p)
         else:
+            m = victim[grp] == 0
             # other queues' borrowers only for a job that would borrow itself (Kueue's
             # borrowWithinCohort; one within its nominal quota takes them back by reclaim, whose
             # rule, `reclaim: never` included, then holds)
@@ -204,12 +208,8 @@ def admit(tree: QueueTree, ckpt: list[tuple[float, float]], overflow: int, snap:
         """Whether other queues of li's tree run borrowed GPUs of type k that job i could
         reclaim (protected or not): what a job within its nominal quota waits the grace for."""
         grp = vgroups.get((tops[li], k))
-        if grp is None or pre.reclaim == "never":
-            return False
-        m = (leaf[grp] != li) & borrowed[grp] & (victim[grp] == 0)
-        if recl_lower:
-            m &= prio[grp] < prio_l[i]
-        return bool(m.any())
+        return grp is not None and pre.reclaim != "never" and \
+            bool(reclaimable(grp, li, prio_l[i]).any())
 
     def admit(i: int, li: int, k: int, a: float) -> None:
         add(li, k, a)

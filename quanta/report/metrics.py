@@ -74,6 +74,11 @@ def job_metrics(res: SimResult) -> JobMetrics:
     return JobMetrics(jct, queue, ideal, rho, gpu_s, t.state == DONE)
 
 
+def unfinished(state: np.ndarray) -> np.ndarray:
+    """Jobs still to arrive, waiting or running (unschedulable and dropped ones are over)."""
+    return state <= RUNNING          # (FUTURE, PENDING, RUNNING)
+
+
 def cut_at(res: SimResult, sel: np.ndarray | None = None) -> float | None:
     """Where the run was cut short (--until-h) with jobs (of `sel`, a mask: a window's) still to
     arrive, waiting or running, else None. Unschedulable and dropped jobs are over: a run where
@@ -81,7 +86,7 @@ def cut_at(res: SimResult, sel: np.ndarray | None = None) -> float | None:
     if res.horizon is None:
         return None
     state = res.table.state if sel is None else res.table.state[sel]
-    if not bool(np.any(state <= RUNNING)):          # (FUTURE, PENDING, RUNNING)
+    if not bool(np.any(unfinished(state))):
         return None
     return float(res.horizon)
 

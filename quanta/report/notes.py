@@ -77,7 +77,8 @@ def unused_type_notes(results: Sequence, cluster: Cluster) -> list[str]:
 def run_notes(specs: Sequence[JobSpec], cluster: Cluster, perf, results: Sequence, *,
               until_h: float | None = None, node_mtbf_h: float = 0.0, repair_h: float = 1.0,
               seed: int = 0) -> list[str]:
-    from quanta.core.jobtable import DONE, DROPPED, UNSCHEDULABLE
+    from quanta.core.jobtable import DROPPED
+    from quanta.report.metrics import unfinished
     notes = unused_type_notes(results, cluster) + speed_notes(specs, cluster, perf)
     dropped = [f"{r.policy} {n}" for r in results if (n := int((r.table.state == DROPPED).sum()))]
     if dropped:
@@ -90,9 +91,7 @@ def run_notes(specs: Sequence[JobSpec], cluster: Cluster, perf, results: Sequenc
     if until_h is not None:
         left = []
         for r in results:
-            st = r.table.state
-            n = int(((st != DONE) & (st != UNSCHEDULABLE) & (st != DROPPED)).sum())
-            left.append(f"{r.policy} {n}")
+            left.append(f"{r.policy} {int(unfinished(r.table.state).sum())}")
         notes.append(f"stopped at --until-h {until_h:g} h: jobs not finished: " + ", ".join(left)
                      + "; JCT, queue and fairness columns cover the finished jobs only")
     return notes

@@ -8,9 +8,9 @@ import re
 from pathlib import Path
 from typing import Sequence
 
-from quanta.core.jobtable import DROPPED, RUNNING, UNSCHEDULABLE
+from quanta.core.jobtable import DROPPED, UNSCHEDULABLE
 from quanta.report.metrics import (JOB_COLUMNS, JOB_FLOAT_COLUMNS, SUMMARY_COLUMNS, job_columns,
-                                   summary)
+                                   summary, unfinished)
 from quanta.report.window import Window
 from quanta.sim.engine import SimResult
 
@@ -133,7 +133,7 @@ def markdown_report(rows: Sequence[dict], results: Sequence[SimResult], header: 
         st = r.table.state
         over = [f"{n} {name}" for code, name in ((UNSCHEDULABLE, "unschedulable"), (DROPPED, "dropped"))
                 if (n := int((st == code).sum()))]
-        left = int((st <= RUNNING).sum())     # (to arrive, waiting, running: as the cut's note)
+        left = int(unfinished(st).sum())     # (as the cut's note counts them)
         parts.append(f"- `{r.policy}`: {r.events} events, {r.decisions} decisions, "
                      f"simulated in {r.wall_s:.2f} s (policy {r.decide_s:.2f} s); "
                      f"{left} jobs not finished" + "".join(f", {o}" for o in over)
