@@ -22,10 +22,18 @@ M = TypeVar("M", bound="BaseModel")
 @cache
 def yaml_loader() -> type:
     """YAML's safe loader, but a key given twice in one mapping is an error (not the last wins),
-    and `1:30` is text, not YAML 1.1's base-60 number 90 (as YAML 1.2 reads it)."""
+    and numbers are read as YAML 1.2 reads them: `1:30` is text, not YAML 1.1's base-60 number
+    90, and `012` is twelve, not YAML 1.1's octal ten (`0o12` is octal; `0x`, `0b` and `_` between
+    digits read as before)."""
     import yaml
 
     class _Loader(yaml.SafeLoader):
+        def construct_yaml_int(self, node):
+            text = self.construct_scalar(node).replace("_", "")
+            sign, digits = (text[0], text[1:]) if text[:1] in "+-" else ("", text)
+            base = {"0b": 2, "0o": 8, "0x": 16}.get(digits[:2].lower(), 10)
+            return int(sign + (digits[2:] if base != 10 else digits), base)
+
         def construct_mapping(self, node, deep=False):
             seen = set()
             for key_node, _ in node.value:
@@ -45,12 +53,13 @@ def yaml_loader() -> type:
         first: [(tag, rx) for tag, rx in pairs if tag not in numbers]
         for first, pairs in yaml.SafeLoader.yaml_implicit_resolvers.items()}
     for tag, rx, first in (
-            ("tag:yaml.org,2002:int", r"^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)"
+            ("tag:yaml.org,2002:int", r"^(?:[-+]?0b[0-1_]+|[-+]?0o[0-7_]+|[-+]?[0-9][0-9_]*"
                                       r"|[-+]?0x[0-9a-fA-F_]+)$", "-+0123456789"),
             ("tag:yaml.org,2002:float", r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?"
                                         r"|\.[0-9_]+(?:[eE][-+][0-9]+)?|[-+]?\.(?:inf|Inf|INF)"
                                         r"|\.(?:nan|NaN|NAN))$", "-+0123456789.")):
         _Loader.add_implicit_resolver(tag, re.compile(rx), list(first))
+    _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
     return _Loader
 
 

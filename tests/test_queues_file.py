@@ -97,3 +97,17 @@ def test_example_file_loads():
     top = t.names.index("cluster")
     assert comp.nominal_total[top].tolist() == [36.0, 36.0, 36.0]
     assert math.isinf(comp.cap[t.names.index("speech"), 0])
+
+
+def test_a_leading_zero_is_decimal_not_octal(tmp_path):
+    """YAML 1.1 reads `012` as octal (ten): `v100: 012` gave a quota of 10 GPUs, and `08` was
+    text (refused as no number). Read as YAML 1.2 reads them, both are decimal; `0o12` is octal."""
+    from quanta.specfile import parse_yaml
+    assert parse_yaml("a: 012\nb: 08\nc: -07\nd: +012\ne: 0o12\nf: 0x1F\ng: 0b11\nh: 1_0\n"
+                      "i: 010.5\nj: '012'\n", "x") == \
+        {"a": 12, "b": 8, "c": -7, "d": 12, "e": 10, "f": 31, "g": 3, "h": 10, "i": 10.5,
+         "j": "012"}
+    t = load_queues(write(tmp_path, "queues:\n  - name: a\n    quota:\n      v100: 012\n"
+                                    "      k80: {nominal: 08, borrowing_limit: 0o10}\n"))
+    comp = t.compile(("v100", "k80"))
+    assert comp.nominal_total[0].tolist() == [12.0, 8.0]
