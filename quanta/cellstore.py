@@ -22,7 +22,11 @@ from quanta.statmemo import kept
 
 
 # parts of the package no simulation runs (the real runtime, the service, the job SDK, the CLI)
-NOT_SIMULATION = ("runtime", "service", "job", "examples", "cli.py", "cli_jobs.py")
+# or reads (the reference simulators' recorded runs, which `quanta reproduce` compares against:
+# 365 of the package's ~680 files, whose stats took most of the walk below)
+NOT_SIMULATION = ("runtime", "service", "job", "examples", "cli.py", "cli_jobs.py",
+                  "data/reference")
+_SKIPPED = frozenset(tuple(p.split("/")) for p in NOT_SIMULATION)
 
 
 @lru_cache(maxsize=1)
@@ -62,12 +66,13 @@ def _simulation_files(root: str) -> list[tuple[str, os.stat_result]]:
         with os.scandir(folder) as it:
             for entry in it:
                 name = entry.name
-                if not rel and name in NOT_SIMULATION or name == "__pycache__":
+                path = rel + (name,)
+                if path in _SKIPPED or name == "__pycache__":
                     continue
                 if entry.is_dir():
-                    walk(entry.path, rel + (name,))
+                    walk(entry.path, path)
                 elif entry.is_file() and not name.endswith((".pyc", ".pyo")):
-                    found.append((rel + (name,), entry.stat()))
+                    found.append((path, entry.stat()))
     walk(root, ())
     found.sort(key=lambda f: f[0])
     return [("/".join(parts), st) for parts, st in found]

@@ -22,7 +22,8 @@ def full_hash(root: Path) -> str:
     for path in sorted(root.rglob("*")):
         if "__pycache__" in path.parts or not path.is_file() or path.suffix in (".pyc", ".pyo"):
             continue
-        if path.relative_to(root).parts[0] in cellstore.NOT_SIMULATION:
+        parts = path.relative_to(root).parts
+        if any("/".join(parts[:i]) in cellstore.NOT_SIMULATION for i in range(1, len(parts) + 1)):
             continue
         h.update(path.relative_to(root).as_posix().encode() + b"\0")
         h.update(hashlib.sha256(path.read_bytes()).digest())
@@ -35,6 +36,7 @@ def package(tmp_path, monkeypatch):
     root = tmp_path / "pkg"
     files = {"__init__.py": "x = 1\n", "a-b.py": "", "a/b.py": "y = 2\n", "a_b/c.json": "{}",
              "data/t.csv": "1,2\n", "cli.py": "skipped\n", "runtime/r.py": "skipped\n",
+             "data/reference/gavel/r.csv": "skipped\n", "data/reference.csv": "1\n",
              "a/m.pyc": "bytecode", "a/__pycache__/b.cpython-311.pyc": "bytecode"}
     for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -98,3 +100,17 @@ def test_a_package_where_the_memo_cannot_be_written_still_answers(package):
 
 def test_the_installed_package_version_matches_its_definition():
     assert code_version.__wrapped__() == full_hash(Path(quanta.__file__).resolve().parent)
+
+
+def test_what_no_simulation_runs_or_reads_is_left_out(package):
+    """The runtime, the CLI and the reference simulators' recorded runs (quanta/data/reference:
+    compared against by `quanta reproduce`, never read by a simulation) do not move the version;
+    other data does."""
+    v = code_version.__wrapped__()
+    for rel in ("cli.py", "runtime/r.py", "data/reference/gavel/r.csv"):
+        (package / rel).write_text("changed\n")
+        os.utime(package / rel, (OLD + 5, OLD + 5))
+        assert code_version.__wrapped__() == v, rel
+    (package / "data" / "reference.csv").write_text("2\n")
+    os.utime(package / "data" / "reference.csv", (OLD + 5, OLD + 5))
+    assert code_version.__wrapped__() == full_hash(package) != v
