@@ -57,6 +57,24 @@ def code_version() -> str:
                 lambda data: itemgetter("stamp", "version")(json.loads(data)))
 
 
+# the libraries a simulation's numbers can depend on (random streams, solvers)
+LIBRARIES = ("numpy", "scipy", "ecos")
+
+
+@lru_cache(maxsize=1)
+def library_versions() -> dict[str, str | None]:
+    """The installed version of each of LIBRARIES (None: not installed), read from the
+    packages' metadata (scipy is not imported for it)."""
+    from importlib.metadata import PackageNotFoundError, version
+    out: dict[str, str | None] = {}
+    for name in LIBRARIES:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    return out
+
+
 def _simulation_files(root: str) -> list[tuple[str, os.stat_result]]:
     """(posix path under `root`, stat) of each of the package's files a simulation can run, in
     path order (by components, as sorted Paths compare)."""

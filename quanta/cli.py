@@ -341,8 +341,10 @@ def sweep(
         raise QuantaError(err.bare, field=SWEEP_FLAGS[err.field]) from None
     if quiet:
         return
-    console().print(f"Quanta sweep: {len(res.cells)} cells ({res.ran} run, {res.reused} reused) "
-                    f"in {res.wall_s:.1f} s; mean ± 95% CI over seeds", highlight=False,
+    n = len(res.cells)
+    console().print(f"Quanta sweep: {n} cell{'' if n == 1 else 's'} ({res.ran} run, "
+                    f"{res.reused} reused) in {res.wall_s:.1f} s; mean ± 95% CI over seeds",
+                    highlight=False,
                     markup=False, soft_wrap=True)
     table = rich_table()
     cols = ["trace", "cluster", "policy", "load", "seeds", "avg JCT h", "p99 JCT h", "util",

@@ -132,22 +132,29 @@ def check_distinct(policies: Sequence[Policy], named: Sequence[bool]) -> None:
 MAX_SYNTHETIC_JOBS = 10_000_000    # (issue 13's growth run of 1,000,000 jobs peaked at 1.8 GB)
 
 
+def parse_synthetic(spec: str) -> tuple[float, int]:
+    """(jobs per hour, jobs) of `synthetic:RATE[:JOBS]`; a QuantaError (field --trace) where
+    the text is no such trace."""
+    parts = spec.split(":")
+    try:
+        if len(parts) > 3:
+            raise ValueError
+        rate = float(parts[1])
+        num = int(parts[2]) if len(parts) > 2 else 1000
+    except (IndexError, ValueError):
+        raise QuantaError(f"bad synthetic trace '{spec}': want synthetic:JOBS_PER_HOUR[:NUM_JOBS]",
+                          field="--trace") from None
+    if not 0 < rate < float("inf") or not 0 < num <= MAX_SYNTHETIC_JOBS:  # (NaN fails too)
+        raise QuantaError(f"bad synthetic trace '{spec}': rate must be a positive number "
+                          f"and the job count a positive integer up to "
+                          f"{MAX_SYNTHETIC_JOBS:,}", field="--trace")
+    return rate, num
+
+
 def load_any_trace(spec: str, fmt: str, seed: int) -> Trace:
     if spec.startswith("synthetic:"):
         from quanta.workloads.synthetic import gavel_poisson
-        parts = spec.split(":")
-        try:
-            if len(parts) > 3:
-                raise ValueError
-            rate = float(parts[1])
-            num = int(parts[2]) if len(parts) > 2 else 1000
-        except (IndexError, ValueError):
-            raise QuantaError(f"bad synthetic trace '{spec}': want synthetic:JOBS_PER_HOUR[:NUM_JOBS]",
-                              field="--trace") from None
-        if not 0 < rate < float("inf") or not 0 < num <= MAX_SYNTHETIC_JOBS:  # (NaN fails too)
-            raise QuantaError(f"bad synthetic trace '{spec}': rate must be a positive number "
-                              f"and the job count a positive integer up to "
-                              f"{MAX_SYNTHETIC_JOBS:,}", field="--trace")
+        rate, num = parse_synthetic(spec)
         return gavel_poisson(num, rate, seed=seed)
     from quanta.workloads.formats import load_trace
     return load_trace(spec, fmt)

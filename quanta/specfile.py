@@ -7,7 +7,7 @@ import re
 import stat
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, Sequence, TypeVar
 
 from quanta.errors import QuantaError
 
@@ -61,6 +61,44 @@ def yaml_loader() -> type:
         _Loader.add_implicit_resolver(tag, re.compile(rx), list(first))
     _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
     return _Loader
+
+
+def node_at(root: Any, loc: Sequence[Any]) -> Any:
+    """The deepest node of a YAML node tree (`parse_yaml(..., compose=True)`) along `loc`
+    (mapping keys, sequence indexes): the value `loc` names, else the mapping or sequence
+    where the path stops (for a key that is not there)."""
+    import yaml
+    node = root
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            nxt = next((v for k, v in node.value if str(k.value) == str(part)), None)
+            if nxt is None:
+                return node
+            node = nxt
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and \
+                0 <= part < len(node.value):
+            node = node.value[part]
+        else:
+            break
+    return node
+
+
+def key_node(root: Any, loc: Sequence[Any]) -> Any:
+    """The key node of the mapping entry `loc` names (for errors about a key)."""
+    import yaml
+    parent = node_at(root, loc[:-1])
+    if isinstance(parent, yaml.MappingNode):
+        for k, _v in parent.value:
+            if str(k.value) == str(loc[-1]):
+                return k
+    return parent
+
+
+def line_of(text: str, source: str, field: str) -> int | None:
+    """The line (1-based) in YAML `text` of a dotted field path (`nodes.0.count`), or None."""
+    loc = [int(p) if p.isdigit() else p for p in field.split(".")]
+    node = node_at(parse_yaml(text, source, compose=True), loc)
+    return node.start_mark.line + 1 if node is not None else None
 
 
 MAX_YAML_BYTES = 1 << 24     # a YAML file of ours: a job spec, cluster, sweep, queues or users

@@ -138,6 +138,8 @@ def load_sweep_file(path: str | Path, more_rates: bool = False) -> SweepSpec:
                     p = str(path.parent / p)
                 if name == "clusters":
                     _check(lambda: _cluster(p), e)
+                else:
+                    _check(lambda: _trace(p), e)
                 out.append(p)
             else:                          # seeds, rates, load scales
                 v = _scalar(item, int if name == "seeds" else float, e)
@@ -163,6 +165,12 @@ def load_sweep_file(path: str | Path, more_rates: bool = False) -> SweepSpec:
         from quanta.queues.spec import load_queues
         _check(lambda: load_queues(q), lambda m: err(m, fields["queues"][1]))
         kw["queues"] = q
+    if kw.get("format") is not None:
+        from quanta.workloads.formats import FORMATS, known_formats
+        fmt = kw["format"].strip().lower()
+        if fmt != "auto" and fmt not in FORMATS:
+            raise err(f"unknown trace format '{kw['format']}' (known: {known_formats()}, or "
+                      f"auto)", fields["format"][1])
     window = kw.pop("window", None)
     if window is not None and fields["window"][1] == "window":
         window = lines.raw("window") or window
@@ -171,6 +179,15 @@ def load_sweep_file(path: str | Path, more_rates: bool = False) -> SweepSpec:
                                                    line=lines.line("window")))
     except TypeError as e:      # pragma: no cover  (fields are checked above)
         raise err(str(e)) from None
+    if spec.window is not None:         # (a trace file's length is checked when it is read)
+        from quanta.runner import parse_synthetic
+        for t in spec.all_traces():
+            if t.startswith("synthetic:"):
+                n = parse_synthetic(t)[1]
+                n = min(n, spec.max_jobs) if spec.max_jobs else n
+                if spec.window.lo >= n:
+                    raise err(f"window {spec.window} starts past the last of {t}'s {n} jobs",
+                              fields["window"][1])
     from quanta.sweeps import check_values
     try:
         check_values(spec)
@@ -191,6 +208,19 @@ def _make(spec: str, made: dict[str, Any]) -> None:
 def _cluster(spec: str) -> None:
     from quanta.model.presets import resolve_cluster
     resolve_cluster(spec)
+
+
+def _trace(spec: str) -> None:
+    """A trace the sweep can read: a synthetic one's text, else a file or a bundled sample
+    (the file itself is read, and its mistakes named, when the sweep starts)."""
+    if spec.startswith("synthetic:"):
+        from quanta.runner import parse_synthetic
+        parse_synthetic(spec)
+        return
+    from quanta.workloads.samples import SAMPLES
+    if spec not in SAMPLES and not Path(spec).exists():
+        raise QuantaError(f"no such trace file, nor a bundled sample ({', '.join(SAMPLES)})",
+                          source=spec)
 
 
 def _check(fn, err) -> None:
@@ -220,6 +250,8 @@ def _scalar(value: Any, typ: type, err) -> Any:
         raise err(f"want a number, got {value!r}")
     try:
         if typ is int:
+            if isinstance(value, int):      # (as it is: a float holds 53 bits)
+                return value
             f = float(value)
             if f != int(f):
                 raise ValueError
@@ -270,7 +302,7 @@ def _policy(item: Any, err, err_key) -> str:
     if isinstance(item, dict):
         extra = set(item) - {"name", "params"}
         if extra:
-            raise err_key("unknown key (a policy is {{name: ..., params: {{...}}}})",
+            raise err_key("unknown key (a policy is {name: ..., params: {...}})",
                           sorted(extra)[0])
         name = item.get("name")
         if not isinstance(name, str) or not name.strip():

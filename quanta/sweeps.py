@@ -22,7 +22,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
-from quanta.cellstore import CellStore, cell_key, code_version, file_digest, policy_config
+from quanta.cellstore import (CellStore, cell_key, code_version, file_digest, library_versions,
+                              policy_config)
 from quanta.errors import QuantaError
 from quanta.policies.base import Policy
 from quanta.report.window import Window, parse_window
@@ -48,6 +49,13 @@ class SweepSpec:
     world: str = "quanta"
     window: Window | None = None
     queues: str | None = None                 # queues file: every cell's policy under it
+
+    def __post_init__(self) -> None:
+        # names as given, less the spaces around them (" v100:2x4" made cells of their own)
+        strip = lambda xs: None if xs is None else tuple(  # noqa: E731
+            x.strip() if isinstance(x, str) else x for x in xs)
+        for name in ("traces", "clusters", "policies"):
+            object.__setattr__(self, name, strip(getattr(self, name)))
 
     def all_clusters(self) -> tuple[str, ...]:
         if self.clusters is not None:
@@ -104,6 +112,7 @@ def expand(spec: SweepSpec) -> list[Cell]:
                                             "repair_h", "until_h", "drop_impossible", "world")}
     common["window"] = None if spec.window is None else str(spec.window)
     common["code"] = version
+    common["libraries"] = library_versions()
     if spec.queues is not None:            # (absent otherwise: earlier cells keep their keys)
         common["queues"], common["queues_digest"] = spec.queues, file_digest(spec.queues)
     pol_cfg = [policy_config(p) for p in spec.policies]
@@ -168,6 +177,9 @@ def check_values(spec: SweepSpec) -> None:
                           f"trace may have", field="jobs")
     if spec.max_jobs is not None and spec.max_jobs <= 0:
         raise QuantaError(f"max_jobs {spec.max_jobs} is not positive", field="max_jobs")
+    if spec.max_jobs is not None and spec.max_jobs > MAX_SEED:   # (the tables hold an int64)
+        raise QuantaError(f"max_jobs {spec.max_jobs} is past {MAX_SEED} (2^63 - 1)",
+                          field="max_jobs")
     if spec.until_h is not None and not spec.until_h > 0:
         raise QuantaError(f"until_h {spec.until_h:g} is not a positive number of hours",
                           field="until_h")

@@ -432,7 +432,7 @@ def test_a_misspelt_key_is_named_not_only_the_field_it_left_missing(tmp_path):
     (tmp_path / "c.yaml").write_text("nodez: []\n")
     line = one_line_error(quanta("simulate", "--cluster", str(tmp_path / "c.yaml"), "-q",
                                  "--out", str(tmp_path / "o")))
-    assert line.endswith("c.yaml: field 'nodez': unknown key (a misspelt 'nodes'?); missing: nodes")
+    assert line.endswith("c.yaml:1: field 'nodez': unknown key (a misspelt 'nodes'?); missing: nodes")
     (tmp_path / "c.yaml").write_text("nodes:\n  - {name: a, gpu_typ: v100, gpus: 4}\n")
     line = one_line_error(quanta("simulate", "--cluster", str(tmp_path / "c.yaml"), "-q",
                                  "--out", str(tmp_path / "o")))
@@ -511,3 +511,18 @@ def test_a_job_of_almost_no_time_gives_well_formed_figures(tmp_path):
     assert r.returncode == 0 and not r.stderr.strip(), r.stderr
     row = next(csv.DictReader(open(tmp_path / "o" / "summary.csv")))
     assert 0 < float(row["jain"]) <= 1 and len(row["ftf_rho_max"]) < 30, row
+
+
+def test_a_cluster_files_mistake_names_its_line(tmp_path):
+    """A cluster file's mistakes named the file and the field but not the line (a queues file's,
+    a sweep file's and a job spec's did): the line of the field's value now."""
+    (tmp_path / "c.yaml").write_text("name: c\nnodes:\n  - gpu_type: v100\n    count: 2\n"
+                                     "    gpus: -8\n  - {gpu_type: tpu9, count: 1, gpus: 8}\n")
+    line = one_line_error(quanta("simulate", "--cluster", str(tmp_path / "c.yaml"), "-q",
+                                 "--out", str(tmp_path / "o")))
+    assert line.endswith("c.yaml:5: field 'nodes.0.gpus': Input should be greater than 0"), line
+    (tmp_path / "c.yaml").write_text("name: c\nnodes:\n  - gpu_type: v100\n    count: 2\n"
+                                     "    gpus: 8\n  - {gpu_type: tpu9, count: 1, gpus: 8}\n")
+    line = one_line_error(quanta("simulate", "--cluster", str(tmp_path / "c.yaml"), "-q",
+                                 "--out", str(tmp_path / "o")))
+    assert "c.yaml:6: field 'nodes.1.gpu_type': unknown GPU type 'tpu9'" in line, line

@@ -236,6 +236,17 @@ BAD_YAML = [
     # one policy written two ways (it ran as two cells, the same results twice)
     ("rates: [2]\npolicies:\n  - las\n  - las:backfill=False\n  - las:backfill=0\n",
      "sweep.yaml:5", "policies.2", "'las:backfill=False' and 'las:backfill=0' are the same policy"),
+    # a trace, format or window no cell can read was named by a flag never given, or by no line
+    ("traces: [phily]\n", "sweep.yaml:1", "traces.0", "phily: no such trace file, nor a bundled"),
+    ("traces: ['synthetic:6:0']\n", "sweep.yaml:1", "traces.0", "bad synthetic trace"),
+    ("rates: [2]\nformat: csvv\n", "sweep.yaml:2", "format", "unknown trace format 'csvv'"),
+    ("rates: [2]\njobs: 10\nwindow: '20:30'\n", "sweep.yaml:3", "window",
+     "window 20:30 starts past the last of synthetic:2:10's 10 jobs"),
+    # a huge cap ran every cell, then the tables' int64 column overflowed (a traceback)
+    ("rates: [2]\nmax_jobs: 10000000000000000000\n", "sweep.yaml:2", "max_jobs",
+     "is past 9223372036854775807 (2^63 - 1)"),
+    ("rates: [2]\npolicies: [{name: fifo, parms: {}}]\n", "sweep.yaml:2", "policies.0.parms",
+     "unknown key (a policy is {name: ..., params: {...}})"),
 ]
 
 
@@ -273,6 +284,8 @@ def test_a_sweep_files_jobs_size_the_rates_the_command_line_gives(tmp_path):
     (["sweep", "--rate", "3", "--jobs", "10", "--load-scale", "0"], "field '--load-scale'"),
     (["sweep", "--rate", "3", "--jobs", "10", "--repair-h", "1"], "give --node-mtbf-h H too"),
     (["sweep", "--rate", "3", "--jobs", "20000000"], "field '--jobs': jobs 20,000,000 is past"),
+    (["sweep", "--rate", "3", "--jobs", "10", "--max-jobs", "9223372036854775808"],
+     "field '--max-jobs': max_jobs 9223372036854775808 is past"),
     (["simulate", "--trace", "synthetic:2:10", "--window", "7:3"], "bad window '7:3'"),
     (["simulate", "--trace", "synthetic:2:10", "--window", "10:20"], "starts past"),
 ])
@@ -562,14 +575,14 @@ def check_trace_named_three_ways(tmp_path):
         assert r.returncode == 0, r.stderr
         said.append(r.stdout)
         assert rows(tmp_path / "o" / "results.csv")[0]["trace"] == name
-    assert "1 cells (1 run, 0 reused)" in said[0]
-    assert all("1 cells (0 run, 1 reused)" in s for s in said[1:])
+    assert "1 cell (1 run, 0 reused)" in said[0]
+    assert all("1 cell (0 run, 1 reused)" in s for s in said[1:])
     (tmp_path / "t.csv").write_text("".join(lines.splitlines(keepends=True)[:21]))
     r = quanta(*base, "--trace", "t.csv", cwd=tmp_path)        # other bytes: run again
-    assert "1 cells (1 run, 0 reused)" in r.stdout
+    assert "1 cell (1 run, 0 reused)" in r.stdout
     (tmp_path / "t.trace").write_bytes((tmp_path / "t.csv").read_bytes())
     r = quanta(*base, "--trace", "t.trace", cwd=tmp_path)      # another extension: its own
-    assert "1 cells (1 run, 0 reused)" in r.stdout, r.stdout + r.stderr   # (.trace may be Gavel's)
+    assert "1 cell (1 run, 0 reused)" in r.stdout, r.stdout + r.stderr   # (.trace may be Gavel's)
 
 
 def test_aggregates_do_not_depend_on_the_order_the_seeds_are_listed():
@@ -582,3 +595,31 @@ def test_aggregates_do_not_depend_on_the_order_the_seeds_are_listed():
     a = aggregate(rows)
     b = aggregate([rows[i] for i in (5, 3, 1, 4, 2, 0)])
     assert a == b and a[0]["seed_list"] == "0,1,2,3,4,5"
+
+
+def test_names_with_spaces_and_a_seed_past_53_bits_are_taken_as_meant(tmp_path):
+    """`--cluster ' v100:2x4'` beside `v100:2x4` made two cells of one cluster; a seed in a sweep
+    file went through a float (9007199254740993 ran as ...992)."""
+    from quanta.sweepfile import load_sweep_file
+    from quanta.sweeps import SweepSpec, expand
+    spec = SweepSpec(rates=(2.0,), jobs=10, clusters=("v100:2x4", " v100:2x4 "),
+                     policies=(" las", "las"))
+    assert spec.clusters == ("v100:2x4", "v100:2x4")
+    assert len(expand(spec)) == 1
+    f = tmp_path / "s.yaml"
+    f.write_text("rates: [2]\nseeds: [9007199254740993]\nmax_jobs: 9007199254740993\n")
+    got = load_sweep_file(f)
+    assert got.seeds == (9007199254740993,) and got.max_jobs == 9007199254740993
+
+
+def test_a_cells_key_holds_the_library_versions(monkeypatch):
+    """A cell computed with another numpy, scipy or ecos (random streams, solvers) is not reused."""
+    from quanta import cellstore, sweeps
+    spec = sweeps.SweepSpec(rates=(2.0,), jobs=10, clusters=("v100:2x4",), policies=("las",))
+    (cell,) = sweeps.expand(spec)
+    assert cell.config["libraries"] == cellstore.library_versions()
+    assert set(cell.config["libraries"]) == {"numpy", "scipy", "ecos"}
+    monkeypatch.setattr(sweeps, "library_versions", lambda: {"numpy": "0.0", "scipy": None,
+                                                             "ecos": None})
+    (other,) = sweeps.expand(spec)
+    assert other.key != cell.key

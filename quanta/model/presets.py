@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 from quanta.errors import QuantaError
-from quanta.specfile import read_yaml, validated
+from quanta.specfile import line_of, parse_yaml, read_text, validated
 from quanta.model.cluster import Cluster, NodeSpec
 from quanta.model.gpu import gpu_type
 from quanta.paths import TRACES_DIR
@@ -134,7 +134,19 @@ def _cluster_file_model() -> type:
 
 
 def load_cluster_file(path: Path) -> Cluster:
-    spec = validated(_cluster_file_model(), read_yaml(path), str(path))
+    """A cluster YAML file; a mistake is one line naming the file, the line and the field."""
+    text = read_text(path)
+    try:
+        return _cluster_of(parse_yaml(text, str(path)), path)
+    except QuantaError as e:
+        if e.source != str(path) or e.line is not None or not e.field:
+            raise
+        raise QuantaError(e.bare, source=e.source, line=line_of(text, e.source, e.field),
+                          field=e.field) from None
+
+
+def _cluster_of(data: object, path: Path) -> Cluster:
+    spec = validated(_cluster_file_model(), data, str(path))
     nodes: list[NodeSpec] = []
     total = 0                           # GPUs so far
     for gi, g in enumerate(spec.nodes):

@@ -11,6 +11,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from quanta.errors import QuantaError
+from quanta.specfile import key_node, node_at
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:/-]*$"
 
@@ -137,44 +138,12 @@ class QueuesFile(BaseModel):
 
 
 # -- YAML with line numbers ------------------------------------------------------------------------
-def _node_at(root: yaml.Node | None, loc: Sequence[Any]) -> tuple[yaml.Node | None, bool]:
-    """The deepest YAML node along `loc` (mapping keys, sequence indexes); whether the last step
-    named a mapping key whose value is wanted (False: the key node itself, for bad keys)."""
-    node = root
-    for part in loc:
-        if isinstance(node, yaml.MappingNode):
-            nxt = None
-            for k, v in node.value:
-                if str(k.value) == str(part):
-                    nxt = v
-                    break
-            if nxt is None:
-                return node, False
-            node = nxt
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and \
-                0 <= part < len(node.value):
-            node = node.value[part]
-        else:
-            break
-    return node, True
-
-
-def _key_node(root: yaml.Node | None, loc: Sequence[Any]) -> yaml.Node | None:
-    """The key node of the mapping entry `loc` names (for errors about a key)."""
-    parent, _ = _node_at(root, loc[:-1])
-    if isinstance(parent, yaml.MappingNode):
-        for k, _v in parent.value:
-            if str(k.value) == str(loc[-1]):
-                return k
-    return parent
-
-
 class Source:
     def __init__(self, path: str, root: yaml.Node | None, data: Any):
         self.path, self.root, self.data = path, root, data
 
     def line(self, loc: Sequence[Any], key: bool = False) -> int | None:
-        node = _key_node(self.root, loc) if key else _node_at(self.root, loc)[0]
+        node = key_node(self.root, loc) if key else node_at(self.root, loc)
         return node.start_mark.line + 1 if node is not None else None
 
     def field(self, loc: Sequence[Any]) -> str:
