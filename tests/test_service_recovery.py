@@ -234,3 +234,28 @@ def _alive(pid: int) -> bool:
         return False
     with open(f"/proc/{pid}/stat") as f:
         return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.slow
+def test_attained_service_goes_on_across_a_restart(service):
+    """A job's attained service (what las and Tiresias order jobs by) was stored only when the
+    job reported progress or ended, and a restart took the stored value: a job with no progress
+    reports, running 4 s before a kill -9, restarted at 0 (and the API said 0 while it ran). Now
+    it is counted from when it was stored, through the restart, for a job adopted and for one
+    that ended while no scheduler ran."""
+    s = service(policy="las", cluster="cpu:1x2")
+    adopted = s.submit(name="adopted", steps=None, command=["sleep", "15"])
+    ended = s.submit(name="ended", steps=None, command=["sleep", "3"])
+    s.wait(ended, lambda j: j["state"] == "running")
+    time.sleep(2.0)
+    live = s.job(adopted)
+    assert live["state"] == "running" and live["attained"] >= 1.5, live   # (it said 0)
+    s.kill9()
+    time.sleep(2.5)                    # `ended` ends while no scheduler runs
+    s2 = Service(s.state, policy="las", cluster="cpu:1x2").start()
+    s.proc = s2.proc
+    for job_id, run_s in ((adopted, 15.0), (ended, 3.0)):
+        j = s2.wait(job_id, finished, timeout=60)
+        held = j["end_time"] - j["start"]
+        assert run_s - 0.5 <= held and abs(j["attained"] - held) < 1.0, (job_id, j)
+    assert "adopt" in s2.kinds(adopted, every=True), s2.kinds(adopted, every=True)

@@ -356,12 +356,21 @@ class Runtime(RuntimeRecovery, RuntimeLaunching, RuntimeQueues, RuntimeProgress)
             self._close(row, "cancelled", "cancelled by its user", now)
 
     # -- processes ---------------------------------------------------------------------------------
+    def _attained(self, row: int, now: float) -> dict:
+        """The job's attained service (GPU-seconds held in the scheduler's books) as store
+        columns, with the time it is exact at: a restart counts a job still running on from
+        there (recovery), and the API shows it growing."""
+        t = self.table
+        return {"attained": float(t.att0[row] + t.gpus[row] * (now - t.ta[row])),
+                "attained_at": self.epoch + now}
+
     def _ask_stop(self, row: int, why: str) -> None:
         """Ask a job's processes to checkpoint and exit (logged: preempt-to-resume starts here).
         The request is recorded first: a service killed before the job's end is recorded settles
         the job after a restart as what it was becoming (see recover)."""
         self.procs[row].stopping = why
-        self.store.update(self.ids[row], ("stopping", why), stopping=why)
+        self.store.update(self.ids[row], ("stopping", why), stopping=why,
+                          **self._attained(row, self.now()))
         faults.point("stop-recorded")
         self.backend.stop(str(self.ids[row]))
         faults.point("stop-signalled")
@@ -401,19 +410,23 @@ class Runtime(RuntimeRecovery, RuntimeLaunching, RuntimeQueues, RuntimeProgress)
                         + " (see quanta logs)", now)
             self.events.add("completion")
             return
+        at = self.epoch + now     # (a job that ended while no scheduler ran: its exit time)
         if why in ("preempt", "hold", "move", "node"):
             if why == "node":
                 self.store.update(job_id, ("requeued", f"its node was lost at step {int(steps)}"),
-                                  state="pending", reason="NodeFail", steps_done=steps, **ENDED)
+                                  at=at, state="pending", reason="NodeFail", steps_done=steps,
+                                  **self._attained(row, now), **ENDED)
             elif why == "hold":
-                self.store.update(job_id, ("stopped", f"held at step {int(steps)}"), state="pending",
-                                  reason="JobHeldUser", steps_done=steps, **ENDED)
+                self.store.update(job_id, ("stopped", f"held at step {int(steps)}"), at=at,
+                                  state="pending", reason="JobHeldUser", steps_done=steps,
+                                  **self._attained(row, now), **ENDED)
             elif why == "preempt" or row not in self.to_launch:
-                self.store.update(job_id, ("preempted", f"at step {int(steps)}"), state="pending",
-                                  reason="Preempted", steps_done=steps,
-                                  preemptions=int(t.preemptions[row]), **ENDED)
+                self.store.update(job_id, ("preempted", f"at step {int(steps)}"), at=at,
+                                  state="pending", reason="Preempted", steps_done=steps,
+                                  preemptions=int(t.preemptions[row]),
+                                  **self._attained(row, now), **ENDED)
             else:
-                self.store.update(job_id, steps_done=steps, **ENDED)
+                self.store.update(job_id, steps_done=steps, **self._attained(row, now), **ENDED)
             # no decision for it: the job left the scheduler's books when it was told to stop
             # (its GPUs went to the decision that stopped it, a job moved there launches now).
             # One here, as las takes at every event, preempted the job just launched (it had
@@ -433,9 +446,9 @@ class Runtime(RuntimeRecovery, RuntimeLaunching, RuntimeQueues, RuntimeProgress)
             wait = min(BACKOFF_CAP_S, BACKOFF_S * 2 ** (self.failures[row] - 1))
             self.backoff[row] = now + wait
             self.store.update(job_id, ("failure", f"{detail}; requeued from its last checkpoint, "
-                                       f"retried in {wait:g} s"),
+                                       f"retried in {wait:g} s"), at=at,
                               state="pending", reason="Requeued", failures=self.failures[row],
-                              steps_done=steps, **ENDED)
+                              steps_done=steps, **self._attained(row, now), **ENDED)
         self.events.add("failure")
 
     def _release(self, row: int, now: float, preempted: bool = True, count: bool = True) -> None:
@@ -459,11 +472,11 @@ class Runtime(RuntimeRecovery, RuntimeLaunching, RuntimeQueues, RuntimeProgress)
         t.end[row] = now
         self.held.discard(row)
         self.cancelling.discard(row)
-        att = float(t.att0[row])
         self.backoff.pop(row, None)
-        self.store.update(self.ids[row], (state, message), state=state, reason=message,
-                          end_time=self.epoch + now, gpus=0, devices=[], attained=att,
-                          preemptions=int(t.preemptions[row]), **ENDED, **cols)
+        self.store.update(self.ids[row], (state, message), at=self.epoch + now, state=state,
+                          reason=message, end_time=self.epoch + now, gpus=0, devices=[],
+                          preemptions=int(t.preemptions[row]), **self._attained(row, now),
+                          **ENDED, **cols)
 
     def _node_lost(self, node: int, now: float) -> None:
         """A node is gone: its jobs lose their GPUs now; their processes' ends follow."""

@@ -27,7 +27,7 @@ IDENTITY = "identity.json"       # a job folder's owner: this store's id and the
 class RuntimeLaunching:
     """Launches of a Runtime's jobs (its attributes: to_launch, procs, ids, subs, store, cluster,
     backend, table, warned, reasons, epoch, store_id, jobs_dir, clock; `_handle_exit`,
-    `workdir`)."""
+    `_attained`, `workdir`)."""
 
     def _launch_ready(self, now: float) -> None:
         """Launch every started job whose devices are no longer held by stopping processes."""
@@ -88,7 +88,8 @@ class RuntimeLaunching:
         self.procs[row] = Proc(tr.gpus.copy(), launched_at=self.clock())
         first = np.isnan(self.table.first_start[row]) or rec is None or rec.start is None
         cols = dict(state="running", reason="", gpus=len(tr.gpus), gpu_type=gtype,
-                    devices=tr.gpus.tolist(), nodes=nodes, handle=handle, attempt=attempt)
+                    devices=tr.gpus.tolist(), nodes=nodes, handle=handle, attempt=attempt,
+                    **self._attained(row, now))
         if rec is not None and rec.start is None:
             cols["start"] = self.epoch + now
         self.store.update(job_id, ("start" if first else "resume",

@@ -22,7 +22,7 @@ RATE_MOVED = 0.1
 
 class RuntimeProgress:
     """Progress reports of a Runtime's jobs (its attributes: procs, table, store, ids, warned,
-    reported, perf, cluster, occ, positions_at; `workdir`)."""
+    reported, perf, cluster, occ, positions_at; `_attained`, `workdir`)."""
 
     def _read_progress(self, now: float) -> None:
         rows = [r for r in self.procs if self.procs[r].stopping == ""]
@@ -95,7 +95,7 @@ class RuntimeProgress:
                 self.perf.observe(t.specs[row], self.cluster.types[g], len(gpus),
                                   self.occ.nodes_of(gpus), rate)
         cols = {"steps_done": float(t.prog0[row]), "steps_per_s": rate,
-                "attained": float(t.att0[row])}
+                **self._attained(row, now)}
         if "checkpoint_step" in prog:
             cols["checkpoint_step"] = int(prog["checkpoint_step"])
         return cols

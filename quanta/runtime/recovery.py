@@ -23,7 +23,7 @@ POLICY_STATE = "policy_state"    # store meta key: (policy label, Decision.state
 class RuntimeRecovery:
     """Recovery of a Runtime after a restart (its attributes: store, table, occ, backend, subs,
     procs, cancelling, cluster, loop, policy, lock, events; `_add`, `_close`, `_release`,
-    `_stop_running`, `_ask_stop`, `_handle_exit`, `_rate`, `_internal_error`, `workdir`)."""
+    `_stop_running`, `_ask_stop`, `_handle_exit`, `_rate`, `_internal_error`, `_attained`, `workdir`)."""
 
     def recover(self) -> None:
         """Load the store's jobs (every one, in id order: the table rows are then the same as before
@@ -64,6 +64,7 @@ class RuntimeRecovery:
             gone = f"its devices {rec.devices} ({rec.gpu_type}) are not in cluster {self.cluster.name}"
             if rec.state == "running" and rec.handle and \
                     self.backend.adopt(str(rec.id), wd, rec.handle, grace, token=rec.token):
+                self._held_meanwhile(rec, row, now)
                 self.procs[row] = Proc(np.empty(0, np.int64))
                 self.store.update(rec.id, ("adopt", f"launcher {rec.handle}; {gone}: stopped"),
                                   state="running", handle=rec.handle, reason="")
@@ -80,6 +81,7 @@ class RuntimeRecovery:
             elif rec.token and hasattr(self.backend, "find"):
                 handle = self.backend.find(str(rec.id), wd, rec.token, grace, len(gpus))
         if handle:
+            self._held_meanwhile(rec, row, now)
             t_idx = self.cluster.types.index(rec.gpu_type)
             self.occ.assign(row, gpus)
             nodes = self.occ.nodes_of(gpus)
@@ -120,10 +122,20 @@ class RuntimeRecovery:
             code = int(done["returncode"]) if done else -9
         except (KeyError, TypeError, ValueError, OverflowError):
             code = 1
+        ended = self._ended_at(done, rec, now)
+        self._held_meanwhile(rec, row, ended)
         self._handle_exit(row, Exit(str(rec.id), code, str(done.get("message", "")) if done else
                                     "its processes were gone after a scheduler restart",
-                                    bool(done.get("permanent")) if done else False),
-                          self._ended_at(done, rec, now))
+                                    bool(done.get("permanent")) if done else False), ended)
+
+    def _held_meanwhile(self, rec: JobRecord, row: int, until: float) -> None:
+        """A job the store says was running (and not yet asked to stop) held its GPUs from when
+        its attained service was stored until `until` (now, for a launcher adopted; its exit, for
+        one that ended while no scheduler ran): counted, as the policy's clock goes on across
+        restarts (before, what it held since its last progress report was lost)."""
+        if rec.state == "running" and not rec.stopping and rec.attained_at is not None:
+            since = rec.attained_at - self.epoch
+            self.table.att0[row] += rec.gpus * max(0.0, until - since)
 
     def _ended_at(self, done: dict | None, rec: JobRecord, now: float) -> float:
         """When a job that ended while no scheduler ran ended, on the service's clock: its

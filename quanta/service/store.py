@@ -80,6 +80,9 @@ ADDED_COLUMNS = (
     # the client's idempotency key of the submission, and the digest of what it submitted
     ("idem_key", "TEXT"),
     ("spec_sha", "TEXT NOT NULL DEFAULT ''"),
+    # when `attained` was exact (wall clock; NULL: unknown): a job running then has held its
+    # GPUs since, so a restart (and the API) counts its attained service on from there
+    ("attained_at", "REAL"),
 )
 INDEXES = """
 CREATE UNIQUE INDEX IF NOT EXISTS jobs_idem ON jobs(user, idem_key) WHERE idem_key IS NOT NULL;
@@ -125,6 +128,7 @@ class JobRecord:
     checkpoint_step: int = 0
     idem_key: str | None = None
     spec_sha: str = ""
+    attained_at: float | None = None
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> "JobRecord":
@@ -134,10 +138,18 @@ class JobRecord:
         d["held"], d["cancel"], d["dirty"] = bool(d["held"]), bool(d["cancel"]), bool(d["dirty"])
         return cls(**d)
 
+    def attained_now(self, now: float) -> float:
+        """GPU-seconds held up to `now` (wall clock): a job running when its count was stored
+        has held its GPUs since (its count goes on from `attained_at`)."""
+        if self.state == "running" and not self.stopping and self.attained_at is not None:
+            return self.attained + self.gpus * max(0.0, now - self.attained_at)
+        return self.attained
+
     def public(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
-        for k in ("dirty", "handle", "cancel", "token", "idem_key", "spec_sha"):
+        for k in ("dirty", "handle", "cancel", "token", "idem_key", "spec_sha", "attained_at"):
             d.pop(k)
+        d["attained"] = self.attained_now(time.time())
         return d
 
 
