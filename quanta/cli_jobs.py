@@ -198,7 +198,7 @@ def register(app: typer.Typer, console: Callable) -> None:
         tree = runtime.tree
         console().print(f"quanta serve: {runtime.cluster.describe()} under "
                         f"{runtime.policy.label()} ({backend} backend); http://{host}:{port}/  "
-                        f"admin token: {token_path}",
+                        f"admin token: {token_path if token_path.exists() else 'none on file'}",
                         highlight=False, markup=False)
         if tree is not None:
             say(f"queues: {tree.describe()} ({tree.source})")

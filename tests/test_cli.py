@@ -235,6 +235,8 @@ def test_service_addresses_and_state_folders_no_one_can_use_are_one_line(tmp_pat
          {}, "field '--cluster': with the Ray backend the cluster is what the Ray nodes offer"),
         (["serve", "--state", str(tmp_path / "afile" / "st")], {},
          "cannot use the state folder (Not a directory"),
+        (["serve", "--cluster", "v100:0x2", "--state", str(tmp_path / "st")], {},
+         "field '--cluster': bad cluster spec 'v100:0x2'"),        # (it made the state folder)
         # (before the state folder is made)
         (["serve", "--backend", "ray", "--ray-address", f"127.0.0.1:{port}", "--state",
           str(tmp_path / "rayst")], {}, f"field '--ray-address': cannot connect to a Ray cluster "

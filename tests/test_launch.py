@@ -73,6 +73,20 @@ def test_what_an_ended_rank_leaves_behind_is_killed(tmp_path):
             os.kill(child, signal.SIGKILL)
 
 
+def test_what_an_ended_rank_detached_from_its_group_is_killed(tmp_path):
+    """(`setsid sleep 302 &` in a job's command outlived the job, which had ended FINISHED: only
+    the rank's process group was swept.) It carries the launch's token, by which it is found."""
+    p, job, child = _launch(tmp_path, "setsid sh -c 'echo $$ > child.pid; exec sleep 300' "
+                                      "> /dev/null 2>&1 & sleep 1; exit 0")
+    try:
+        assert p.wait(timeout=20) == 0
+        assert json.loads((job / "exit.json").read_text())["returncode"] == 0
+        assert _gone(child, 5), "the detached process outlived the job"
+    finally:
+        if _alive(child):
+            os.kill(child, signal.SIGKILL)
+
+
 def test_a_launcher_killed_outright_leaves_no_rank_behind(tmp_path):
     """(A launcher killed with SIGKILL left its ranks training as orphans in sessions of their
     own; the service requeued the job and launched a second copy beside them.) Its rank dies

@@ -298,3 +298,18 @@ def test_serve_takes_its_users_file_from_the_command_line(tmp_path):
     run = subprocess.run(base + ["--users", str(tmp_path / "none.yaml")], capture_output=True,
                          text=True, timeout=120)
     assert run.returncode == 2 and "none.yaml" in run.stderr and "no such file" in run.stderr
+
+
+def test_a_removed_admin_token_file_is_written_again_with_a_new_token(tmp_path):
+    """`rm STATE/admin.token`, then a restart: the startup line named the file, which was not
+    written again, and the admin was locked out (adding a user needs an admin token)."""
+    from quanta.service.app import bootstrap_admin
+    from quanta.service.store import Store
+    store = Store(tmp_path / "q.db")
+    path = bootstrap_admin(store, tmp_path)
+    old = path.read_text().strip()
+    assert bootstrap_admin(store, tmp_path).read_text().strip() == old     # kept while there
+    path.unlink()
+    new = bootstrap_admin(store, tmp_path).read_text().strip()
+    assert mode(path) == 0o600 and new != old
+    assert store.user_for(new) == ("admin", True) and store.user_for(old) is None

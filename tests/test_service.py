@@ -536,6 +536,7 @@ def test_a_job_stopped_after_its_last_step_is_finished_not_requeued(service, tmp
                j["reason"] == "JobHeldUser")
     assert (j["state"], j["steps_done"]) == ("finished", 200), j
     assert j["preemptions"] == 0
+    assert j["held"] is False           # (it stayed held: `FINISHED held`, release refused, 409)
     # `quanta status` says it holds nothing now (it showed `0 x cpu cpu-0-000`)
     out = cli("status", str(a), env={"QUANTA_URL": s.url, "QUANTA_TOKEN": s.admin}).stdout
     assert "steps/s; no devices now (last on cpu-0-000); preemptions 0" in out, out

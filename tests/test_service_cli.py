@@ -151,3 +151,17 @@ def test_queue_cuts_a_long_reason_not_the_other_columns(service):
     row = lines[3].split()
     assert row[:5] == [str(a), "lost", "admin", "default", "FAILED"], lines
     assert max(len(ln) for ln in lines) <= 120 and lines[3].rstrip().endswith("…"), lines
+
+
+def test_a_spec_in_a_folder_whose_name_is_no_utf8_is_one_line(tmp_path):
+    """The spec's folder becomes the job's cwd; a name of bytes that are no UTF-8 was a
+    UnicodeEncodeError traceback (exit 1) when the submission was sent."""
+    folder = os.fsdecode(bytes(tmp_path) + b"/x\xffy")
+    os.mkdir(folder)
+    spec = os.path.join(folder, "j.yaml")
+    with open(spec, "w") as f:
+        f.write("name: p\ncommand: [pwd]\n")
+    r = cli("submit", spec, env={"QUANTA_URL": "http://127.0.0.1:9", "QUANTA_TOKEN": "x"})
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "field 'cwd': the spec's folder" in r.stderr and "is not valid Unicode text" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1

@@ -474,9 +474,9 @@ class Runtime(RuntimeRecovery, RuntimeLaunching, RuntimeQueues, RuntimeProgress)
         self.cancelling.discard(row)
         self.backoff.pop(row, None)
         self.store.update(self.ids[row], (state, message), at=self.epoch + now, state=state,
-                          reason=message, end_time=self.epoch + now, gpus=0, devices=[],
-                          preemptions=int(t.preemptions[row]), **self._attained(row, now),
-                          **ENDED, **cols)
+                          reason=message, end_time=self.epoch + now, held=False, gpus=0,
+                          devices=[], preemptions=int(t.preemptions[row]),
+                          **self._attained(row, now), **ENDED, **cols)
 
     def _node_lost(self, node: int, now: float) -> None:
         """A node is gone: its jobs lose their GPUs now; their processes' ends follow."""

@@ -271,6 +271,9 @@ def main(argv: list[str]) -> int:
                 swept.add(i)
         if len(swept) < len(procs):
             time.sleep(POLL_S)
+    # what the ranks detached from their groups (setsid, a daemon) carries the launch's token:
+    # killed before the end is reported, so nothing of the job holds its devices after it
+    kill_leftovers(token)
     rc = 0 if first_failed is None else codes[first_failed]
     message = ""
     if first_failed is not None:

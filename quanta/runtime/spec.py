@@ -11,7 +11,7 @@
     model: imagenet          # optional: a job type of `quanta catalog`, for the performance
                              # model's priors (without it: the name, if a catalog type)
 
-Validated by pydantic (unknown fields are errors); `quanta submit --schema` prints the JSON Schema.
+Validated by pydantic (unknown fields are errors); `quanta schema` prints the JSON Schema.
 Names that reach metrics, terminals and file names (name, queue, GPU types, environment variable
 names) are plain words; no string may hold a NUL byte; every number is bounded. A spec file must
 be UTF-8 YAML without duplicate keys.
@@ -170,5 +170,12 @@ def load_submission(path: Path) -> JobSubmission:
     """A job spec from a YAML file; relative `cwd` is taken from the file's folder."""
     path = Path(path)
     sub = parse_submission(read_yaml(path, MAX_SPEC_BYTES), str(path))
-    cwd = path.parent / sub.cwd if sub.cwd else path.parent   # (an absolute cwd stays itself)
-    return sub.model_copy(update={"cwd": str(cwd.resolve())})
+    # (an absolute cwd stays itself)
+    cwd = str((path.parent / sub.cwd if sub.cwd else path.parent).resolve())
+    try:
+        cwd.encode()
+    except UnicodeEncodeError:      # a folder's name of bytes that are no UTF-8 (a traceback)
+        raise QuantaError(f"the spec's folder {cwd.encode(errors='surrogateescape')!r} is not "
+                          f"valid Unicode text: give cwd, or move the spec", source=str(path),
+                          field="cwd") from None
+    return sub.model_copy(update={"cwd": cwd})

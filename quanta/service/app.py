@@ -101,11 +101,17 @@ class UserIn(BaseModel):
 
 def bootstrap_admin(store: Store, state_dir: Path) -> Path:
     """Create the admin user on first start; its token goes to STATE/admin.token (created 0600,
-    never readable by others for an instant)."""
+    never readable by others for an instant). Where that file has since been removed, the admin
+    user gets a new token, written there (the old one stops working): whoever may start the
+    service on this state folder may read and write its database anyway, and a lost token
+    locked every admin out (adding a user needs an admin token)."""
     path = state_dir / "admin.token"
-    if not any(admin for _name, admin in store.users()):
+    admins = [name for name, admin in store.users() if admin]
+    if not admins:
         token = store.add_user(ADMIN, admin=True, token=os.environ.get("QUANTA_ADMIN_TOKEN") or None)
         write_secret(path, token + "\n")
+    elif ADMIN in admins and not os.path.lexists(path):
+        write_secret(path, store.add_user(ADMIN, admin=True) + "\n")
     return path
 
 

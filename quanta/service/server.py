@@ -53,6 +53,8 @@ def build(cfg: ServiceConfig):
     if cfg.queues is not None:
         from quanta.queues.spec import load_queues
         tree = load_queues(cfg.queues)         # a bad file: one line, before anything is written
+    if cfg.backend == "local" and cfg.cluster != "auto":
+        resolve_cluster(cfg.cluster)           # (the same: it made the state folder first)
     state = Path(cfg.state_dir)
     check_state_folder(state)       # (before anything in it is read, made or made private)
     run_as = RunAs.load(state, users_file=cfg.users_file)
