@@ -97,6 +97,10 @@ def test_finished_jobs_show_how_they_ended_not_priority():
     (b"name: x\ncommand: [echo]\nsteps: 5\nsteps: 6\n", "job.yaml:4: not valid YAML (duplicate key 'steps')"),
     (b"name: x\ncommand: [echo]\nqueue: caf\xe9\n", "job.yaml:3: not UTF-8 text (byte 0xe9)"),
     (b"name: x\ncommand: [echo]\nenv: {A-B: '1'}\n", "job.yaml:3: field 'env'"),
+    # the scheduler's own variables: a job's value was replaced at launch, unsaid
+    (b"name: x\ncommand: [echo]\nenv: {WORLD_SIZE: '9'}\n", "job.yaml:3: field 'env': "
+                                                           "WORLD_SIZE is set by the scheduler"),
+    (b"name: x\ncommand: [echo]\nenv:\n  QUANTA_LAUNCH: x\n", "QUANTA_LAUNCH is set by the"),
     # a field of two kinds named once (was 'priority.int'), at its line; YAML's yes is no text
     (b"name: x\ncommand: [echo]\npriority: 1.5\n", "job.yaml:3: field 'priority': Input should "
                                                     "be a valid integer or a valid string"),

@@ -31,6 +31,9 @@ from quanta.specfile import read_yaml, validated
 
 WORD = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"      # names shown in metrics labels and terminals
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# what the scheduler sets in a job's environment (a job's own value was replaced, unsaid)
+SET_BY_SCHEDULER = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                    "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 MAX_ARGS, MAX_ENV, MAX_TEXT = 4096, 1024, 65536
 MAX_SPEC_BYTES = 1 << 20     # a job spec, as a file or as the body of a request
 
@@ -143,6 +146,9 @@ class JobSubmission(BaseModel):
             if not ENV_NAME.fullmatch(k) or len(k) > 256 or not k.isascii():
                 raise ValueError(f"{k[:40]!r} is not an environment variable name "
                                  "(letters, digits, _; not starting with a digit)")
+            if k in SET_BY_SCHEDULER or k.startswith("QUANTA_"):
+                raise ValueError(f"{k} is set by the scheduler for each rank (the GPUs, the "
+                                 "threads and the rendezvous it gives the job)")
             _no_nul(val, f"the value of {k}")
             if len(val) > MAX_TEXT:
                 raise ValueError(f"the value of {k} is longer than {MAX_TEXT} characters")
