@@ -192,6 +192,10 @@ def test_same_admission_order_as_the_simulator(queued, tmp_path):
     assert " ".join(table.split()).count("cancelled by its user") == 1, table
     as_bob = json.loads(cli("sacct", "--json", env={**env, "QUANTA_TOKEN": tokens["bob"]}).stdout)
     assert {r["user"] for r in as_bob} == {"bob"}
+    # another user's history is an admin's to see (bob's own was shown, unsaid)
+    r = cli("sacct", "--user", "admin", env={**env, "QUANTA_TOKEN": tokens["bob"]})
+    assert r.returncode != 0 and "only an admin may see another user's jobs" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
 
 
 def test_submissions_the_queues_refuse(queued, tmp_path):

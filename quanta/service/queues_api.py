@@ -76,6 +76,8 @@ def router(store, runtime, caller: Callable) -> APIRouter:
               since: float | None = Query(None, ge=0, le=1e12),
               by: Literal["user", "queue"] | None = Query(None),
               me=Depends(caller)) -> dict:
+        if user is not None and user != me.user and not me.admin:   # (it was ignored: the
+            raise HTTPException(403, "only an admin may see another user's jobs")  # caller's own)
         who = user if me.admin else me.user
         rows = accounting.history(store, who, since)
         if queue is not None:
