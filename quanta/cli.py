@@ -344,8 +344,7 @@ def sweep(
     n = len(res.cells)
     console().print(f"Quanta sweep: {n} cell{'' if n == 1 else 's'} ({res.ran} run, "
                     f"{res.reused} reused) in {res.wall_s:.1f} s; mean ± 95% CI over seeds",
-                    highlight=False,
-                    markup=False, soft_wrap=True)
+                    highlight=False, markup=False, soft_wrap=True)
     table = rich_table()
     cols = ["trace", "cluster", "policy", "load", "seeds", "avg JCT h", "p99 JCT h", "util",
             "preempt"]

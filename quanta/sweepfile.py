@@ -179,9 +179,10 @@ def load_sweep_file(path: str | Path, more_rates: bool = False) -> SweepSpec:
                                                    line=lines.line("window")))
     except TypeError as e:      # pragma: no cover  (fields are checked above)
         raise err(str(e)) from None
-    if spec.window is not None:         # (a trace file's length is checked when it is read)
-        from quanta.runner import parse_synthetic
-        for t in spec.all_traces():
+    if spec.window is not None:         # (a trace file's length is checked when it is read;
+        from quanta.runner import parse_synthetic     # rates' traces where the file sizes them)
+        for t in spec.traces + (tuple(spec.all_traces()[len(spec.traces):]) if "jobs" in kw
+                                else ()):
             if t.startswith("synthetic:"):
                 n = parse_synthetic(t)[1]
                 n = min(n, spec.max_jobs) if spec.max_jobs else n

@@ -23,7 +23,7 @@ POLICY_STATE = "policy_state"    # store meta key: (policy label, Decision.state
 class RuntimeRecovery:
     """Recovery of a Runtime after a restart (its attributes: store, table, occ, backend, subs,
     procs, cancelling, cluster, loop, policy, lock, events; `_add`, `_close`, `_release`,
-    `_stop_running`, `_ask_stop`, `_handle_exit`, `_rate`, `_internal_error`, `_attained`, `workdir`)."""
+    `_stop_running`, `_ask_stop`, `_handle_exit`, `_rate`, `_internal_error`, `workdir`)."""
 
     def recover(self) -> None:
         """Load the store's jobs (every one, in id order: the table rows are then the same as before
