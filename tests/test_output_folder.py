@@ -109,9 +109,13 @@ def _tree(folder: Path) -> dict[str, bytes]:
 def _long_run(out: Path):
     """A `quanta simulate` of 20,000 jobs (minutes) into `out`, --force; killed on leaving,
     whatever happened (no run left behind by a failure)."""
+    # (the run starts with Ctrl-C at its default, as from a terminal: a process started while
+    # SIGINT is ignored in its parent inherits that, and Python then never raises
+    # KeyboardInterrupt; twice in this session's whole-suite runs a press went unanswered)
     proc = subprocess.Popen([sys.executable, "-m", "quanta.cli", "simulate", "--trace",
                              "synthetic:30:20000", "--policy", "las", "--no-plots", "-q", "--out",
-                             str(out), "--force"], cwd=ROOT, env=ENV)
+                             str(out), "--force"], cwd=ROOT, env=ENV,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         yield proc
     finally:
@@ -138,7 +142,8 @@ def _interrupted(proc: subprocess.Popen, within: float = 60.0) -> int:
         try:
             return proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            assert time.monotonic() < deadline, "Ctrl-C went unanswered"
+            assert time.monotonic() < deadline, \
+                f"Ctrl-C went unanswered (SIGINT here: {signal.getsignal(signal.SIGINT)})"
 
 
 def test_a_failed_or_stopped_run_leaves_the_earlier_run_whole(tmp_path):
