@@ -360,8 +360,7 @@ class Runtime(RuntimeRecovery, RuntimeLaunching, RuntimeQueues, RuntimeProgress)
         """The job's attained service (GPU-seconds held in the scheduler's books) as store
         columns, with the time it is exact at: a restart counts a job still running on from
         there (recovery), and the API shows it growing."""
-        t = self.table
-        return {"attained": float(t.att0[row] + t.gpus[row] * (now - t.ta[row])),
+        return {"attained": float(self.table.attained(np.array([row]), now)[0]),
                 "attained_at": self.epoch + now}
 
     def _ask_stop(self, row: int, why: str) -> None:
